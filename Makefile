@@ -1,0 +1,39 @@
+# Every target does its own set-up: a fresh machine needs nothing but python3, g++ and make.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch is pinned here (a CPU wheel is on these machines); the package itself only asks torch>=2.0.
+TORCH  ?= torch==2.13.0
+STAMP  := $(VENV)/.deps-ok
+
+.PHONY: setup build train test bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=64" wheel pytest ruff matplotlib psutil
+	# --no-deps: snntorch's own requirements would pull another torch.
+	$(BIN)/pip install -q --no-deps snntorch==1.0.0
+	touch $@
+
+setup: $(STAMP)
+
+build: $(STAMP)
+	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	$(BIN)/python setup.py -q build_ext --inplace
+
+train: build
+	$(BIN)/python -m snn_ipu train
+
+test: build
+	$(BIN)/python -m pytest -q tests
+
+bench: build
+	$(BIN)/python -m snn_ipu bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check snn_ipu tests benchmarks examples
+
+clean:
+	rm -rf build *.egg-info snn_ipu/_C*.so

@@ -1,0 +1,22 @@
+"""snn_ipu: sparse, recurrent spiking neural networks trained with BPTT.
+
+Spikes travel as fixed-capacity index lists (:class:`SparseSpikes`); layers
+(:class:`LIFLayer`, :class:`SynapticLayer`, :class:`ReadoutLayer`) run their
+whole time loop in a backend: dense PyTorch (``reference``), the C++ IPU
+emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
+"""
+
+from . import surrogate
+from .layers import LIFLayer, ReadoutLayer, SynapticLayer
+from .spikes import SparseSpikes, SpikeOverflowError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LIFLayer",
+    "ReadoutLayer",
+    "SparseSpikes",
+    "SpikeOverflowError",
+    "SynapticLayer",
+    "surrogate",
+]

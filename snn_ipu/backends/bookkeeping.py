@@ -1,0 +1,43 @@
+"""Per-layer statistics and overflow reporting shared by the backends."""
+
+from __future__ import annotations
+
+from ..spikes import Overflow, raise_or_warn_overflow
+
+
+def apply_overflow(layer, capacity: int, overflow: Overflow) -> None:
+    """Raises, warns once, or records, as the layer's overflow policy says."""
+    raise_or_warn_overflow(
+        layer.name, capacity, overflow, layer.overflow, warn=not layer.overflow_warned
+    )
+    if overflow.first is not None and layer.overflow == "drop":
+        layer.overflow_warned = True
+
+
+def record_stats(
+    layer,
+    backend: str,
+    num_steps: int,
+    batch_size: int,
+    total_spikes: int,
+    capacity: int,
+    needed_capacity: int,
+    overflow: Overflow,
+    **extra,
+) -> None:
+    """Updates ``layer.stats``: activity of this call and running drop counters."""
+    prev = layer.stats
+    layer.stats = {
+        "backend": backend,
+        "activity": total_spikes / max(1, num_steps * batch_size * layer.out_features),
+        "spikes": total_spikes,
+        "capacity": capacity,
+        "needed_capacity": needed_capacity,
+        "grew": layer.max_spikes is not None and capacity > layer.max_spikes,
+        "spikes_dropped": overflow.spikes_dropped,
+        "eligible_dropped": overflow.eligible_dropped,
+        "total_spikes_dropped": prev.get("total_spikes_dropped", 0) + overflow.spikes_dropped,
+        "total_eligible_dropped": prev.get("total_eligible_dropped", 0)
+        + overflow.eligible_dropped,
+        **extra,
+    }

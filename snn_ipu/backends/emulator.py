@@ -1,0 +1,220 @@
+"""The IPU emulator backend: the codelets run on the CPU by the C++ host executor.
+
+One autograd Function per layer kind over ``snn_ipu._C``; all validation
+happens in Python before the call (the C++ side still bounds-checks). The
+executor runs the tile plan that the planner makes for ``plan_target``
+(``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..spikes import Overflow, SparseSpikes
+from .bookkeeping import apply_overflow, record_stats
+
+try:
+    from .. import _C
+except ImportError as exc:  # pragma: no cover - only without a build
+    raise ImportError(
+        "snn_ipu's C++ extension is not built; run `make build` (or `pip install -e .`) "
+        f"in the repository ({exc})"
+    ) from exc
+
+__all__ = ["spiking_layer", "readout_layer", "set_num_threads", "get_num_threads"]
+
+_EMPTY = np.zeros(0, dtype=np.float32)
+_num_threads = int(os.environ.get("SNN_IPU_NUM_THREADS", "0")) or len(os.sched_getaffinity(0))
+
+
+def set_num_threads(n: int) -> None:
+    """Worker threads of the host executor (results do not depend on it)."""
+    global _num_threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"number of threads must be a positive integer, got {n!r}")
+    _num_threads = n
+
+
+def get_num_threads() -> int:
+    return _num_threads
+
+
+def _np(t: Optional[torch.Tensor]) -> np.ndarray:
+    if t is None:
+        return _EMPTY
+    return t.detach().contiguous().numpy()
+
+
+def _weights(t: Optional[torch.Tensor]) -> np.ndarray:
+    """float32 or float16 weights, as the executor takes either."""
+    if t is None:
+        return _EMPTY
+    if t.dtype not in (torch.float32, torch.float16):
+        t = t.float()
+    return _np(t)
+
+
+@lru_cache(maxsize=256)
+def _tile_starts(
+    target: str, n_in: int, n_out: int, batch: int, steps: int, recurrent: bool,
+    model: int, cap_in: int, weight_bytes: int, threads: int,
+) -> np.ndarray:
+    plan = _C.plan_layer(
+        n_in, n_out, batch, steps, recurrent, model, cap_in, n_out, 0.05, weight_bytes,
+        target, threads,
+    )
+    return np.ascontiguousarray(plan["tile_starts"], dtype=np.int32)
+
+
+def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
+    return _tile_starts(
+        layer.plan_target, layer.in_features, layer.out_features, spikes.batch_size,
+        spikes.num_steps, layer.recurrent, layer.config().model_code, spikes.capacity,
+        layer.weight.element_size(), _num_threads,
+    )
+
+
+def _grad(result: dict, key: str, like: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    if like is None or key not in result:
+        return None
+    return torch.from_numpy(result[key]).to(like.dtype).reshape(like.shape)
+
+
+class _SpikingLayerFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, rec_weight,
+                beta, threshold, alpha):
+        cfg = layer.config()
+        sur = cfg.surrogate
+        keep_dense = layer.record_membrane or (
+            torch.is_grad_enabled()
+            and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
+        )
+        res = _C.layer_forward(
+            cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
+            cfg.capacity or 0, {"error": 0, "drop": 1, "grow": 2}[cfg.overflow], keep_dense,
+            tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
+            _weights(rec_weight), _np(beta), _np(threshold), _np(alpha), _num_threads,
+        )
+        ids = torch.from_numpy(res["ids"])
+        counts = torch.from_numpy(res["counts"])
+        K = ids.shape[-1]
+        first = res["overflow_at"]
+        overflow = Overflow(
+            int(res["spikes_dropped"]), int(res["eligible_dropped"]),
+            None if first is None else tuple(int(v) for v in first),
+        )
+        apply_overflow(layer, K, overflow)
+        T, B = ids.shape[:2]
+        record_stats(
+            layer, "emulator", T, B, int(res["total_spikes"]), K, int(res["needed_capacity"]),
+            overflow, path="sparse", tiles=len(tiles) - 1, plan_target=cfg.plan_target,
+        )
+        dense_membrane = torch.from_numpy(res["dense_membrane"])
+        layer.last_membrane = dense_membrane if layer.record_membrane else None
+        ctx.cfg = cfg
+        ctx.tiles = tiles
+        ctx.has_bias = bias is not None
+        ctx.has_rec = rec_weight is not None
+        ctx.has_alpha = alpha is not None
+        ctx.save_for_backward(
+            in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
+            torch.from_numpy(res["membrane"]),
+            dense_membrane,
+            torch.from_numpy(res.get("dense_syn", _EMPTY)),
+        )
+        ctx.mark_non_differentiable(ids, counts)
+        values = (torch.arange(K) < counts[..., :1].long()).float()
+        return values, ids, counts
+
+    @staticmethod
+    def backward(ctx, grad_values, _grad_ids, _grad_counts):
+        (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
+         membrane, dense_membrane, dense_syn) = ctx.saved_tensors
+        cfg = ctx.cfg
+        sur = cfg.surrogate
+        need = ctx.needs_input_grad
+        needs = (need[4], need[5], need[6], need[7], need[8], need[9], need[10])
+        res = _C.layer_backward(
+            cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
+            ctx.tiles, _np(in_ids), _np(in_counts), _weights(weight), ctx.has_bias,
+            _weights(rec_weight), _np(beta), _np(threshold), _np(alpha), _np(ids), _np(counts),
+            _np(membrane), _np(dense_membrane), _np(dense_syn),
+            _np(grad_values.float()), needs, _num_threads,
+        )
+        grad_in = torch.from_numpy(res["grad_in_values"]) if needs[0] else None
+        return (
+            None, None, None, None, grad_in,
+            _grad(res, "grad_weight", weight) if needs[1] else None,
+            torch.from_numpy(res["grad_bias"]) if needs[2] and ctx.has_bias else None,
+            _grad(res, "grad_rec_weight", rec_weight) if needs[3] and ctx.has_rec else None,
+            _grad(res, "grad_beta", beta) if needs[4] else None,
+            _grad(res, "grad_threshold", threshold) if needs[5] else None,
+            _grad(res, "grad_alpha", alpha) if needs[6] and ctx.has_alpha else None,
+        )
+
+
+class _ReadoutFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta):
+        cfg = layer.config()
+        res = _C.layer_forward(
+            2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
+            _weights(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
+            _num_threads,
+        )
+        membrane = torch.from_numpy(res["membrane"])
+        layer.last_membrane = membrane.detach() if layer.record_membrane else None
+        ctx.cfg = cfg
+        ctx.tiles = tiles
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(in_ids, in_counts, weight, beta, membrane)
+        return membrane
+
+    @staticmethod
+    def backward(ctx, grad_membrane):
+        in_ids, in_counts, weight, beta, membrane = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        needs = (need[4], need[5], need[6], False, need[7], False, False)
+        res = _C.layer_backward(
+            2, 2, 0, 2.0, 0.0, float("inf"), ctx.tiles, _np(in_ids), _np(in_counts),
+            _weights(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
+            _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _EMPTY, _np(membrane), _EMPTY,
+            _np(grad_membrane.float()), needs, _num_threads,
+        )
+        grad_in = torch.from_numpy(res["grad_in_values"]) if needs[0] else None
+        return (
+            None, None, None, None, grad_in,
+            _grad(res, "grad_weight", weight) if needs[1] else None,
+            torch.from_numpy(res["grad_bias"]) if needs[2] and ctx.has_bias else None,
+            _grad(res, "grad_beta", beta) if needs[4] else None,
+        )
+
+
+def _check_cpu(*tensors) -> None:
+    for t in tensors:
+        if t is not None and t.device.type != "cpu":
+            raise ValueError(f"the emulator backend runs on the CPU; got a tensor on {t.device}")
+
+
+def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
+    _check_cpu(spikes.values, weight, bias, rec_weight, beta, threshold, alpha)
+    tiles = _plan(layer, spikes)
+    values, ids, counts = _SpikingLayerFn.apply(
+        layer, tiles, spikes.ids, spikes.counts, spikes.values, weight, bias, rec_weight,
+        beta, threshold, alpha,
+    )
+    return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
+
+
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+    _check_cpu(spikes.values, weight, bias, beta)
+    tiles = _plan(layer, spikes)
+    return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
+                            bias, beta)
+

@@ -1,0 +1,129 @@
+"""Dense PyTorch implementation of the numerics contract: the ground truth.
+
+Everything is dense [T, B, N] autograd; nothing here is fast. The only sparse
+step is the last one, listing the output spikes and eligible neurons, so that
+the result has the same format (and the same gradient paths) as the emulator.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+
+from ..spikes import SparseSpikes, lists_from_masks, listed_mask
+from .bookkeeping import apply_overflow, record_stats
+
+__all__ = ["spiking_layer", "readout_layer", "spike"]
+
+
+class _Spike(torch.autograd.Function):
+    """Heaviside forward, surrogate derivative (cut off below the window) backward."""
+
+    @staticmethod
+    def forward(ctx, x, surrogate, window):
+        ctx.save_for_backward(x)
+        ctx.surrogate = surrogate
+        ctx.window = window
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        d = ctx.surrogate.derivative(x)
+        if math.isfinite(ctx.window):
+            d = d * (x > -ctx.window).to(d.dtype)
+        return grad * d, None, None
+
+
+def spike(x: torch.Tensor, surrogate, window: float = math.inf) -> torch.Tensor:
+    """S = H(x) with ``surrogate``'s derivative where ``x > -window``."""
+    return _Spike.apply(x, surrogate, window)
+
+
+def _keep_first(
+    spikes: torch.Tensor, eligible: torch.Tensor, capacity: int
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The entries of one step's [B, N] list that fit: spikes first, each ascending."""
+    spk_rank = torch.cumsum(spikes.int(), -1) - 1
+    only = eligible & ~spikes
+    only_rank = spikes.sum(-1, keepdim=True) + torch.cumsum(only.int(), -1) - 1
+    return spikes & (spk_rank < capacity), only & (only_rank < capacity)
+
+
+def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
+    x = spikes.to_dense().float()
+    current = x @ weight.float().t()
+    return current if bias is None else current + bias
+
+
+def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
+    cfg = layer.config()
+    T, B, _ = spikes.dense_shape
+    N = layer.out_features
+    current = _input_current(spikes, weight, bias)
+    window = cfg.window
+    drop_per_step = cfg.recurrent and cfg.capacity is not None and cfg.overflow == "drop"
+
+    U = current.new_zeros(B, N)
+    syn = current.new_zeros(B, N)
+    s_prev = current.new_zeros(B, N)  # reset signal: detached previous spikes
+    r_prev = current.new_zeros(B, N)  # recurrent input: listed previous spikes
+    S_all, spk_all, elig_all, U_all = [], [], [], []
+    for t in range(T):
+        drive = current[t]
+        if cfg.recurrent:
+            drive = drive + r_prev @ rec_weight.float().t()
+        if cfg.model == "synaptic":
+            syn = alpha * syn + drive
+            drive = syn
+        if cfg.reset == "subtract":
+            U = beta * U + drive - s_prev * threshold
+        elif cfg.reset == "zero" and cfg.model == "synaptic":
+            U = (1 - s_prev) * (beta * U + drive)
+        elif cfg.reset == "zero":
+            U = beta * (1 - s_prev) * U + drive
+        else:
+            U = beta * U + drive
+        S = spike(U - threshold, cfg.surrogate, window)
+        spk = S.detach() > 0
+        elig = (U.detach() - threshold) > -window
+        if drop_per_step:
+            spk_kept, elig_kept = _keep_first(spk, elig, cfg.capacity)
+            listed = spk_kept | elig_kept
+        else:
+            listed = spk | elig
+        r_prev = S * listed.to(S.dtype)
+        s_prev = S.detach()
+        S_all.append(S)
+        U_all.append(U.detach())
+        spk_all.append(spk)
+        elig_all.append(elig)
+
+    S_all = torch.stack(S_all)
+    layer.last_membrane = torch.stack(U_all) if layer.record_membrane else None
+    spk_all = torch.stack(spk_all)
+    ids, counts, overflow = lists_from_masks(
+        spk_all, torch.stack(elig_all), cfg.capacity, cfg.overflow
+    )
+    K = ids.shape[-1]
+    apply_overflow(layer, K, overflow)
+    values = torch.gather(S_all, -1, ids.long()) * listed_mask(counts.long(), K, 1)
+    needed = (spk_all | torch.stack(elig_all)).sum(-1).max()
+    record_stats(
+        layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow, path="dense"
+    )
+    return SparseSpikes(ids, counts, N, values, validate=False)
+
+
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+    current = _input_current(spikes, weight, bias)
+    U: Optional[torch.Tensor] = None
+    out = []
+    for t in range(current.shape[0]):
+        U = current[t] if U is None else beta * U + current[t]
+        out.append(U)
+    out = torch.stack(out)
+    layer.last_membrane = out.detach() if layer.record_membrane else None
+    return out

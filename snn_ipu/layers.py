@@ -1,0 +1,386 @@
+"""Spiking layers: a linear projection and a neuron model, over a whole sequence.
+
+Each layer takes spikes for all ``T`` timesteps at once (a dense binary
+``[T, B, in]`` tensor or :class:`~snn_ipu.SparseSpikes`) and runs its time
+loop inside the selected backend: dense PyTorch (``reference``), the C++ IPU
+emulator (``emulator``) or a Poplar custom op (``ipu``).
+
+The equations are snnTorch's, so a model written as ``nn.Linear`` followed by
+``snntorch.Leaky`` / ``snntorch.Synaptic`` moves over with its weights
+(``reset`` is the previous step's spike, detached from the graph)::
+
+    I[t] = W x[t] + b (+ V S[t-1] if recurrent)
+    Leaky,    subtract: U[t] = beta U[t-1] + I[t] - S[t-1] threshold
+              zero:     U[t] = beta (1 - S[t-1]) U[t-1] + I[t]
+              none:     U[t] = beta U[t-1] + I[t]
+    Synaptic: syn[t] = alpha syn[t-1] + I[t]
+              subtract: U[t] = beta U[t-1] + syn[t] - S[t-1] threshold
+              zero:     U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t])
+              none:     U[t] = beta U[t-1] + syn[t]
+    S[t] = H(U[t] - threshold)   (strict >; surrogate gradient in backward)
+
+With a finite ``grad_window`` the surrogate derivative is zero wherever
+``U <= threshold - grad_window``; only neurons above that line are listed as
+gradient-eligible and the backward pass costs O(eligible), not O(neurons).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import torch
+from torch import nn
+
+from . import surrogate as surrogate_mod
+from .spikes import SparseSpikes, as_sparse, check_overflow_policy
+
+__all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig"]
+
+RESETS = {"subtract": 0, "zero": 1, "none": 2}
+MODELS = {"leaky": 0, "synaptic": 1, "readout": 2}
+BACKENDS = ("auto", "reference", "emulator", "ipu")
+
+Scalar = Union[float, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Everything a backend needs besides the tensors."""
+
+    name: str
+    model: str
+    reset: str
+    surrogate: surrogate_mod.Surrogate
+    grad_window: Optional[float]
+    recurrent: bool
+    capacity: Optional[int]
+    overflow: str
+    plan_target: str
+
+    @property
+    def model_code(self) -> int:
+        return MODELS[self.model]
+
+    @property
+    def reset_code(self) -> int:
+        return RESETS[self.reset]
+
+    @property
+    def window(self) -> float:
+        return math.inf if self.grad_window is None else self.grad_window
+
+
+def _decay(name: str, value: Scalar, size: int, learn: bool) -> torch.Tensor:
+    """A decay rate in [0, 1]: a scalar or one value per neuron."""
+    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
+    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
+        raise ValueError(f"{name} must be a scalar or have shape [{size}], got {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()) or bool(((t < 0) | (t > 1)).any()):
+        raise ValueError(f"{name} must lie in [0, 1], got {t.tolist()}")
+    return t
+
+
+def _threshold(value: Scalar, size: int) -> torch.Tensor:
+    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
+    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
+        raise ValueError(f"threshold must be a scalar or have shape [{size}], got {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
+        raise ValueError(f"threshold must be finite and > 0, got {t.tolist()}")
+    return t
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class _Layer(nn.Module):
+    """Weights, decay and backend selection shared by every layer type."""
+
+    neuron_model = "leaky"
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        beta: Scalar,
+        bias: bool,
+        recurrent: bool,
+        learn_beta: bool,
+        backend: str,
+        dtype: torch.dtype,
+        name: Optional[str],
+    ) -> None:
+        super().__init__()
+        self.in_features = _positive_int("in_features", in_features)
+        self.out_features = _positive_int("out_features", out_features)
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        if dtype not in (torch.float32, torch.float16):
+            raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
+        self.backend = backend
+        self.recurrent = bool(recurrent)
+        self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
+        linear = nn.Linear(in_features, out_features, bias=bias)  # torch's default init
+        self.weight = nn.Parameter(linear.weight.detach().to(dtype))
+        self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
+        if self.recurrent:
+            rec = nn.Linear(out_features, out_features, bias=False)
+            self.rec_weight = nn.Parameter(rec.weight.detach().to(dtype))
+        else:
+            self.rec_weight = None
+        self._register("beta", _decay("beta", beta, out_features, learn_beta), learn_beta)
+        self.stats: dict = {}
+        # When True, the backend keeps the last call's membrane [T, B, out] (detached)
+        # in ``last_membrane``: for plots and debugging, at the cost of dense memory.
+        self.record_membrane = False
+        self.last_membrane: Optional[torch.Tensor] = None
+
+    def _register(self, name: str, value: torch.Tensor, learn: bool) -> None:
+        if learn:
+            setattr(self, name, nn.Parameter(value))
+        else:
+            self.register_buffer(name, value)
+
+    def _per_neuron(self, t: torch.Tensor, clamp: bool) -> torch.Tensor:
+        """[out] float32 view of a scalar-or-vector parameter (snnTorch clamps decays)."""
+        t = t.float()
+        if clamp:
+            t = t.clamp(0, 1)
+        return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
+
+    def _check_finite(self) -> None:
+        for pname, p in self.named_parameters(recurse=False):
+            if not bool(torch.isfinite(p.detach()).all()):
+                raise ValueError(f"{self.name}: parameter {pname} contains NaN or inf")
+
+    def _backend(self):
+        from .backends import select
+
+        return select(self.backend)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"recurrent={self.recurrent}, backend={self.backend!r}"
+        )
+
+
+class _SpikingLayer(_Layer):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        beta: Scalar,
+        threshold: Scalar,
+        bias: bool,
+        reset: str,
+        surrogate,
+        grad_window: Optional[float],
+        recurrent: bool,
+        max_spikes: Optional[int],
+        overflow: str,
+        learn_beta: bool,
+        learn_threshold: bool,
+        backend: str,
+        dtype: torch.dtype,
+        plan_target: str,
+        name: Optional[str],
+    ) -> None:
+        super().__init__(
+            in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype, name
+        )
+        if reset not in RESETS:
+            raise ValueError(f"unknown reset mechanism {reset!r}; choose one of {tuple(RESETS)}")
+        if grad_window is not None:
+            gw = float(grad_window)
+            if not math.isfinite(gw) or gw < 0:
+                raise ValueError(f"grad_window must be None or a finite number >= 0, got {grad_window}")
+            grad_window = gw
+        if max_spikes is not None:
+            _positive_int("max_spikes", max_spikes)
+        self.reset = reset
+        self.surrogate = surrogate_mod.get(surrogate)
+        self.grad_window = grad_window
+        self.max_spikes = max_spikes
+        self.overflow = check_overflow_policy(overflow)
+        self.plan_target = plan_target
+        self._register("threshold", _threshold(threshold, out_features), learn_threshold)
+        self.overflow_warned = False
+
+    def config(self) -> LayerConfig:
+        return LayerConfig(
+            name=self.name,
+            model=self.neuron_model,
+            reset=self.reset,
+            surrogate=self.surrogate,
+            grad_window=self.grad_window,
+            recurrent=self.recurrent,
+            capacity=self.max_spikes,
+            overflow=self.overflow,
+            plan_target=self.plan_target,
+        )
+
+    def _alpha(self) -> Optional[torch.Tensor]:
+        return None
+
+    def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> SparseSpikes:
+        """Runs the layer over all timesteps; returns its output spikes."""
+        spikes = as_sparse(x, self.in_features, self.name)
+        self._check_finite()
+        return self._backend().spiking_layer(
+            self,
+            spikes,
+            self.weight,
+            self.bias,
+            self.rec_weight,
+            self._per_neuron(self.beta, clamp=True),
+            self._per_neuron(self.threshold, clamp=False),
+            self._alpha(),
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            super().extra_repr()
+            + f", reset={self.reset!r}, surrogate={self.surrogate}, grad_window={self.grad_window}"
+            + f", max_spikes={self.max_spikes}"
+        )
+
+
+class LIFLayer(_SpikingLayer):
+    """Leaky integrate-and-fire layer (snnTorch ``Leaky`` after ``nn.Linear``).
+
+    Args:
+        in_features, out_features: sizes; ``weight`` is ``[out, in]`` like ``nn.Linear``.
+        beta: membrane decay in [0, 1], scalar or ``[out]``.
+        threshold: firing threshold > 0, scalar or ``[out]``.
+        bias: add a learned bias to the input current.
+        reset: ``"subtract"`` | ``"zero"`` | ``"none"``.
+        surrogate: an :mod:`snn_ipu.surrogate` instance or name (default ATan(2)).
+        grad_window: surrogate support below threshold; ``None`` = exact gradients.
+        recurrent: add ``V S[t-1]`` with a learned ``[out, out]`` matrix ``rec_weight``.
+        max_spikes: capacity of the output spike list per (t, b); ``None`` sizes it to
+            fit on CPU backends (the IPU needs a static capacity).
+        overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small.
+        learn_beta, learn_threshold: make them parameters.
+        backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu"``.
+        dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
+        plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
+        name: used in error messages and reports.
+    """
+
+    neuron_model = "leaky"
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        beta: Scalar = 0.9,
+        threshold: Scalar = 1.0,
+        bias: bool = True,
+        reset: str = "subtract",
+        surrogate=None,
+        grad_window: Optional[float] = None,
+        recurrent: bool = False,
+        max_spikes: Optional[int] = None,
+        learn_beta: bool = False,
+        learn_threshold: bool = False,
+        backend: str = "auto",
+        overflow: str = "error",
+        dtype: torch.dtype = torch.float32,
+        plan_target: str = "host",
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
+            recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
+            plan_target, name,
+        )
+
+
+class SynapticLayer(_SpikingLayer):
+    """Second-order LIF layer (snnTorch ``Synaptic``): a decaying synaptic current
+    ``syn[t] = alpha syn[t-1] + I[t]`` drives the membrane. ``alpha`` in [0, 1],
+    scalar or ``[out]``; other arguments as :class:`LIFLayer`."""
+
+    neuron_model = "synaptic"
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        alpha: Scalar = 0.8,
+        beta: Scalar = 0.9,
+        threshold: Scalar = 1.0,
+        bias: bool = True,
+        reset: str = "subtract",
+        surrogate=None,
+        grad_window: Optional[float] = None,
+        recurrent: bool = False,
+        max_spikes: Optional[int] = None,
+        learn_alpha: bool = False,
+        learn_beta: bool = False,
+        learn_threshold: bool = False,
+        backend: str = "auto",
+        overflow: str = "error",
+        dtype: torch.dtype = torch.float32,
+        plan_target: str = "host",
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
+            recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
+            plan_target, name,
+        )
+        self._register("alpha", _decay("alpha", alpha, out_features, learn_alpha), learn_alpha)
+
+    def _alpha(self) -> Optional[torch.Tensor]:
+        return self._per_neuron(self.alpha, clamp=True)
+
+
+class ReadoutLayer(_Layer):
+    """Non-spiking leaky integrator for losses on the membrane:
+    ``U[t] = beta U[t-1] + W x[t] + b``. Returns the membrane ``[T, B, out]``."""
+
+    neuron_model = "readout"
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        beta: Scalar = 0.9,
+        bias: bool = True,
+        learn_beta: bool = False,
+        backend: str = "auto",
+        dtype: torch.dtype = torch.float32,
+        plan_target: str = "host",
+        name: Optional[str] = None,
+    ) -> None:
+        super().__init__(
+            in_features, out_features, beta, bias, False, learn_beta, backend, dtype, name
+        )
+        self.max_spikes = None
+        self.plan_target = plan_target
+
+    def config(self) -> LayerConfig:
+        return LayerConfig(
+            name=self.name,
+            model="readout",
+            reset="none",
+            surrogate=surrogate_mod.ATan(),
+            grad_window=None,
+            recurrent=False,
+            capacity=None,
+            overflow="error",
+            plan_target=self.plan_target,
+        )
+
+    def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
+        spikes = as_sparse(x, self.in_features, self.name)
+        self._check_finite()
+        return self._backend().readout_layer(
+            self, spikes, self.weight, self.bias, self._per_neuron(self.beta, clamp=True)
+        )

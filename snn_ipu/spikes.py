@@ -1,0 +1,346 @@
+"""The fixed-capacity spike-list format shared by every layer and backend.
+
+For every timestep ``t`` and sample ``b``, ``ids[t, b, :K]`` holds int32 neuron
+indices: the first ``counts[t, b, 0]`` are neurons that spiked (ascending),
+the entries up to ``counts[t, b, 1]`` are gradient-eligible neurons that did
+not spike (ascending); the rest is padding (id 0, value 0). ``values[t, b, k]``
+is 1.0 for a spike and 0.0 for an eligible-only entry; it is the
+differentiable part, its gradient is dL/dS at exactly the listed positions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+
+__all__ = ["SparseSpikes", "SpikeOverflowError", "OVERFLOW_POLICIES"]
+
+OVERFLOW_POLICIES = ("error", "drop", "grow")
+
+
+class SpikeOverflowError(RuntimeError):
+    """More entries (spikes, then eligible neurons) than a list's capacity."""
+
+
+class Overflow(NamedTuple):
+    """What did not fit: totals, and the first (t, b) where it happened."""
+
+    spikes_dropped: int
+    eligible_dropped: int
+    first: Optional[Tuple[int, int, int, int]]  # (t, b, spikes, entries needed)
+
+
+def check_overflow_policy(policy: str) -> str:
+    if policy not in OVERFLOW_POLICIES:
+        raise ValueError(f"unknown overflow policy {policy!r}; choose one of {OVERFLOW_POLICIES}")
+    return policy
+
+
+def raise_or_warn_overflow(
+    where: str, capacity: int, overflow: Overflow, policy: str, warn: bool = True
+) -> None:
+    """Applies the overflow policy for a list whose entries did not all fit."""
+    if overflow.first is None:
+        return
+    t, b, spikes, needed = overflow.first
+    detail = (
+        f"{where}: spike list capacity max_spikes={capacity} exceeded at timestep {t}, "
+        f"sample {b}: {spikes} spikes and {needed - spikes} gradient-eligible neurons "
+        f"need {needed} entries"
+    )
+    if policy == "error":
+        raise SpikeOverflowError(
+            detail + ". Raise max_spikes, use overflow='grow' (CPU backends) or "
+            "overflow='drop' to discard the excess."
+        )
+    if policy == "drop" and warn:
+        warnings.warn(
+            detail + f"; dropped {overflow.spikes_dropped} spikes and "
+            f"{overflow.eligible_dropped} eligible entries in this call (warned once "
+            "per layer; see the layer's stats for running totals)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _ranks(mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For a bool [G, N] mask: (group, neuron, rank within group) of each True entry."""
+    group, neuron = mask.nonzero(as_tuple=True)
+    counts = mask.sum(-1)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(group.numel(), device=mask.device) - starts[group]
+    return group, neuron, rank
+
+
+def lists_from_masks(
+    spikes: torch.Tensor,
+    eligible: Optional[torch.Tensor],
+    capacity: Optional[int],
+    policy: str = "error",
+) -> Tuple[torch.Tensor, torch.Tensor, Overflow]:
+    """ids [T,B,K] and counts [T,B,2] from bool masks [T,B,N].
+
+    ``eligible`` marks gradient-eligible neurons (spikes may be marked too;
+    they are listed once, as spikes). ``capacity=None`` fits the largest list.
+    With ``policy="drop"`` the first ``capacity`` entries are kept, spikes first.
+    """
+    T, B, N = spikes.shape
+    spikes = spikes.reshape(T * B, N)
+    only = None if eligible is None else (eligible.reshape(T * B, N) & ~spikes)
+    n_spk = spikes.sum(-1)
+    needed = n_spk if only is None else n_spk + only.sum(-1)
+    max_needed = int(needed.max()) if needed.numel() else 0
+    overflow = Overflow(0, 0, None)
+    K = max(max_needed, 1) if capacity is None else int(capacity)
+    if max_needed > K:
+        if policy == "grow":
+            K = max_needed
+        else:
+            g = int(torch.nonzero(needed > K)[0, 0])
+            kept_spk = n_spk.clamp(max=K)
+            kept = needed.clamp(max=K)
+            overflow = Overflow(
+                int((n_spk - kept_spk).sum()),
+                int(((needed - n_spk) - (kept - kept_spk)).sum()),
+                (g // B, g % B, int(n_spk[g]), int(needed[g])),
+            )
+    ids = torch.zeros(T * B, K, dtype=torch.int32, device=spikes.device)
+    group, neuron, rank = _ranks(spikes)
+    keep = rank < K
+    ids[group[keep], rank[keep]] = neuron[keep].to(torch.int32)
+    count_spk = n_spk.clamp(max=K)
+    count_all = count_spk
+    if only is not None:
+        group, neuron, rank = _ranks(only)
+        rank = rank + n_spk[group]
+        keep = rank < K
+        ids[group[keep], rank[keep]] = neuron[keep].to(torch.int32)
+        count_all = needed.clamp(max=K)
+    counts = torch.stack([count_spk, count_all], -1).to(torch.int32)
+    return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
+
+
+def listed_mask(counts: torch.Tensor, capacity: int, which: int) -> torch.Tensor:
+    """bool [T,B,K]: entry k is below counts[..., which] (0: spikes, 1: all listed)."""
+    k = torch.arange(capacity, device=counts.device)
+    return k < counts[..., which : which + 1].long()
+
+
+class SparseSpikes:
+    """Spikes of a layer over a whole sequence as fixed-capacity index lists.
+
+    Args:
+        ids: int32 ``[T, B, K]`` neuron indices (spikes first, then eligible-only).
+        counts: int32 ``[T, B, 2]``: spikes listed, spikes + eligible listed.
+        num_neurons: size of the layer the ids index into.
+        values: float ``[T, B, K]``; 1 for spikes, 0 elsewhere. Built when omitted.
+        validate: check the invariants (leave on for anything built by hand).
+    """
+
+    def __init__(
+        self,
+        ids: torch.Tensor,
+        counts: torch.Tensor,
+        num_neurons: int,
+        values: Optional[torch.Tensor] = None,
+        validate: bool = True,
+    ) -> None:
+        self.ids = ids
+        self.counts = counts
+        self.num_neurons = int(num_neurons)
+        if values is None and isinstance(ids, torch.Tensor) and isinstance(counts, torch.Tensor):
+            if ids.dim() == 3 and counts.dim() == 3:
+                values = listed_mask(counts.long(), ids.shape[-1], 0).float()
+        self.values = values
+        if validate:
+            self.validate()
+
+    # -- shape ---------------------------------------------------------------
+    @property
+    def num_steps(self) -> int:
+        return self.ids.shape[0]
+
+    @property
+    def batch_size(self) -> int:
+        return self.ids.shape[1]
+
+    @property
+    def capacity(self) -> int:
+        return self.ids.shape[2]
+
+    @property
+    def dense_shape(self) -> Tuple[int, int, int]:
+        return (self.num_steps, self.batch_size, self.num_neurons)
+
+    def __repr__(self) -> str:
+        spikes = int(self.counts[..., 0].sum()) if self.counts.numel() else 0
+        return (
+            f"SparseSpikes(T={self.num_steps}, B={self.batch_size}, "
+            f"num_neurons={self.num_neurons}, capacity={self.capacity}, spikes={spikes})"
+        )
+
+    # -- checks --------------------------------------------------------------
+    def validate(self) -> "SparseSpikes":
+        """Raises ValueError/TypeError naming the first broken invariant."""
+        ids, counts, values = self.ids, self.counts, self.values
+        for name, t in (("ids", ids), ("counts", counts), ("values", values)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"SparseSpikes.{name} must be a torch.Tensor, got {type(t).__name__}")
+        if ids.dtype != torch.int32 or counts.dtype != torch.int32:
+            raise TypeError(
+                f"SparseSpikes ids and counts must be int32, got {ids.dtype} and {counts.dtype}"
+            )
+        if ids.dim() != 3:
+            raise ValueError(f"SparseSpikes.ids must have shape [T, B, K], got {tuple(ids.shape)}")
+        T, B, K = ids.shape
+        if tuple(counts.shape) != (T, B, 2):
+            raise ValueError(
+                f"SparseSpikes.counts must have shape [T, B, 2] = {[T, B, 2]}, "
+                f"got {list(counts.shape)}"
+            )
+        if tuple(values.shape) != (T, B, K):
+            raise ValueError(
+                f"SparseSpikes.values must have shape {[T, B, K]}, got {list(values.shape)}"
+            )
+        if not values.is_floating_point():
+            raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
+        if self.num_neurons < 1:
+            raise ValueError(f"SparseSpikes.num_neurons must be >= 1, got {self.num_neurons}")
+        if ids.numel() == 0 and K == 0 and counts.numel():
+            if bool((counts != 0).any()):
+                raise ValueError("SparseSpikes: counts above capacity 0")
+        c0, c1 = counts[..., 0], counts[..., 1]
+        if bool((c0 < 0).any()) or bool((c1 < c0).any()):
+            raise ValueError(
+                "SparseSpikes.counts must satisfy 0 <= counts[..., 0] <= counts[..., 1]"
+            )
+        if bool((c1 > K).any()):
+            raise ValueError(
+                f"SparseSpikes.counts exceed the capacity K={K} (largest count {int(c1.max())})"
+            )
+        listed = listed_mask(counts.long(), K, 1)
+        bad = listed & ((ids < 0) | (ids >= self.num_neurons))
+        if bool(bad.any()):
+            t, b, k = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                f"SparseSpikes.ids out of range at [t={t}, b={b}, k={k}]: id {int(ids[t, b, k])} "
+                f"not in [0, {self.num_neurons})"
+            )
+        if K > 1:
+            # Listed ids must be unique per (t, b): padding gets distinct negative keys.
+            pad = -1 - torch.arange(K, device=ids.device, dtype=torch.int32).expand_as(ids)
+            keyed = torch.where(listed, ids, pad)
+            srt = torch.sort(keyed, dim=-1).values
+            dup = (srt[..., 1:] == srt[..., :-1]) & (srt[..., 1:] >= 0)
+            if bool(dup.any()):
+                t, b, _ = (int(i) for i in dup.nonzero()[0])
+                raise ValueError(f"SparseSpikes.ids has duplicate neuron ids at t={t}, b={b}")
+        v = values.detach()
+        if not bool(torch.isfinite(v).all()):
+            raise ValueError("SparseSpikes.values contains NaN or inf")
+        expected = listed_mask(counts.long(), K, 0).to(v.dtype)
+        if not torch.equal(v, expected):
+            raise ValueError(
+                "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
+                "padding entries (graded spikes are not supported)"
+            )
+        return self
+
+    # -- conversions ---------------------------------------------------------
+    @classmethod
+    def from_dense(
+        cls,
+        x: torch.Tensor,
+        max_spikes: Optional[int] = None,
+        overflow: str = "error",
+        eligible: Optional[torch.Tensor] = None,
+    ) -> "SparseSpikes":
+        """Lists the spikes of a binary ``[T, B, N]`` tensor.
+
+        Differentiable: the gradient of ``values`` flows back into ``x`` at the
+        listed positions, i.e. the spikes and the positions marked in the bool
+        mask ``eligible``. ``max_spikes=None`` fits the busiest (t, b).
+        """
+        check_overflow_policy(overflow)
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"spikes must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 3:
+            raise ValueError(
+                f"dense spikes must have shape [T, B, N] (time-major), got {tuple(x.shape)}"
+            )
+        if x.shape[-1] < 1:
+            raise ValueError("dense spikes need at least one neuron")
+        xd = x.detach()
+        if xd.is_floating_point() and not bool(torch.isfinite(xd).all()):
+            raise ValueError("dense spikes contain NaN or inf")
+        if not bool(((xd == 0) | (xd == 1)).all()):
+            bad = xd[(xd != 0) & (xd != 1)][0].item()
+            raise ValueError(
+                f"dense spikes must be binary (0 or 1), found {bad}; encode analog inputs "
+                "first (e.g. snn_ipu.encoding.rate)"
+            )
+        if max_spikes is not None and (int(max_spikes) != max_spikes or max_spikes < 1):
+            raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes}")
+        if eligible is not None and tuple(eligible.shape) != tuple(x.shape):
+            raise ValueError(
+                f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
+                f"got {tuple(eligible.shape)}"
+            )
+        ids, counts, ovf = lists_from_masks(
+            xd != 0, None if eligible is None else eligible.bool(), max_spikes, overflow
+        )
+        raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
+        xf = x if x.is_floating_point() else x.float()
+        # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
+        values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
+        out = cls(ids, counts, x.shape[-1], values, validate=False)
+        out.dropped = ovf.spikes_dropped
+        return out
+
+    def to_dense(self) -> torch.Tensor:
+        """Dense ``[T, B, N]`` spikes (differentiable through ``values``)."""
+        out = torch.zeros(self.dense_shape, dtype=self.values.dtype, device=self.values.device)
+        listed = listed_mask(self.counts.long(), self.capacity, 1)
+        return out.scatter_add(-1, self.ids.long(), self.values * listed)
+
+    def spike_counts(self) -> torch.Tensor:
+        """Spikes per neuron summed over time, ``[B, N]`` (differentiable)."""
+        T, B, K = self.ids.shape
+        listed = listed_mask(self.counts.long(), K, 1)
+        vals = (self.values * listed).permute(1, 0, 2).reshape(B, T * K)
+        idx = self.ids.long().permute(1, 0, 2).reshape(B, T * K)
+        out = torch.zeros(B, self.num_neurons, dtype=self.values.dtype, device=self.values.device)
+        return out.scatter_add(-1, idx, vals)
+
+    def num_spikes(self) -> torch.Tensor:
+        """Spikes per (t, b), ``[T, B]`` int64."""
+        return self.counts[..., 0].long()
+
+    def detach(self) -> "SparseSpikes":
+        return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+
+
+def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
+    """Accepts a SparseSpikes or a dense binary [T, B, N] tensor for a layer input."""
+    if isinstance(x, SparseSpikes):
+        if x.num_neurons != num_neurons:
+            raise ValueError(
+                f"{where}: input has {x.num_neurons} neurons but in_features={num_neurons}"
+            )
+        return x
+    if isinstance(x, torch.Tensor):
+        if x.dim() != 3:
+            raise ValueError(
+                f"{where}: input must be SparseSpikes or dense spikes [T, B, {num_neurons}], "
+                f"got shape {tuple(x.shape)}"
+            )
+        if x.shape[-1] != num_neurons:
+            raise ValueError(
+                f"{where}: input has {x.shape[-1]} features but in_features={num_neurons}"
+            )
+        # A dense input that requires grad gets its full gradient: list every neuron.
+        everything = torch.ones_like(x, dtype=torch.bool) if x.requires_grad else None
+        return SparseSpikes.from_dense(x, eligible=everything)
+    raise TypeError(f"{where}: input must be SparseSpikes or a torch.Tensor, got {type(x).__name__}")

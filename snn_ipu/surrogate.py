@@ -1,0 +1,166 @@
+"""Surrogate gradients for the spike non-linearity S = H(U - threshold).
+
+Each surrogate is a small declarative description (a kind code and up to two
+parameters), not a Python callback, so that the C++ emulator and the IPU
+codelets evaluate exactly the same derivative as the reference backend. The
+forward pass is always the strict Heaviside step ``(U - threshold) > 0``.
+
+With ``x = U - threshold`` the derivatives dS/dU are:
+
+=================  ==================================================  ===========================
+surrogate          dS/dU                                               snnTorch equivalent
+=================  ==================================================  ===========================
+ATan(alpha)        (alpha/2) / (1 + (pi/2 * alpha * x)^2)              ``surrogate.atan(alpha)``
+FastSigmoid(k)     1 / (k*|x| + 1)^2                                   ``surrogate.fast_sigmoid(k)``
+Sigmoid(k)         k * exp(-k x) / (exp(-k x) + 1)^2                   ``surrogate.sigmoid(k)``
+Triangle(w, h)     h * max(0, 1 - |x| / w)                             (none: snnTorch's
+                                                                        ``triangular`` is a step)
+StraightThrough()  1                                                   ``surrogate.straight_through_estimator()``
+=================  ==================================================  ===========================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Tuple, Union
+
+import torch
+
+__all__ = [
+    "Surrogate",
+    "ATan",
+    "FastSigmoid",
+    "Sigmoid",
+    "Triangle",
+    "StraightThrough",
+    "get",
+]
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """Base class: ``kind`` is the integer code shared with the C++ side."""
+
+    kind = -1
+
+    @property
+    def params(self) -> Tuple[float, float]:
+        return (0.0, 0.0)
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        """dS/dU evaluated at ``x = U - threshold`` (reference implementation)."""
+        raise NotImplementedError
+
+
+def _positive(name: str, value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"surrogate parameter {name} must be a finite number > 0, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class ATan(Surrogate):
+    alpha: float = 2.0
+    kind = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
+
+    @property
+    def params(self) -> Tuple[float, float]:
+        return (self.alpha, 0.0)
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.alpha / 2) / (1 + (math.pi / 2 * self.alpha * x) ** 2)
+
+
+@dataclass(frozen=True)
+class FastSigmoid(Surrogate):
+    slope: float = 25.0
+    kind = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "slope", _positive("slope", self.slope))
+
+    @property
+    def params(self) -> Tuple[float, float]:
+        return (self.slope, 0.0)
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        return 1.0 / (self.slope * x.abs() + 1.0) ** 2
+
+
+@dataclass(frozen=True)
+class Sigmoid(Surrogate):
+    slope: float = 25.0
+    kind = 2
+
+    def __post_init__(self):
+        object.__setattr__(self, "slope", _positive("slope", self.slope))
+
+    @property
+    def params(self) -> Tuple[float, float]:
+        return (self.slope, 0.0)
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.sigmoid(self.slope * x)
+        return self.slope * s * (1 - s)
+
+
+@dataclass(frozen=True)
+class Triangle(Surrogate):
+    width: float = 1.0
+    height: float = 1.0
+    kind = 3
+
+    def __post_init__(self):
+        object.__setattr__(self, "width", _positive("width", self.width))
+        object.__setattr__(self, "height", _positive("height", self.height))
+
+    @property
+    def params(self) -> Tuple[float, float]:
+        return (self.width, self.height)
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        return self.height * torch.clamp(1 - x.abs() / self.width, min=0)
+
+
+@dataclass(frozen=True)
+class StraightThrough(Surrogate):
+    kind = 4
+
+    def derivative(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(x)
+
+
+_BY_NAME = {
+    "atan": ATan,
+    "fast_sigmoid": FastSigmoid,
+    "fastsigmoid": FastSigmoid,
+    "sigmoid": Sigmoid,
+    "triangle": Triangle,
+    "straight_through": StraightThrough,
+    "straightthrough": StraightThrough,
+}
+
+
+def get(surrogate: Union[str, Surrogate, None]) -> Surrogate:
+    """A Surrogate from an instance, a name such as ``"atan"``, or None (ATan(2))."""
+    if surrogate is None:
+        return ATan()
+    if isinstance(surrogate, Surrogate):
+        return surrogate
+    if isinstance(surrogate, str):
+        key = surrogate.lower()
+        if key not in _BY_NAME:
+            raise ValueError(
+                f"unknown surrogate {surrogate!r}; choose one of {sorted(set(_BY_NAME))} "
+                "or pass an snn_ipu.surrogate instance"
+            )
+        return _BY_NAME[key]()
+    raise TypeError(
+        f"surrogate must be an snn_ipu.surrogate.Surrogate or a name, got {type(surrogate).__name__}"
+        " (Python callbacks such as snntorch.surrogate.atan() cannot run in C++ or on the IPU)"
+    )

@@ -1,0 +1,126 @@
+"""LIFLayer / SynapticLayer against nn.Linear + snntorch.Leaky / Synaptic.
+
+snnTorch is the independent reference: same weights, same inputs; spikes must
+be identical, membranes within 1e-5, gradients within 1e-4 relative.
+"""
+
+import pytest
+import snntorch as snn
+import torch
+from conftest import assert_rel_close, binary, margin
+
+from snn_ipu import LIFLayer, SynapticLayer
+
+T, B, IN, HID, OUT = 25, 4, 40, 24, 10
+
+
+def snntorch_net(layers, x, model):
+    """Runs copies of our layers as nn.Linear + snnTorch neurons; returns spikes, mems."""
+    fcs, neurons = [], []
+    for layer in layers:
+        fc = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+        fc.weight = torch.nn.Parameter(layer.weight.detach().clone())
+        if layer.bias is not None:
+            fc.bias = torch.nn.Parameter(layer.bias.detach().clone())
+        kw = dict(beta=float(layer.beta), threshold=float(layer.threshold),
+                  reset_mechanism=layer.reset, spike_grad=snn.surrogate.atan(2.0))
+        if model == "synaptic":
+            neurons.append(snn.Synaptic(alpha=float(layer.alpha), **kw))
+        else:
+            neurons.append(snn.Leaky(**kw))
+        fcs.append(fc)
+    states = [None] * len(layers)
+    spikes = [[] for _ in layers]
+    mems = [[] for _ in layers]
+    for t in range(x.shape[0]):
+        h = x[t]
+        for i, (fc, neuron) in enumerate(zip(fcs, neurons)):
+            cur = fc(h)
+            if model == "synaptic":
+                syn, mem = states[i] if states[i] is not None else (None, None)
+                h, syn, mem = neuron(cur, syn, mem) if syn is not None else neuron(cur)
+                states[i] = (syn, mem)
+            else:
+                h, mem = neuron(cur, states[i]) if states[i] is not None else neuron(cur)
+                states[i] = mem
+            spikes[i].append(h)
+            mems[i].append(mem)
+    return fcs, [torch.stack(s) for s in spikes], [torch.stack(m) for m in mems]
+
+
+def make_layers(model, reset, bias, backend, seed):
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    kw = dict(reset=reset, bias=bias, backend=backend, beta=0.85, threshold=1.0)
+    if model == "synaptic":
+        kw["alpha"] = 0.7
+    layers = [cls(IN, HID, **kw), cls(HID, OUT, **kw)]
+    with torch.no_grad():
+        layers[0].weight.mul_(4.0)
+        layers[1].weight.mul_(3.0)
+    for layer in layers:
+        layer.record_membrane = True
+    return layers
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_snntorch(backend, model, reset, bias):
+    for seed in range(20):  # first seed whose membranes stay clear of the threshold
+        layers = make_layers(model, reset, bias, backend, seed)
+        x = binary((T, B, IN), 0.25, seed)
+        fcs, ref_spikes, ref_mems = snntorch_net(layers, x, model)
+        if min(margin(m, 1.0) for m in ref_mems) > 1e-4:
+            break
+    else:
+        pytest.fail("no tie-free seed found")
+    assert 0.01 < float(ref_spikes[0].mean()) < 0.6 and float(ref_spikes[1].sum()) > 0
+
+    x_ref = x.clone().requires_grad_()
+    fcs, ref_spikes, ref_mems = snntorch_net(layers, x_ref, model)
+    readout = torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
+    (ref_spikes[1] * readout).sum().backward()
+
+    x_ours = x.clone().requires_grad_()
+    h = x_ours
+    outs = []
+    for layer in layers:
+        h = layer(h)
+        outs.append(h)
+    (outs[-1].to_dense() * readout).sum().backward()
+
+    for i, layer in enumerate(layers):
+        assert torch.equal(outs[i].to_dense().detach(), ref_spikes[i].detach()), f"spikes {i}"
+        torch.testing.assert_close(layer.last_membrane, ref_mems[i].detach(), atol=1e-5, rtol=0)
+        assert_rel_close(layer.weight.grad, fcs[i].weight.grad, 1e-4, f"weight grad {i}")
+        if bias:
+            assert_rel_close(layer.bias.grad, fcs[i].bias.grad, 1e-4, f"bias grad {i}")
+    assert float(fcs[0].weight.grad.abs().max()) > 0
+    assert_rel_close(x_ours.grad, x_ref.grad, 1e-4, "input grad")
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_learned_beta_and_threshold_match_snntorch(backend, reset):
+    torch.manual_seed(3)
+    layer = LIFLayer(IN, HID, beta=0.8, threshold=1.0, reset=reset, learn_beta=True,
+                     learn_threshold=True, backend=backend)
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.25, 3)
+    fc = torch.nn.Linear(IN, HID)
+    fc.weight = torch.nn.Parameter(layer.weight.detach().clone())
+    fc.bias = torch.nn.Parameter(layer.bias.detach().clone())
+    lif = snn.Leaky(beta=torch.tensor(0.8), threshold=torch.tensor(1.0), learn_beta=True,
+                    learn_threshold=True, reset_mechanism=reset, spike_grad=snn.surrogate.atan())
+    mem = lif.init_leaky()
+    spk = []
+    for t in range(T):
+        s, mem = lif(fc(x[t]), mem)
+        spk.append(s)
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(1))
+    (torch.stack(spk) * readout).sum().backward()
+    (layer(x).to_dense() * readout).sum().backward()
+    assert_rel_close(layer.beta.grad, lif.beta.grad, 1e-4, "beta grad")
+    assert_rel_close(layer.threshold.grad, lif.threshold.grad, 1e-4, "threshold grad")
+    assert_rel_close(layer.weight.grad, fc.weight.grad, 1e-4, "weight grad")

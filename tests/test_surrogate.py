@@ -1,0 +1,48 @@
+"""Surrogate derivatives against snnTorch's autograd and hand-computed values."""
+
+import pytest
+import snntorch.surrogate as sts
+import torch
+
+from snn_ipu import surrogate
+from snn_ipu.backends.reference import spike
+
+X = torch.linspace(-2, 2, 81, dtype=torch.float64)
+
+
+def snntorch_derivative(fn):
+    x = X.clone().requires_grad_()
+    fn(x).sum().backward()
+    return x.grad
+
+
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        (surrogate.ATan(2.0), sts.atan(2.0)),
+        (surrogate.ATan(5.0), sts.atan(5.0)),
+        (surrogate.FastSigmoid(25.0), sts.fast_sigmoid(25.0)),
+        (surrogate.Sigmoid(10.0), sts.sigmoid(10.0)),
+        (surrogate.StraightThrough(), sts.straight_through_estimator()),
+    ],
+)
+def test_matches_snntorch(ours, theirs):
+    torch.testing.assert_close(ours.derivative(X), snntorch_derivative(theirs))
+
+
+def test_triangle_by_hand():
+    tri = surrogate.Triangle(width=0.5, height=2.0)
+    x = torch.tensor([-1.0, -0.25, 0.0, 0.1, 0.5])
+    assert tri.derivative(x).tolist() == pytest.approx([0.0, 1.0, 2.0, 1.6, 0.0])
+
+
+def test_window_cuts_derivative_at_and_below():
+    x = torch.tensor([-0.3, -0.2, -0.1, 0.0, 0.4], requires_grad=True)
+    spike(x, surrogate.StraightThrough(), 0.2).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 1.0, 1.0, 1.0]
+
+
+def test_names():
+    assert surrogate.get("atan") == surrogate.ATan(2.0)
+    assert surrogate.get(None) == surrogate.ATan(2.0)
+    assert isinstance(surrogate.get("fast_sigmoid"), surrogate.FastSigmoid)

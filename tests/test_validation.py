@@ -1,0 +1,120 @@
+"""Every input a user can get wrong raises a clear exception naming the problem."""
+
+import math
+
+import pytest
+import torch
+from conftest import binary
+
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer, surrogate
+
+
+def spikes_3x2x5():
+    return SparseSpikes.from_dense(binary((3, 2, 5), 0.5, 0))
+
+
+def test_non_binary_dense_spikes(backend):
+    layer = LIFLayer(5, 4, backend=backend)
+    with pytest.raises(ValueError, match="binary"):
+        layer(torch.full((3, 2, 5), 0.5))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_nan_inf_in_inputs(backend, bad):
+    x = binary((3, 2, 5), 0.5, 0)
+    x[1, 0, 2] = bad
+    with pytest.raises(ValueError, match="NaN or inf"):
+        LIFLayer(5, 4, backend=backend)(x)
+
+
+@pytest.mark.parametrize("param", ["weight", "bias"])
+def test_nan_in_weights(backend, param):
+    layer = LIFLayer(5, 4, backend=backend)
+    with torch.no_grad():
+        getattr(layer, param).view(-1)[0] = math.nan
+    with pytest.raises(ValueError, match=f"{param} contains NaN or inf"):
+        layer(binary((3, 2, 5), 0.5, 0))
+
+
+def test_wrong_rank_and_features(backend):
+    layer = LIFLayer(5, 4, backend=backend)
+    with pytest.raises(ValueError, match=r"\[T, B, 5\]"):
+        layer(torch.zeros(2, 5))
+    with pytest.raises(ValueError, match="in_features=5"):
+        layer(torch.zeros(3, 2, 6))
+    with pytest.raises(ValueError, match="in_features=5"):
+        layer(SparseSpikes.from_dense(torch.zeros(3, 2, 7)))
+    with pytest.raises(TypeError, match="SparseSpikes or a torch.Tensor"):
+        layer([[0, 1]])
+
+
+def test_negative_and_out_of_range_ids():
+    s = spikes_3x2x5()
+    ids = s.ids.clone()
+    ids[0, 0, 0] = -1
+    with pytest.raises(ValueError, match="out of range"):
+        SparseSpikes(ids, s.counts.clone(), 5)
+    ids[0, 0, 0] = 5
+    with pytest.raises(ValueError, match=r"id 5 not in \[0, 5\)"):
+        SparseSpikes(ids, s.counts.clone(), 5)
+
+
+def test_counts_above_capacity_and_inconsistent():
+    s = spikes_3x2x5()
+    counts = s.counts.clone()
+    counts[1, 1] = s.capacity + 1
+    with pytest.raises(ValueError, match="exceed the capacity"):
+        SparseSpikes(s.ids, counts, 5)
+    counts = s.counts.clone()
+    counts[0, 0, 0] = counts[0, 0, 1] + 1
+    with pytest.raises(ValueError, match="counts"):
+        SparseSpikes(s.ids, counts, 5)
+
+
+def test_duplicate_ids_and_bad_dtypes():
+    ids = torch.tensor([[[1, 1]]], dtype=torch.int32)
+    counts = torch.tensor([[[2, 2]]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="duplicate"):
+        SparseSpikes(ids, counts, 4)
+    with pytest.raises(TypeError, match="int32"):
+        SparseSpikes(ids.long(), counts, 4)
+    with pytest.raises(ValueError, match=r"\[T, B, 2\]"):
+        SparseSpikes(ids, counts[..., :1], 4)
+
+
+def test_unknown_names():
+    with pytest.raises(ValueError, match="unknown surrogate 'arctanh'"):
+        LIFLayer(5, 4, surrogate="arctanh")
+    with pytest.raises(TypeError, match="Python callbacks"):
+        LIFLayer(5, 4, surrogate=lambda x: x)
+    with pytest.raises(ValueError, match="unknown reset mechanism 'soft'"):
+        LIFLayer(5, 4, reset="soft")
+    with pytest.raises(ValueError, match="unknown backend"):
+        LIFLayer(5, 4, backend="gpu")
+    with pytest.raises(ValueError, match="unknown overflow policy"):
+        LIFLayer(5, 4, overflow="clip")
+
+
+@pytest.mark.parametrize("beta", [-0.1, 1.5, math.nan, [0.5, 2.0, 0.5, 0.5]])
+def test_beta_outside_unit_interval(beta):
+    with pytest.raises(ValueError, match=r"beta must lie in \[0, 1\]"):
+        LIFLayer(5, 4, beta=torch.tensor(beta) if isinstance(beta, list) else beta)
+    with pytest.raises(ValueError, match=r"beta must lie in \[0, 1\]"):
+        ReadoutLayer(5, 4, beta=torch.tensor(beta) if isinstance(beta, list) else beta)
+
+
+def test_other_parameters():
+    with pytest.raises(ValueError, match=r"alpha must lie in \[0, 1\]"):
+        SynapticLayer(5, 4, alpha=1.2)
+    with pytest.raises(ValueError, match="threshold must be finite and > 0"):
+        LIFLayer(5, 4, threshold=0.0)
+    with pytest.raises(ValueError, match="beta must be a scalar or have shape"):
+        LIFLayer(5, 4, beta=torch.full((3,), 0.5))
+    with pytest.raises(ValueError, match="grad_window"):
+        LIFLayer(5, 4, grad_window=-0.1)
+    with pytest.raises(ValueError, match="max_spikes"):
+        LIFLayer(5, 4, max_spikes=0)
+    with pytest.raises(ValueError, match="in_features"):
+        LIFLayer(0, 4)
+    with pytest.raises(ValueError, match="surrogate parameter alpha"):
+        surrogate.ATan(alpha=-1.0)
