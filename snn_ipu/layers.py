@@ -198,7 +198,9 @@ class _SpikingLayer(_Layer):
         if grad_window is not None:
             gw = float(grad_window)
             if not math.isfinite(gw) or gw < 0:
-                raise ValueError(f"grad_window must be None or a finite number >= 0, got {grad_window}")
+                raise ValueError(
+                    f"grad_window must be None or a finite number >= 0, got {grad_window}"
+                )
             grad_window = gw
         if max_spikes is not None:
             _positive_int("max_spikes", max_spikes)

@@ -182,12 +182,14 @@ class SparseSpikes:
         )
 
     # -- checks --------------------------------------------------------------
-    def validate(self) -> "SparseSpikes":
+    def validate(self) -> SparseSpikes:
         """Raises ValueError/TypeError naming the first broken invariant."""
         ids, counts, values = self.ids, self.counts, self.values
         for name, t in (("ids", ids), ("counts", counts), ("values", values)):
             if not isinstance(t, torch.Tensor):
-                raise TypeError(f"SparseSpikes.{name} must be a torch.Tensor, got {type(t).__name__}")
+                raise TypeError(
+                    f"SparseSpikes.{name} must be a torch.Tensor, got {type(t).__name__}"
+                )
         if ids.dtype != torch.int32 or counts.dtype != torch.int32:
             raise TypeError(
                 f"SparseSpikes ids and counts must be int32, got {ids.dtype} and {counts.dtype}"
@@ -248,6 +250,20 @@ class SparseSpikes:
             )
         return self
 
+    def check_bounds(self, where: str) -> None:
+        """The O(T*B*K) part of validate(): what native code relies on not to go
+        out of bounds (ids and counts), for lists that may have been edited in place."""
+        K = self.capacity
+        c0, c1 = self.counts[..., 0], self.counts[..., 1]
+        if bool(((c0 < 0) | (c1 < c0) | (c1 > K)).any()):
+            raise ValueError(f"{where}: input spike counts are inconsistent or exceed capacity {K}")
+        listed = listed_mask(self.counts.long(), K, 1)
+        if bool((listed & ((self.ids < 0) | (self.ids >= self.num_neurons))).any()):
+            raise ValueError(
+                f"{where}: input spike ids out of range [0, {self.num_neurons}) "
+                "(was the SparseSpikes modified in place?)"
+            )
+
     # -- conversions ---------------------------------------------------------
     @classmethod
     def from_dense(
@@ -256,7 +272,7 @@ class SparseSpikes:
         max_spikes: Optional[int] = None,
         overflow: str = "error",
         eligible: Optional[torch.Tensor] = None,
-    ) -> "SparseSpikes":
+    ) -> SparseSpikes:
         """Lists the spikes of a binary ``[T, B, N]`` tensor.
 
         Differentiable: the gradient of ``values`` flows back into ``x`` at the
@@ -318,7 +334,7 @@ class SparseSpikes:
         """Spikes per (t, b), ``[T, B]`` int64."""
         return self.counts[..., 0].long()
 
-    def detach(self) -> "SparseSpikes":
+    def detach(self) -> SparseSpikes:
         return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
 
 
@@ -343,4 +359,6 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
         # A dense input that requires grad gets its full gradient: list every neuron.
         everything = torch.ones_like(x, dtype=torch.bool) if x.requires_grad else None
         return SparseSpikes.from_dense(x, eligible=everything)
-    raise TypeError(f"{where}: input must be SparseSpikes or a torch.Tensor, got {type(x).__name__}")
+    raise TypeError(
+        f"{where}: input must be SparseSpikes or a torch.Tensor, got {type(x).__name__}"
+    )

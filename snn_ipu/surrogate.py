@@ -7,16 +7,15 @@ forward pass is always the strict Heaviside step ``(U - threshold) > 0``.
 
 With ``x = U - threshold`` the derivatives dS/dU are:
 
-=================  ==================================================  ===========================
-surrogate          dS/dU                                               snnTorch equivalent
-=================  ==================================================  ===========================
-ATan(alpha)        (alpha/2) / (1 + (pi/2 * alpha * x)^2)              ``surrogate.atan(alpha)``
-FastSigmoid(k)     1 / (k*|x| + 1)^2                                   ``surrogate.fast_sigmoid(k)``
-Sigmoid(k)         k * exp(-k x) / (exp(-k x) + 1)^2                   ``surrogate.sigmoid(k)``
-Triangle(w, h)     h * max(0, 1 - |x| / w)                             (none: snnTorch's
-                                                                        ``triangular`` is a step)
-StraightThrough()  1                                                   ``surrogate.straight_through_estimator()``
-=================  ==================================================  ===========================
+=================  ======================================  ==================================
+surrogate          dS/dU                                   snnTorch equivalent
+=================  ======================================  ==================================
+ATan(alpha)        (alpha/2) / (1 + (pi/2 * alpha * x)^2)  ``atan(alpha)``
+FastSigmoid(k)     1 / (k*|x| + 1)^2                       ``fast_sigmoid(k)``
+Sigmoid(k)         k * exp(-k x) / (exp(-k x) + 1)^2       ``sigmoid(k)``
+Triangle(w, h)     h * max(0, 1 - |x| / w)                 none (``triangular`` is a step)
+StraightThrough()  1                                       ``straight_through_estimator()``
+=================  ======================================  ==================================
 """
 
 from __future__ import annotations
@@ -161,6 +160,7 @@ def get(surrogate: Union[str, Surrogate, None]) -> Surrogate:
             )
         return _BY_NAME[key]()
     raise TypeError(
-        f"surrogate must be an snn_ipu.surrogate.Surrogate or a name, got {type(surrogate).__name__}"
-        " (Python callbacks such as snntorch.surrogate.atan() cannot run in C++ or on the IPU)"
+        "surrogate must be an snn_ipu.surrogate.Surrogate or a name, got "
+        f"{type(surrogate).__name__} (Python callbacks such as snntorch.surrogate.atan() "
+        "cannot run in C++ or on the IPU)"
     )

@@ -9,7 +9,6 @@ executor runs the tile plan that the planner makes for ``plan_target``
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from typing import Optional
 
 import numpy as np
@@ -17,6 +16,7 @@ import torch
 
 from ..spikes import Overflow, SparseSpikes
 from .bookkeeping import apply_overflow, record_stats
+from .tiles import default_threads, tile_starts_for
 
 try:
     from .. import _C
@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - only without a build
 __all__ = ["spiking_layer", "readout_layer", "set_num_threads", "get_num_threads"]
 
 _EMPTY = np.zeros(0, dtype=np.float32)
-_num_threads = int(os.environ.get("SNN_IPU_NUM_THREADS", "0")) or len(os.sched_getaffinity(0))
+_num_threads = int(os.environ.get("SNN_IPU_NUM_THREADS", "0")) or default_threads()
 
 
 def set_num_threads(n: int) -> None:
@@ -59,23 +59,13 @@ def _weights(t: Optional[torch.Tensor]) -> np.ndarray:
     return _np(t)
 
 
-@lru_cache(maxsize=256)
-def _tile_starts(
-    target: str, n_in: int, n_out: int, batch: int, steps: int, recurrent: bool,
-    model: int, cap_in: int, weight_bytes: int, threads: int,
-) -> np.ndarray:
-    plan = _C.plan_layer(
-        n_in, n_out, batch, steps, recurrent, model, cap_in, n_out, 0.05, weight_bytes,
-        target, threads,
-    )
-    return np.ascontiguousarray(plan["tile_starts"], dtype=np.int32)
-
-
 def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
-    return _tile_starts(
-        layer.plan_target, layer.in_features, layer.out_features, spikes.batch_size,
-        spikes.num_steps, layer.recurrent, layer.config().model_code, spikes.capacity,
-        layer.weight.element_size(), _num_threads,
+    # Planned for the machine's threads, not set_num_threads(): the tiling fixes the
+    # summation order, so results stay bit-identical whatever the thread count.
+    return tile_starts_for(
+        layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
+        layer.recurrent, layer.neuron_model, spikes.capacity, layer.out_features,
+        layer.weight.element_size(), layer.plan_target,
     )
 
 
@@ -87,14 +77,10 @@ def _grad(result: dict, key: str, like: Optional[torch.Tensor]) -> Optional[torc
 
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, rec_weight,
-                beta, threshold, alpha):
+    def forward(ctx, layer, tiles, keep_dense, in_ids, in_counts, in_values, weight, bias,
+                rec_weight, beta, threshold, alpha):
         cfg = layer.config()
         sur = cfg.surrogate
-        keep_dense = layer.record_membrane or (
-            torch.is_grad_enabled()
-            and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
-        )
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, {"error": 0, "drop": 1, "grow": 2}[cfg.overflow], keep_dense,
@@ -139,7 +125,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         cfg = ctx.cfg
         sur = cfg.surrogate
         need = ctx.needs_input_grad
-        needs = (need[4], need[5], need[6], need[7], need[8], need[9], need[10])
+        needs = tuple(need[5:12])
         res = _C.layer_backward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             ctx.tiles, _np(in_ids), _np(in_counts), _weights(weight), ctx.has_bias,
@@ -149,7 +135,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         )
         grad_in = torch.from_numpy(res["grad_in_values"]) if needs[0] else None
         return (
-            None, None, None, None, grad_in,
+            None, None, None, None, None, grad_in,
             _grad(res, "grad_weight", weight) if needs[1] else None,
             torch.from_numpy(res["grad_bias"]) if needs[2] and ctx.has_bias else None,
             _grad(res, "grad_rec_weight", rec_weight) if needs[3] and ctx.has_rec else None,
@@ -184,7 +170,7 @@ class _ReadoutFn(torch.autograd.Function):
         res = _C.layer_backward(
             2, 2, 0, 2.0, 0.0, float("inf"), ctx.tiles, _np(in_ids), _np(in_counts),
             _weights(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
-            _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _EMPTY, _np(membrane), _EMPTY,
+            _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane), _EMPTY, _EMPTY,
             _np(grad_membrane.float()), needs, _num_threads,
         )
         grad_in = torch.from_numpy(res["grad_in_values"]) if needs[0] else None
@@ -204,9 +190,16 @@ def _check_cpu(*tensors) -> None:
 
 def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
     _check_cpu(spikes.values, weight, bias, rec_weight, beta, threshold, alpha)
+    spikes.check_bounds(layer.name)
     tiles = _plan(layer, spikes)
+    # Learned decays need the dense state history in backward; decided here because
+    # Function.forward always runs with grad disabled.
+    keep_dense = layer.record_membrane or (
+        torch.is_grad_enabled()
+        and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
+    )
     values, ids, counts = _SpikingLayerFn.apply(
-        layer, tiles, spikes.ids, spikes.counts, spikes.values, weight, bias, rec_weight,
+        layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias, rec_weight,
         beta, threshold, alpha,
     )
     return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
@@ -214,6 +207,7 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
     _check_cpu(spikes.values, weight, bias, beta)
+    spikes.check_bounds(layer.name)
     tiles = _plan(layer, spikes)
     return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
                             bias, beta)

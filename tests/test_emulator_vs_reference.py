@@ -1,0 +1,250 @@
+"""The emulator backend (codelets on the host executor) against the dense reference.
+
+Both run the same layers with the same weights, under the host tile plan and
+the ipu2 plan (many tiles, few neurons each): spikes must be identical,
+membranes within 1e-5, gradients within 1e-4 relative.
+"""
+
+import copy
+import warnings
+
+import pytest
+import torch
+from conftest import assert_rel_close, binary, margin
+
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer
+from snn_ipu import surrogate as sg
+from snn_ipu.backends import emulator
+
+T, B, IN, HID, OUT = 16, 3, 36, 22, 9
+SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
+              sg.StraightThrough()]
+
+
+def build(model, reset, recurrent, window, target, surrogate, seed, **kw):
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference",
+                  plan_target=target, **kw)
+    net = torch.nn.Sequential(cls(IN, HID, recurrent=recurrent, **common),
+                              cls(HID, OUT, **common))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+        if recurrent:
+            net[0].rec_weight.mul_(2.0)
+    for layer in net:
+        layer.record_membrane = True
+    return net
+
+
+def run(net, x, readout):
+    xg = x.clone().requires_grad_()
+    outs = [net[0](xg)]
+    outs.append(net[1](outs[0]))
+    (outs[1].to_dense() * readout).sum().backward()
+    return xg.grad, outs
+
+
+def emulated(net):
+    twin = copy.deepcopy(net)
+    for layer in twin:
+        layer.backend = "emulator"
+    return twin
+
+
+def tie_free(model, reset, recurrent, window, target, surrogate, **kw):
+    for seed in range(30):
+        net = build(model, reset, recurrent, window, target, surrogate, seed, **kw)
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            net(x)
+        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
+            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
+    pytest.fail("no tie-free seed")
+
+
+def compare(ref_net, emu_net, x, readout):
+    gx_ref, ref_outs = run(ref_net, x, readout)
+    gx_emu, emu_outs = run(emu_net, x, readout)
+    for i, (r, e) in enumerate(zip(ref_outs, emu_outs)):
+        assert torch.equal(r.counts, e.counts), f"layer {i} counts"
+        assert torch.equal(r.ids, e.ids), f"layer {i} ids"
+        assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
+        torch.testing.assert_close(emu_net[i].last_membrane, ref_net[i].last_membrane,
+                                   atol=1e-5, rtol=0)
+    for (name, p_ref), (_, p_emu) in zip(ref_net.named_parameters(), emu_net.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(gx_emu, gx_ref, 1e-4, "input grad")
+    return ref_outs
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("recurrent", [False, True])
+@pytest.mark.parametrize("window", [None, 0.3, 0.0])
+def test_host_plan(model, reset, recurrent, window):
+    surrogate = SURROGATES[(len(model) + len(reset) + int(recurrent)) % len(SURROGATES)]
+    net, x, readout = tie_free(model, reset, recurrent, window, "host", surrogate)
+    outs = compare(net, emulated(net), x, readout)
+    if window is not None:  # the window really made the lists sparse
+        assert int(outs[0].counts[..., 1].sum()) < T * B * HID
+
+
+@pytest.mark.parametrize("model, reset, recurrent, window", [
+    ("leaky", "subtract", False, None), ("leaky", "zero", True, 0.3),
+    ("synaptic", "subtract", True, None), ("synaptic", "zero", False, 0.3),
+    ("leaky", "none", True, 0.0),
+])
+def test_ipu2_plan(model, reset, recurrent, window):
+    net, x, readout = tie_free(model, reset, recurrent, window, "ipu2", sg.ATan(2.0))
+    emu = emulated(net)
+    compare(net, emu, x, readout)
+    assert emu[0].stats["tiles"] > 1, "the ipu2 plan should spread a layer over tiles"
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_learned_decays_and_threshold(model):
+    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, HID))
+    if model == "synaptic":
+        extra.update(learn_alpha=True)
+    torch.manual_seed(0)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    for seed in range(30):
+        torch.manual_seed(seed)
+        ref = cls(IN, HID, backend="reference", grad_window=0.4, **extra)
+        with torch.no_grad():
+            ref.weight.mul_(4.0)
+        ref.record_membrane = True
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            ref(x)
+        if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
+            break
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    readout = torch.randn(T, B, HID)
+    for layer in (ref, emu):
+        (layer(x).to_dense() * readout).sum().backward()
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+
+
+def test_readout():
+    torch.manual_seed(1)
+    ref = ReadoutLayer(IN, OUT, beta=torch.linspace(0.5, 0.9, OUT), learn_beta=True,
+                       backend="reference")
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    x = binary((T, B, IN), 0.3, 1)
+    target = torch.randn(T, B, OUT)
+    grads = []
+    for layer in (ref, emu):
+        xg = x.clone().requires_grad_()
+        mem = layer(xg)
+        ((mem - target) ** 2).sum().backward()
+        grads.append((mem.detach(), xg.grad))
+    torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-5, rtol=0)
+    assert_rel_close(grads[1][1], grads[0][1], 1e-4, "input grad")
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+
+
+def test_half_weights_against_float32():
+    """float16 weights, float32 state: same as float32 run with the half-rounded weights;
+    against the unrounded float32 weights the membrane error stays within 2e-3 here."""
+    torch.manual_seed(2)
+    ref = LIFLayer(IN, HID, backend="reference", grad_window=0.5)
+    with torch.no_grad():
+        ref.weight.mul_(4.0)
+        ref.weight.copy_(ref.weight.half().float())
+    ref.record_membrane = True
+    emu = LIFLayer(IN, HID, backend="emulator", grad_window=0.5, dtype=torch.float16)
+    with torch.no_grad():
+        emu.weight.copy_(ref.weight.half())
+        emu.bias.copy_(ref.bias)
+    emu.record_membrane = True
+    x = binary((T, B, IN), 0.25, 2)
+    readout = torch.randn(T, B, HID)
+    (ref(x).to_dense() * readout).sum().backward()
+    out = emu(x)
+    (out.to_dense() * readout).sum().backward()
+    assert emu.weight.grad.dtype == torch.float16
+    assert torch.equal(out.ids, ref(x).ids)
+    torch.testing.assert_close(emu.last_membrane, ref.last_membrane, atol=2e-3, rtol=0)
+    assert_rel_close(emu.weight.grad.float(), ref.weight.grad, 2e-3, "half weight grad")
+
+
+def busy_layer(policy, max_spikes, backend="emulator", recurrent=False):
+    torch.manual_seed(4)
+    layer = LIFLayer(IN, HID, backend=backend, max_spikes=max_spikes, overflow=policy,
+                     grad_window=0.2, recurrent=recurrent, name="hidden1")
+    with torch.no_grad():
+        layer.weight.mul_(5.0)
+    return layer
+
+
+def test_overflow_error_names_layer_timestep_counts():
+    with pytest.raises(SpikeOverflowError, match=r"hidden1: .*max_spikes=2 .*timestep \d+, "
+                                                  r"sample \d+: \d+ spikes"):
+        busy_layer("error", 2)(binary((T, B, IN), 0.4, 4))
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_overflow_drop_keeps_first_entries_and_warns_once(recurrent):
+    x = binary((T, B, IN), 0.4, 4)
+    emu, ref = busy_layer("drop", 3, recurrent=recurrent), busy_layer(
+        "drop", 3, "reference", recurrent=recurrent)
+    with pytest.warns(RuntimeWarning, match="hidden1"):
+        out = emu(x)
+    expected = ref(x)
+    assert torch.equal(out.ids, expected.ids) and torch.equal(out.counts, expected.counts)
+    assert emu.stats["spikes_dropped"] > 0
+    assert emu.stats["spikes_dropped"] == ref.stats["spikes_dropped"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emu(x)  # warned once per layer
+    assert emu.stats["total_spikes_dropped"] == 2 * emu.stats["spikes_dropped"]
+
+
+def test_overflow_grow_equals_large_capacity():
+    x = binary((T, B, IN), 0.4, 4)
+    grown = busy_layer("grow", 2)
+    big = busy_layer("error", HID)
+    a, b = grown(x), big(x)
+    assert grown.stats["grew"] and a.capacity == grown.stats["needed_capacity"]
+    assert torch.equal(a.to_dense(), b.to_dense())
+    assert torch.equal(a.ids, b.ids[..., : a.capacity])
+
+
+def test_deterministic_across_threads_and_runs():
+    net, x, readout = tie_free("leaky", "subtract", True, 0.3, "host", sg.ATan(2.0))
+    results = []
+    old = emulator.get_num_threads()
+    try:
+        for threads in (1, 2, 2):
+            emulator.set_num_threads(threads)
+            emu = emulated(net)
+            _, outs = run(emu, x, readout)
+            results.append([outs[1].ids] + [p.grad.clone() for p in emu.parameters()])
+    finally:
+        emulator.set_num_threads(old)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert torch.equal(a, b)
+
+
+def test_corrupted_ids_raise_not_crash():
+    layer = LIFLayer(IN, HID, backend="emulator")
+    s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
+    for bad in (10**6, -5, IN):
+        ids = s.ids.clone()
+        ids[3, 1, 0] = bad
+        hostile = SparseSpikes(ids, s.counts, IN, s.values, validate=False)
+        with pytest.raises(ValueError, match="out of range"):
+            layer(hostile)
+    counts = s.counts.clone()
+    counts[0, 0, 1] = s.capacity + 7
+    with pytest.raises(ValueError, match="exceed capacity"):
+        layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
