@@ -6,17 +6,24 @@ whole time loop in a backend: dense PyTorch (``reference``), the C++ IPU
 emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
 """
 
-from . import surrogate
+from . import data, encoding, losses, surrogate
 from .layers import LIFLayer, ReadoutLayer, SynapticLayer
+from .planning import PlanError, PlanReport, plan
 from .spikes import SparseSpikes, SpikeOverflowError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LIFLayer",
+    "PlanError",
+    "PlanReport",
     "ReadoutLayer",
     "SparseSpikes",
     "SpikeOverflowError",
     "SynapticLayer",
+    "data",
+    "encoding",
+    "losses",
+    "plan",
     "surrogate",
 ]

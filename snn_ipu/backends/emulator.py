@@ -199,8 +199,8 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
         and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
     )
     values, ids, counts = _SpikingLayerFn.apply(
-        layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias, rec_weight,
-        beta, threshold, alpha,
+        layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
+        rec_weight, beta, threshold, alpha,
     )
     return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
 

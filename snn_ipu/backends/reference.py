@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ..spikes import SparseSpikes, lists_from_masks, listed_mask
+from ..spikes import SparseSpikes, listed_mask, lists_from_masks
 from .bookkeeping import apply_overflow, record_stats
 
 __all__ = ["spiking_layer", "readout_layer", "spike"]

@@ -1,0 +1,148 @@
+// Forward state update of one tile's neurons for one sample and one step
+// (snnTorch semantics, see the numerics contract). Each vertex consumes and
+// clears the tile's accumulated synaptic currents, adds the bias, and the
+// spiking ones emit the tile's spike and eligible-only lists with the
+// membrane at those entries, so no dense spike tensor is ever formed.
+#pragma once
+#include <poplar/Vertex.hpp>
+
+#include "SpikeEmission.hpp"
+
+namespace snn {
+enum ResetKind : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
+}
+
+class LifUpdate : public poplar::Vertex {
+public:
+  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> bias; // empty: no bias
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::InOut<poplar::Vector<float>> membrane;
+  poplar::InOut<poplar::Vector<float>> spiked; // S[t-1] in, S[t] out (0/1)
+  poplar::Output<poplar::Vector<int>> spikeIds;
+  poplar::Output<poplar::Vector<float>> spikeMembrane;
+  poplar::Output<poplar::Vector<int>> eligibleIds;
+  poplar::Output<poplar::Vector<float>> eligibleMembrane;
+  poplar::Output<poplar::Vector<unsigned>> counts; // {spikes, eligible-only}
+  unsigned numNeurons;
+  unsigned firstNeuron;
+  unsigned reset;
+  float gradWindow;
+
+  bool compute() {
+    float *__restrict cur = &currents[0];
+    float *__restrict u = &membrane[0];
+    const float *__restrict s = &spiked[0];
+    const float *__restrict b = &beta[0];
+    const float *__restrict thr = &threshold[0];
+    if (bias.size() != 0) {
+      const float *__restrict bi = &bias[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        cur[n] += bi[n];
+    }
+    if (reset == snn::RESET_SUBTRACT) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = b[n] * u[n] + cur[n] - s[n] * thr[n];
+    } else if (reset == snn::RESET_ZERO) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = b[n] * (1.0f - s[n]) * u[n] + cur[n];
+    } else {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = b[n] * u[n] + cur[n];
+    }
+    for (unsigned n = 0; n < numNeurons; ++n)
+      cur[n] = 0.0f;
+    const snn::EmittedCounts c = snn::emitSpikeLists(
+        u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
+        &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+    counts[0] = c.spikes;
+    counts[1] = c.eligible;
+    return true;
+  }
+};
+
+class SynapticUpdate : public poplar::Vertex {
+public:
+  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> bias; // empty: no bias
+  poplar::Input<poplar::Vector<float>> alpha;
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::InOut<poplar::Vector<float>> synaptic;
+  poplar::InOut<poplar::Vector<float>> membrane;
+  poplar::InOut<poplar::Vector<float>> spiked; // S[t-1] in, S[t] out (0/1)
+  poplar::Output<poplar::Vector<int>> spikeIds;
+  poplar::Output<poplar::Vector<float>> spikeMembrane;
+  poplar::Output<poplar::Vector<int>> eligibleIds;
+  poplar::Output<poplar::Vector<float>> eligibleMembrane;
+  poplar::Output<poplar::Vector<unsigned>> counts; // {spikes, eligible-only}
+  unsigned numNeurons;
+  unsigned firstNeuron;
+  unsigned reset;
+  float gradWindow;
+
+  bool compute() {
+    float *__restrict cur = &currents[0];
+    float *__restrict syn = &synaptic[0];
+    float *__restrict u = &membrane[0];
+    const float *__restrict s = &spiked[0];
+    const float *__restrict a = &alpha[0];
+    const float *__restrict b = &beta[0];
+    const float *__restrict thr = &threshold[0];
+    if (bias.size() != 0) {
+      const float *__restrict bi = &bias[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        cur[n] += bi[n];
+    }
+    for (unsigned n = 0; n < numNeurons; ++n) {
+      syn[n] = a[n] * syn[n] + cur[n];
+      cur[n] = 0.0f;
+    }
+    if (reset == snn::RESET_SUBTRACT) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = b[n] * u[n] + syn[n] - s[n] * thr[n];
+    } else if (reset == snn::RESET_ZERO) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = (1.0f - s[n]) * (b[n] * u[n] + syn[n]);
+    } else {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = b[n] * u[n] + syn[n];
+    }
+    const snn::EmittedCounts c = snn::emitSpikeLists(
+        u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
+        &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+    counts[0] = c.spikes;
+    counts[1] = c.eligible;
+    return true;
+  }
+};
+
+// Non-spiking leaky integrator; its membrane is the layer output.
+class ReadoutUpdate : public poplar::Vertex {
+public:
+  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> bias; // empty: no bias
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::InOut<poplar::Vector<float>> membrane;
+  poplar::Output<poplar::Vector<float>> membraneOut;
+  unsigned numNeurons;
+
+  bool compute() {
+    float *__restrict cur = &currents[0];
+    float *__restrict u = &membrane[0];
+    float *__restrict out = &membraneOut[0];
+    const float *__restrict b = &beta[0];
+    if (bias.size() != 0) {
+      const float *__restrict bi = &bias[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        cur[n] += bi[n];
+    }
+    for (unsigned n = 0; n < numNeurons; ++n) {
+      u[n] = b[n] * u[n] + cur[n];
+      out[n] = u[n];
+      cur[n] = 0.0f;
+    }
+    return true;
+  }
+};

@@ -1,0 +1,5 @@
+// popc translation unit; the host build includes the header directly.
+#include "SpikeMatmul.hpp"
+
+template class SpikeMatmul<float>;
+template class SpikeMatmul<half>;

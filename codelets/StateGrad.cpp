@@ -1,0 +1,2 @@
+// popc translation unit; the host build includes the header directly.
+#include "StateGrad.hpp"

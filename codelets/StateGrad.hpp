@@ -1,0 +1,203 @@
+// Backward through one tile's neuron state for one sample and step t (the
+// executor walks t downwards). Carries are dense per neuron; the surrogate
+// is evaluated only at the tile's listed entries of step t (spikes first,
+// then eligible-only), which is where dL/dS can be non-zero. The reset
+// masks need S[t-1]: `notSpiked` holds 1 - S[t-1] and is kept up to date
+// sparsely (re-set the step-t spikes, clear the step t-1 spikes), so the
+// caller initialises it to ones once.
+#pragma once
+#include <poplar/Vertex.hpp>
+
+#include "NeuronUpdate.hpp"
+#include "SurrogateDerivative.hpp"
+
+namespace snn {
+
+// gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
+// part of dL/dthreshold is accumulated on the way.
+inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict carry,
+                                float *__restrict thresholdGrad,
+                                const float *__restrict threshold,
+                                const int *__restrict ids, const float *__restrict mem,
+                                const float *__restrict grad, unsigned numListed,
+                                unsigned numNeurons, unsigned firstNeuron,
+                                unsigned kind, float p0, float p1) {
+  for (unsigned n = 0; n < numNeurons; ++n)
+    gU[n] = carry[n];
+  for (unsigned k = 0; k < numListed; ++k) {
+    const unsigned n = unsigned(ids[k]) - firstNeuron;
+    const float g = grad[k] * surrogateDerivative(kind, p0, p1, mem[k] - threshold[n]);
+    gU[n] += g;
+    thresholdGrad[n] -= g;
+  }
+}
+
+inline void updateNotSpiked(float *__restrict notSpiked, const int *__restrict spikeIds,
+                            unsigned numSpikes, const int *__restrict prevSpikeIds,
+                            unsigned numPrevSpikes, unsigned firstNeuron) {
+  for (unsigned k = 0; k < numSpikes; ++k)
+    notSpiked[unsigned(spikeIds[k]) - firstNeuron] = 1.0f;
+  for (unsigned k = 0; k < numPrevSpikes; ++k)
+    notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 0.0f;
+}
+
+} // namespace snn
+
+class LifStateGrad : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<int>> listIds; // global ids: spikes, then eligible-only
+  poplar::Input<poplar::Vector<float>> listMembrane;
+  poplar::Input<poplar::Vector<float>> listGrad; // dL/dS at the listed entries
+  poplar::Input<unsigned> numSpikes;
+  poplar::Input<unsigned> numListed;
+  poplar::Input<poplar::Vector<int>> prevSpikeIds; // listed spikes of step t-1
+  poplar::Input<unsigned> numPrevSpikes;
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
+  poplar::InOut<poplar::Vector<float>> carry;        // dL/dU[t] flowing into step t-1
+  poplar::InOut<poplar::Vector<float>> notSpiked;
+  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> betaGrad;
+  poplar::InOut<poplar::Vector<float>> thresholdGrad;
+  unsigned numNeurons;
+  unsigned firstNeuron;
+  unsigned reset;
+  unsigned surrogateKind;
+  float surrogateP0;
+  float surrogateP1;
+
+  bool compute() {
+    float *__restrict gU = &currentGrad[0];
+    float *__restrict c = &carry[0];
+    float *__restrict gthr = &thresholdGrad[0];
+    const float *__restrict b = &beta[0];
+    snn::updateNotSpiked(&notSpiked[0], &listIds[0], *numSpikes, &prevSpikeIds[0],
+                         *numPrevSpikes, firstNeuron);
+    snn::listedSurrogateGrad(gU, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
+                             &listGrad[0], *numListed, numNeurons, firstNeuron,
+                             surrogateKind, surrogateP0, surrogateP1);
+    const float *__restrict keep = &notSpiked[0];
+    const bool zero = reset == snn::RESET_ZERO;
+    if (reset == snn::RESET_SUBTRACT)
+      for (unsigned n = 0; n < numNeurons; ++n)
+        gthr[n] -= (1.0f - keep[n]) * gU[n];
+    if (prevMembrane.size() != 0) {
+      const float *__restrict up = &prevMembrane[0];
+      float *__restrict gb = &betaGrad[0];
+      if (zero)
+        for (unsigned n = 0; n < numNeurons; ++n)
+          gb[n] += gU[n] * keep[n] * up[n];
+      else
+        for (unsigned n = 0; n < numNeurons; ++n)
+          gb[n] += gU[n] * up[n];
+    }
+    if (zero)
+      for (unsigned n = 0; n < numNeurons; ++n)
+        c[n] = b[n] * gU[n] * keep[n];
+    else
+      for (unsigned n = 0; n < numNeurons; ++n)
+        c[n] = b[n] * gU[n];
+    return true;
+  }
+};
+
+class SynapticStateGrad : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<int>> listIds; // global ids: spikes, then eligible-only
+  poplar::Input<poplar::Vector<float>> listMembrane;
+  poplar::Input<poplar::Vector<float>> listGrad; // dL/dS at the listed entries
+  poplar::Input<unsigned> numSpikes;
+  poplar::Input<unsigned> numListed;
+  poplar::Input<poplar::Vector<int>> prevSpikeIds; // listed spikes of step t-1
+  poplar::Input<unsigned> numPrevSpikes;
+  poplar::Input<poplar::Vector<float>> alpha;
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
+  poplar::Input<poplar::Vector<float>> prevSynaptic; // syn[t-1]; empty: no alpha grad
+  poplar::InOut<poplar::Vector<float>> carry;        // into U[t-1]
+  poplar::InOut<poplar::Vector<float>> carrySynaptic; // into syn[t-1]
+  poplar::InOut<poplar::Vector<float>> notSpiked;
+  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> alphaGrad;
+  poplar::InOut<poplar::Vector<float>> betaGrad;
+  poplar::InOut<poplar::Vector<float>> thresholdGrad;
+  unsigned numNeurons;
+  unsigned firstNeuron;
+  unsigned reset;
+  unsigned surrogateKind;
+  float surrogateP0;
+  float surrogateP1;
+
+  bool compute() {
+    float *__restrict g = &currentGrad[0];
+    float *__restrict c = &carry[0];
+    float *__restrict cs = &carrySynaptic[0];
+    float *__restrict gthr = &thresholdGrad[0];
+    const float *__restrict a = &alpha[0];
+    const float *__restrict b = &beta[0];
+    snn::updateNotSpiked(&notSpiked[0], &listIds[0], *numSpikes, &prevSpikeIds[0],
+                         *numPrevSpikes, firstNeuron);
+    // g holds dL/dU[t] until it is overwritten by dL/dI[t] below.
+    snn::listedSurrogateGrad(g, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
+                             &listGrad[0], *numListed, numNeurons, firstNeuron,
+                             surrogateKind, surrogateP0, surrogateP1);
+    const float *__restrict keep = &notSpiked[0];
+    if (reset == snn::RESET_SUBTRACT)
+      for (unsigned n = 0; n < numNeurons; ++n)
+        gthr[n] -= (1.0f - keep[n]) * g[n];
+    if (reset == snn::RESET_ZERO) // the zeroed new membrane gates both inputs
+      for (unsigned n = 0; n < numNeurons; ++n)
+        g[n] *= keep[n];
+    if (prevMembrane.size() != 0) {
+      const float *__restrict up = &prevMembrane[0];
+      float *__restrict gb = &betaGrad[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        gb[n] += g[n] * up[n];
+    }
+    for (unsigned n = 0; n < numNeurons; ++n) {
+      const float gV = g[n];
+      const float gSyn = gV + cs[n];
+      c[n] = b[n] * gV;
+      cs[n] = a[n] * gSyn;
+      g[n] = gSyn;
+    }
+    if (prevSynaptic.size() != 0) {
+      const float *__restrict sp = &prevSynaptic[0];
+      float *__restrict ga = &alphaGrad[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        ga[n] += g[n] * sp[n];
+    }
+    return true;
+  }
+};
+
+class ReadoutStateGrad : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<float>> outputGrad;   // dL/dU[t], dense
+  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
+  poplar::InOut<poplar::Vector<float>> carry;
+  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> betaGrad;
+  unsigned numNeurons;
+
+  bool compute() {
+    float *__restrict g = &currentGrad[0];
+    float *__restrict c = &carry[0];
+    const float *__restrict gm = &outputGrad[0];
+    const float *__restrict b = &beta[0];
+    for (unsigned n = 0; n < numNeurons; ++n) {
+      g[n] = gm[n] + c[n];
+      c[n] = b[n] * g[n];
+    }
+    if (prevMembrane.size() != 0) {
+      const float *__restrict up = &prevMembrane[0];
+      float *__restrict gb = &betaGrad[0];
+      for (unsigned n = 0; n < numNeurons; ++n)
+        gb[n] += g[n] * up[n];
+    }
+    return true;
+  }
+};

@@ -1,0 +1,72 @@
+// Backward through the synapses of one tile for one sample and step.
+#pragma once
+#include <poplar/HalfFloat.hpp>
+#include <poplar/Vertex.hpp>
+
+#include "RowKernels.hpp"
+
+// dL/dW rows (tile block layout [numInputs x rowLength], float) of the listed
+// input spikes += dL/dI of the tile; dL/db += dL/dI when biasGrad is bound.
+class WeightGradScatter : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<int>> ids;
+  poplar::Input<unsigned> numIds;
+  poplar::Input<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> weightGrad;
+  poplar::InOut<poplar::Vector<float>> biasGrad; // empty: no bias
+  unsigned rowLength;
+
+  bool compute() {
+    const float *__restrict g = &currentGrad[0];
+    snn::scatterRows(&weightGrad[0], g, &ids[0], *numIds, rowLength);
+    if (biasGrad.size() != 0) {
+      float *__restrict gb = &biasGrad[0];
+      for (unsigned n = 0; n < rowLength; ++n)
+        gb[n] += g[n];
+    }
+    return true;
+  }
+};
+
+// This tile's share of dL/d(input value) for each listed input entry:
+// partials[k] = sum over the tile's neurons of W[n, ids[k]] * dL/dI[n].
+template <typename WT> class InputSpikeGrad : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<int>> ids;
+  poplar::Input<unsigned> numIds;
+  poplar::Input<poplar::Vector<WT>> weights;
+  poplar::Input<poplar::Vector<float>> currentGrad;
+  poplar::Output<poplar::Vector<float>> partials;
+  unsigned rowLength;
+
+  bool compute() {
+    const WT *w = &weights[0];
+    const float *g = &currentGrad[0];
+    const unsigned n = *numIds;
+    for (unsigned k = 0; k < n; ++k)
+      partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
+                                rowLength);
+    return true;
+  }
+};
+
+// out[k] += partials[0][k] + partials[1][k] + ... in tile order, so the
+// cross-tile sum never depends on scheduling.
+class PartialReduce : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<float>> partials; // [numPartials x stride]
+  poplar::InOut<poplar::Vector<float>> out;
+  poplar::Input<unsigned> numOut;
+  unsigned numPartials;
+  unsigned stride;
+
+  bool compute() {
+    float *__restrict o = &out[0];
+    const float *__restrict p = &partials[0];
+    const unsigned n = *numOut;
+    for (unsigned i = 0; i < numPartials; ++i)
+      for (unsigned k = 0; k < n; ++k)
+        o[k] += p[i * stride + k];
+    return true;
+  }
+};

@@ -1,0 +1,274 @@
+// The snn_ipu._C module: layer_forward / layer_backward run a layer's whole
+// time loop in the host executor, with the integer codes, spike-list format
+// and result dicts of the Python/C++ contract; plus the planner's bindings.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <poplar/HalfFloat.hpp>
+
+#include "LayerBackward.hpp"
+#include "LayerForward.hpp"
+#include "NumpyArgs.hpp"
+#include "ThreadPool.hpp"
+#include "plan/PlanBindings.hpp"
+
+namespace py = pybind11;
+using namespace snn;
+
+namespace {
+
+unsigned threadCount(int requested) {
+  return requested > 0 ? unsigned(requested) : hardwareThreads();
+}
+
+FloatArray zeros(std::initializer_list<py::ssize_t> shape) {
+  FloatArray a{std::vector<py::ssize_t>(shape)};
+  std::fill(a.mutable_data(), a.mutable_data() + a.size(), 0.0f);
+  return a;
+}
+
+// Shared by forward and backward: codes, shapes of the parameters, weights.
+struct LayerArgs {
+  Shape shape{};
+  NeuronSpec neuron{};
+  std::unique_ptr<TileLayout> layout;
+  IntArray inIds, inCounts;
+  WeightArg weight, recWeight;
+  FloatArray bias, beta, threshold, alpha;
+  bool recurrent = false;
+
+  LayerArgs(int model, int reset, int surrogateKind, float p0, float p1, float gradWindow,
+            const IntArray &tileStarts, const IntArray &inIds_, const IntArray &inCounts_,
+            const py::array &weight_, const FloatArray &bias_, const py::array &recWeight_,
+            const FloatArray &beta_, const FloatArray &threshold_, const FloatArray &alpha_)
+      : inIds(inIds_), inCounts(inCounts_), bias(bias_), beta(beta_), threshold(threshold_),
+        alpha(alpha_) {
+    requireCode(model, 3, "model");
+    requireCode(reset, 3, "reset");
+    requireCode(surrogateKind, 5, "surrogate");
+    if (std::isnan(gradWindow))
+      throw std::invalid_argument("grad_window is NaN");
+    weight = toWeight(weight_, "weight");
+    if (weight.array.ndim() != 2)
+      throw std::invalid_argument("weight must be [out, in]");
+    const unsigned out = unsigned(weight.rows()), in = unsigned(weight.cols());
+    if (inIds.ndim() != 3)
+      throw std::invalid_argument("in_ids must be [T, B, K]");
+    shape = {unsigned(inIds.shape(0)), unsigned(inIds.shape(1)), in, out};
+    checkSpikeList(inIds, inCounts, shape.steps, shape.batch, in, false, "input list");
+    layout = std::make_unique<TileLayout>(tileStarts.data(), tileStarts.size(), out);
+    const py::ssize_t n = out;
+    const bool hasBias = optionalShape(bias, {n}, "bias");
+    requireShape(beta, {n}, "beta");
+    if (model != MODEL_READOUT)
+      requireShape(threshold, {n}, "threshold");
+    if (model == MODEL_SYNAPTIC)
+      requireShape(alpha, {n}, "alpha");
+    if (recWeight_.size() != 0) {
+      if (model == MODEL_READOUT)
+        throw std::invalid_argument("the readout has no recurrent weight");
+      recWeight = toWeight(recWeight_, "rec_weight");
+      requireShape(recWeight.array, {n, n}, "rec_weight");
+      if (recWeight.isHalf != weight.isHalf)
+        throw std::invalid_argument("weight and rec_weight must have the same dtype");
+      recurrent = true;
+    }
+    neuron = {model,
+              unsigned(reset),
+              unsigned(surrogateKind),
+              p0,
+              p1,
+              gradWindow,
+              beta.data(),
+              model == MODEL_READOUT ? nullptr : threshold.data(),
+              model == MODEL_SYNAPTIC ? alpha.data() : nullptr,
+              hasBias ? bias.data() : nullptr};
+  }
+
+  template <typename WT> const WT *weightData() const {
+    return static_cast<const WT *>(weight.data());
+  }
+  template <typename WT> const WT *recWeightData() const {
+    return recurrent ? static_cast<const WT *>(recWeight.data()) : nullptr;
+  }
+};
+
+template <typename WT>
+py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
+  const Shape &s = a.shape;
+  const py::ssize_t T = s.steps, B = s.batch, N = s.outFeatures;
+  LayerForward<WT> layer(s, a.neuron, *a.layout, listView(a.inIds, a.inCounts),
+                         a.weightData<WT>(), a.recWeightData<WT>(), options);
+  py::dict result;
+  if (a.neuron.model == MODEL_READOUT) {
+    FloatArray membrane({T, B, N});
+    float *m = membrane.mutable_data();
+    {
+      py::gil_scoped_release release;
+      layer.run(m, nullptr);
+    }
+    result["membrane"] = membrane;
+    return result;
+  }
+  const bool dense = options.keepDenseState;
+  const bool synaptic = a.neuron.model == MODEL_SYNAPTIC;
+  FloatArray denseMembrane = dense ? FloatArray({T, B, N}) : FloatArray({py::ssize_t(0)});
+  FloatArray denseSyn = dense && synaptic ? FloatArray({T, B, N}) : FloatArray({py::ssize_t(0)});
+  float *dm = dense ? denseMembrane.mutable_data() : nullptr;
+  float *ds = dense && synaptic ? denseSyn.mutable_data() : nullptr;
+  ForwardStats stats;
+  {
+    py::gil_scoped_release release;
+    layer.run(dm, ds);
+    stats = layer.decideCapacity();
+  }
+  const py::ssize_t K = stats.capacity;
+  IntArray ids({T, B, K});
+  IntArray counts({T, B, py::ssize_t(2)});
+  FloatArray membrane({T, B, K});
+  int32_t *idsPtr = ids.mutable_data(), *countsPtr = counts.mutable_data();
+  float *membranePtr = membrane.mutable_data();
+  {
+    py::gil_scoped_release release;
+    layer.combine(idsPtr, countsPtr, membranePtr);
+    stats = layer.stats();
+  }
+  result["ids"] = ids;
+  result["counts"] = counts;
+  result["membrane"] = membrane;
+  result["dense_membrane"] = denseMembrane;
+  result["dense_syn"] = denseSyn;
+  result["spikes_dropped"] = stats.spikesDropped;
+  result["eligible_dropped"] = stats.eligibleDropped;
+  result["needed_capacity"] = stats.neededCapacity;
+  result["total_spikes"] = stats.totalSpikes;
+  const OverflowAt &o = stats.overflowAt;
+  result["overflow_at"] =
+      o.happened ? py::object(py::make_tuple(o.step, o.sample, o.spikes, o.needed))
+                 : py::object(py::none());
+  return result;
+}
+
+py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p1,
+                      float gradWindow, int capacity, int overflow, bool keepDenseState,
+                      const IntArray &tileStarts, const IntArray &inIds,
+                      const IntArray &inCounts, const py::array &weight,
+                      const FloatArray &bias, const py::array &recWeight,
+                      const FloatArray &beta, const FloatArray &threshold,
+                      const FloatArray &alpha, int numThreads) {
+  const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
+                    inCounts, weight, bias, recWeight, beta, threshold, alpha);
+  requireCode(overflow, 3, "overflow");
+  if (capacity < 0)
+    throw std::invalid_argument("capacity must be >= 0");
+  const ForwardOptions options{unsigned(capacity), overflow, keepDenseState,
+                               threadCount(numThreads)};
+  return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
+}
+
+template <typename WT>
+py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds &needs,
+                  unsigned numThreads) {
+  const Shape &s = a.shape;
+  const py::ssize_t T = s.steps, B = s.batch, N = s.outFeatures, I = s.inFeatures;
+  const bool spiking = a.neuron.model != MODEL_READOUT;
+  const bool synaptic = a.neuron.model == MODEL_SYNAPTIC;
+  py::dict result;
+  BackwardOutputs out{};
+  auto add = [&](bool wanted, const char *key, std::initializer_list<py::ssize_t> shape,
+                 float *&ptr) {
+    if (!wanted)
+      return;
+    FloatArray g = zeros(shape);
+    ptr = g.mutable_data();
+    result[key] = g;
+  };
+  add(needs.input, "grad_in_values", {T, B, py::ssize_t(a.inIds.shape(2))}, out.gradIn);
+  add(needs.weight, "grad_weight", {N, I}, out.gradWeight);
+  add(needs.bias, "grad_bias", {N}, out.gradBias);
+  add(needs.recWeight, "grad_rec_weight", {N, N}, out.gradRecWeight);
+  add(needs.beta, "grad_beta", {N}, out.gradBeta);
+  add(needs.threshold && spiking, "grad_threshold", {N}, out.gradThreshold);
+  add(needs.alpha && synaptic, "grad_alpha", {N}, out.gradAlpha);
+  LayerBackward<WT> layer(s, a.neuron, *a.layout, in, a.weightData<WT>(),
+                          a.recWeightData<WT>(), needs, numThreads);
+  {
+    py::gil_scoped_release release;
+    layer.run(out);
+  }
+  return result;
+}
+
+py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float p1,
+                       float gradWindow, const IntArray &tileStarts, const IntArray &inIds,
+                       const IntArray &inCounts, const py::array &weight, bool hasBias,
+                       const py::array &recWeight, const FloatArray &beta,
+                       const FloatArray &threshold, const FloatArray &alpha,
+                       const IntArray &outIds, const IntArray &outCounts,
+                       const FloatArray &membrane, const FloatArray &denseMembrane,
+                       const FloatArray &denseSyn, const FloatArray &gradOut,
+                       const std::vector<bool> &needsList, int numThreads) {
+  const FloatArray noBias(std::vector<py::ssize_t>{0});
+  const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
+                    inCounts, weight, noBias, recWeight, beta, threshold, alpha);
+  if (needsList.size() != 7)
+    throw std::invalid_argument("needs must hold 7 flags");
+  GradNeeds needs{needsList[0], needsList[1], needsList[2] && hasBias,
+                  needsList[3] && a.recurrent, needsList[4], needsList[5],
+                  needsList[6] && model == MODEL_SYNAPTIC};
+  const py::ssize_t T = a.shape.steps, B = a.shape.batch, N = a.shape.outFeatures;
+  BackwardInputs in{};
+  in.input = listView(a.inIds, a.inCounts);
+  if (model == MODEL_READOUT) {
+    requireShape(membrane, {T, B, N}, "membrane");
+    requireShape(gradOut, {T, B, N}, "grad_out");
+  } else {
+    checkSpikeList(outIds, outCounts, a.shape.steps, a.shape.batch, a.shape.outFeatures,
+                   true, "output list");
+    const py::ssize_t K = outIds.shape(2);
+    requireShape(membrane, {T, B, K}, "membrane");
+    requireShape(gradOut, {T, B, K}, "grad_out");
+    in.output = listView(outIds, outCounts);
+    if (optionalShape(denseMembrane, {T, B, N}, "dense_membrane"))
+      in.denseMembrane = denseMembrane.data();
+    if (optionalShape(denseSyn, {T, B, N}, "dense_syn"))
+      in.denseSynaptic = denseSyn.data();
+    if (needs.beta && !in.denseMembrane)
+      throw std::invalid_argument("grad of beta needs dense_membrane (keep_dense_state)");
+    if (needs.alpha && !in.denseSynaptic)
+      throw std::invalid_argument("grad of alpha needs dense_syn (keep_dense_state)");
+  }
+  in.membrane = membrane.data();
+  in.gradOut = gradOut.data();
+  const unsigned threads = threadCount(numThreads);
+  return a.weight.isHalf ? backward<half>(a, in, needs, threads)
+                         : backward<float>(a, in, needs, threads);
+}
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "snn_ipu host executor: the IPU codelets run on CPU threads";
+  m.def("layer_forward", &layerForward, py::arg("model"), py::arg("reset"),
+        py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
+        py::arg("grad_window"), py::arg("capacity"), py::arg("overflow"),
+        py::arg("keep_dense_state"), py::arg("tile_starts"), py::arg("in_ids"),
+        py::arg("in_counts"), py::arg("weight"), py::arg("bias"), py::arg("rec_weight"),
+        py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("num_threads") = 0);
+  m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
+        py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
+        py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),
+        py::arg("in_counts"), py::arg("weight"), py::arg("has_bias"), py::arg("rec_weight"),
+        py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("out_ids"),
+        py::arg("out_counts"), py::arg("membrane"), py::arg("dense_membrane"),
+        py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
+        py::arg("num_threads") = 0);
+  m.def("hardware_threads", &hardwareThreads);
+  registerPlanBindings(m);
+}

@@ -1,0 +1,332 @@
+#include "LayerBackward.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include <poplar/HalfFloat.hpp>
+
+#include "StateGrad.hpp"
+#include "ThreadPool.hpp"
+#include "TilePartition.hpp"
+#include "WeightGrad.hpp"
+
+namespace snn {
+
+template <typename WT>
+LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
+                                 const TileLayout &layout, const BackwardInputs &in,
+                                 const WT *weight, const WT *recWeight,
+                                 const GradNeeds &needs, unsigned numThreads)
+    : shape_(shape), neuron_(neuron), layout_(layout), in_(in), weight_(weight),
+      recWeight_(recWeight), needs_(needs), numThreads_(numThreads) {
+  const unsigned numTiles = layout.numTiles();
+  depth_ = needs.input ? shape.steps : (recWeight ? 2 : 1);
+  blocks_.resize(numTiles);
+  recBlocks_.resize(numTiles);
+  weightGrad_.resize(numTiles);
+  recWeightGrad_.resize(numTiles);
+  tiles_.resize(numTiles);
+  zeros_.assign(layout.maxRowLength(), 0.0f);
+}
+
+template <typename WT> void LayerBackward<WT>::prepareTile(unsigned j) {
+  const unsigned B = shape_.batch, len = layout_.rowLength(j), width = layout_.width(j);
+  if (needs_.input)
+    blocks_.build(layout_, j, weight_, shape_.inFeatures);
+  if (recWeight_)
+    recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
+  if (needs_.weight)
+    weightGrad_.allocate(layout_, j, shape_.inFeatures);
+  if (needs_.recWeight && recWeight_)
+    recWeightGrad_.allocate(layout_, j, shape_.outFeatures);
+  TileState &s = tiles_[j];
+  s.carry.assign(std::size_t(B) * len, 0.0f);
+  if (neuron_.model == MODEL_SYNAPTIC)
+    s.carrySynaptic.assign(std::size_t(B) * len, 0.0f);
+  s.notSpiked.assign(std::size_t(B) * len, 1.0f);
+  s.currentGrad.assign(std::size_t(depth_) * B * len, 0.0f);
+  s.listIds.assign(width, 0);
+  s.listMembrane.assign(width, 0.0f);
+  s.listGrad.assign(width, 0.0f);
+  if (recWeight_)
+    s.partials.assign(std::size_t(layout_.numTiles()) * width, 0.0f);
+  s.betaGrad.assign(len, 0.0f);
+  s.thresholdGrad.assign(len, 0.0f);
+  s.alphaGrad.assign(len, 0.0f);
+  s.biasGrad.assign(len, 0.0f);
+}
+
+template <typename WT>
+float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned t, unsigned b) {
+  const std::size_t slot = t % depth_;
+  return tiles_[j].currentGrad.data() +
+         (slot * shape_.batch + b) * std::size_t(layout_.rowLength(j));
+}
+
+// The output list is validated ascending within its spike part and within its
+// eligible part, so a tile's entries form one run in each.
+template <typename WT>
+typename LayerBackward<WT>::Range LayerBackward<WT>::spikeRange(unsigned j,
+                                                                std::size_t row) const {
+  const int32_t *ids = in_.output.idsAt(row);
+  const unsigned n = in_.output.spikesAt(row);
+  const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
+  return {unsigned(std::lower_bound(ids, ids + n, lo) - ids),
+          unsigned(std::lower_bound(ids, ids + n, hi) - ids)};
+}
+
+template <typename WT>
+typename LayerBackward<WT>::Range LayerBackward<WT>::eligibleRange(unsigned j,
+                                                                   std::size_t row) const {
+  const int32_t *ids = in_.output.idsAt(row);
+  const unsigned b = in_.output.spikesAt(row), e = in_.output.listedAt(row);
+  const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
+  return {unsigned(std::lower_bound(ids + b, ids + e, lo) - ids),
+          unsigned(std::lower_bound(ids + b, ids + e, hi) - ids)};
+}
+
+template <typename WT>
+unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row, unsigned &numSpikes) {
+  TileState &s = tiles_[j];
+  const std::size_t base = row * in_.output.capacity;
+  const int32_t *ids = in_.output.ids + base;
+  unsigned n = 0;
+  auto append = [&](Range r) {
+    for (unsigned k = r.begin; k < r.end; ++k, ++n) {
+      s.listIds[n] = ids[k];
+      s.listMembrane[n] = in_.membrane[base + k];
+      s.listGrad[n] = in_.gradOut[base + k];
+    }
+  };
+  append(spikeRange(j, row));
+  numSpikes = n;
+  append(eligibleRange(j, row));
+  return n;
+}
+
+template <typename WT>
+void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned t, unsigned b,
+                                         unsigned numListed) {
+  TileState &s = tiles_[j];
+  const unsigned numTiles = layout_.numTiles(), width = layout_.width(j);
+  InputSpikeGrad<WT> dot;
+  dot.ids.bind(s.listIds.data(), numListed);
+  dot.numIds.bind(&numListed);
+  for (unsigned i = 0; i < numTiles; ++i) {
+    const unsigned len = layout_.rowLength(i);
+    dot.weights.bind(recBlocks_.block(i), recBlocks_.blockSize(i));
+    dot.currentGrad.bind(currentGradAt(i, t + 1, b), len);
+    dot.partials.bind(s.partials.data() + std::size_t(i) * width, width);
+    dot.rowLength = len;
+    dot.compute();
+  }
+  PartialReduce reduce;
+  reduce.partials.bind(s.partials.data(), s.partials.size());
+  reduce.out.bind(s.listGrad.data(), numListed);
+  reduce.numOut.bind(&numListed);
+  reduce.numPartials = numTiles;
+  reduce.stride = width;
+  reduce.compute();
+}
+
+template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) {
+  TileState &s = tiles_[j];
+  const unsigned B = shape_.batch, N = shape_.outFeatures, T = shape_.steps;
+  const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
+  static const int noIds[1] = {0};
+
+  for (unsigned b = 0; b < B; ++b) {
+    const std::size_t row = std::size_t(t) * B + b;
+    float *currentGrad = currentGradAt(j, t, b);
+    float *carry = s.carry.data() + std::size_t(b) * len;
+    // U[t-1] or syn[t-1] of the tile; unbound when its gradient is not needed.
+    auto prevDense = [&](const float *dense, bool needed) {
+      if (!needed)
+        return std::make_pair(static_cast<const float *>(nullptr), std::size_t(0));
+      return std::make_pair(t > 0 ? dense + (row - B) * N + first : zeros_.data(),
+                            std::size_t(width));
+    };
+
+    if (neuron_.model == MODEL_READOUT) {
+      ReadoutStateGrad v;
+      v.outputGrad.bind(in_.gradOut + row * N + first, width);
+      v.beta.bind(neuron_.beta + first, width);
+      const auto prevU = prevDense(in_.membrane, needs_.beta);
+      v.prevMembrane.bind(prevU.first, prevU.second);
+      v.carry.bind(carry, width);
+      v.currentGrad.bind(currentGrad, width);
+      v.betaGrad.bind(s.betaGrad.data(), width);
+      v.numNeurons = width;
+      v.compute();
+    } else {
+      unsigned numSpikes = 0;
+      unsigned numListed = gatherListed(j, row, numSpikes);
+      if (recWeight_ && t + 1 < T)
+        addRecurrentGrad(j, t, b, numListed);
+      Range prev{0, 0};
+      const int32_t *prevIds = noIds;
+      if (t > 0) {
+        prev = spikeRange(j, row - B);
+        prevIds = in_.output.idsAt(row - B) + prev.begin;
+      }
+      unsigned numPrev = prev.end - prev.begin;
+      auto bindCommon = [&](auto &v) {
+        v.listIds.bind(s.listIds.data(), numListed);
+        v.listMembrane.bind(s.listMembrane.data(), numListed);
+        v.listGrad.bind(s.listGrad.data(), numListed);
+        v.numSpikes.bind(&numSpikes);
+        v.numListed.bind(&numListed);
+        v.prevSpikeIds.bind(prevIds, numPrev);
+        v.numPrevSpikes.bind(&numPrev);
+        v.beta.bind(neuron_.beta + first, width);
+        v.threshold.bind(neuron_.threshold + first, width);
+        const auto prevU = prevDense(in_.denseMembrane, needs_.beta);
+        v.prevMembrane.bind(prevU.first, prevU.second);
+        v.carry.bind(carry, width);
+        v.notSpiked.bind(s.notSpiked.data() + std::size_t(b) * len, width);
+        v.currentGrad.bind(currentGrad, width);
+        v.betaGrad.bind(s.betaGrad.data(), width);
+        v.thresholdGrad.bind(s.thresholdGrad.data(), width);
+        v.numNeurons = width;
+        v.firstNeuron = first;
+        v.reset = neuron_.reset;
+        v.surrogateKind = neuron_.surrogateKind;
+        v.surrogateP0 = neuron_.surrogateP0;
+        v.surrogateP1 = neuron_.surrogateP1;
+      };
+      if (neuron_.model == MODEL_SYNAPTIC) {
+        SynapticStateGrad v;
+        bindCommon(v);
+        const auto prevSyn = prevDense(in_.denseSynaptic, needs_.alpha);
+        v.prevSynaptic.bind(prevSyn.first, prevSyn.second);
+        v.alpha.bind(neuron_.alpha + first, width);
+        v.carrySynaptic.bind(s.carrySynaptic.data() + std::size_t(b) * len, width);
+        v.alphaGrad.bind(s.alphaGrad.data(), width);
+        v.compute();
+      } else {
+        LifStateGrad v;
+        bindCommon(v);
+        v.compute();
+      }
+    }
+
+    if (needs_.weight || needs_.bias) {
+      WeightGradScatter scatter;
+      unsigned numIds = needs_.weight ? in_.input.spikesAt(row) : 0;
+      scatter.ids.bind(in_.input.idsAt(row), numIds);
+      scatter.numIds.bind(&numIds);
+      scatter.currentGrad.bind(currentGrad, len);
+      if (needs_.weight)
+        scatter.weightGrad.bind(weightGrad_.block(j), weightGrad_.blockSize(j));
+      if (needs_.bias)
+        scatter.biasGrad.bind(s.biasGrad.data(), len);
+      scatter.rowLength = len;
+      scatter.compute();
+    }
+    if (recWeight_ && needs_.recWeight && t > 0) {
+      WeightGradScatter scatter;
+      unsigned numIds = in_.output.spikesAt(row - B);
+      scatter.ids.bind(in_.output.idsAt(row - B), numIds);
+      scatter.numIds.bind(&numIds);
+      scatter.currentGrad.bind(currentGrad, len);
+      scatter.weightGrad.bind(recWeightGrad_.block(j), recWeightGrad_.blockSize(j));
+      scatter.rowLength = len;
+      scatter.compute();
+    }
+  }
+}
+
+template <typename WT>
+void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *gradIn) {
+  const unsigned numTiles = layout_.numTiles(), B = shape_.batch;
+  const unsigned Kin = in_.input.capacity;
+  const std::size_t rows = std::size_t(shape_.steps) * B;
+  std::vector<float> partials(std::size_t(numTiles) * Kin);
+  InputSpikeGrad<WT> dot;
+  PartialReduce reduce;
+  reduce.partials.bind(partials.data(), partials.size());
+  reduce.numPartials = numTiles;
+  reduce.stride = Kin;
+  const auto share = threadShare(rows, thread, numThreads);
+  for (std::size_t row = share.first; row < share.second; ++row) {
+    unsigned n = in_.input.listedAt(row);
+    if (n == 0)
+      continue;
+    const unsigned t = unsigned(row / B), b = unsigned(row % B);
+    dot.ids.bind(in_.input.idsAt(row), n);
+    dot.numIds.bind(&n);
+    for (unsigned i = 0; i < numTiles; ++i) {
+      const unsigned len = layout_.rowLength(i);
+      dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));
+      dot.currentGrad.bind(currentGradAt(i, t, b), len);
+      dot.partials.bind(partials.data() + std::size_t(i) * Kin, Kin);
+      dot.rowLength = len;
+      dot.compute();
+    }
+    reduce.out.bind(gradIn + row * Kin, n);
+    reduce.numOut.bind(&n);
+    reduce.compute();
+  }
+}
+
+template <typename WT>
+void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
+  const TileState &s = tiles_[j];
+  const unsigned first = layout_.first(j), width = layout_.width(j);
+  if (out.gradWeight)
+    weightGrad_.writeMatrix(layout_, j, shape_.inFeatures, out.gradWeight);
+  if (out.gradRecWeight)
+    recWeightGrad_.writeMatrix(layout_, j, shape_.outFeatures, out.gradRecWeight);
+  auto copy = [&](float *dst, const std::vector<float> &src) {
+    if (dst)
+      std::memcpy(dst + first, src.data(), width * sizeof(float));
+  };
+  copy(out.gradBias, s.biasGrad);
+  copy(out.gradBeta, s.betaGrad);
+  copy(out.gradThreshold, s.thresholdGrad);
+  copy(out.gradAlpha, s.alphaGrad);
+}
+
+template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
+  const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
+  const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
+  ThreadPool &pool = ThreadPool::instance();
+  if (!recWeight_) {
+    std::atomic<unsigned> next{0};
+    pool.run(tileThreads, [&](unsigned) {
+      for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
+        prepareTile(j);
+        for (unsigned t = T; t-- > 0;)
+          stepTile(j, t);
+      }
+    });
+  } else {
+    pool.run(tileThreads, [&](unsigned thread) {
+      const auto share = threadShare(numTiles, thread, tileThreads);
+      for (std::size_t j = share.first; j < share.second; ++j)
+        prepareTile(unsigned(j));
+      pool.barrier();
+      for (unsigned t = T; t-- > 0;) {
+        for (std::size_t j = share.first; j < share.second; ++j)
+          stepTile(unsigned(j), t);
+        pool.barrier();
+      }
+    });
+  }
+  if (needs_.input && in_.input.capacity > 0) {
+    const std::size_t rows = std::size_t(T) * shape_.batch;
+    const unsigned rowThreads = effectiveThreads(numThreads_, rows);
+    pool.run(rowThreads, [&](unsigned thread) { inputGrad(thread, rowThreads, out.gradIn); });
+  }
+  pool.run(tileThreads, [&](unsigned thread) {
+    const auto share = threadShare(numTiles, thread, tileThreads);
+    for (std::size_t j = share.first; j < share.second; ++j)
+      writeOutputs(unsigned(j), out);
+  });
+}
+
+template class LayerBackward<float>;
+template class LayerBackward<half>;
+
+} // namespace snn

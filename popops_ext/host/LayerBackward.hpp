@@ -1,0 +1,87 @@
+// Backward pass (BPTT) of one layer over the whole time loop on the host.
+//
+// Each tile walks the steps downwards with dense per-neuron carries and
+// accumulates its weight, bias and neuron-parameter gradients in its own
+// blocks, in a fixed (step, sample) order. A recurrent layer advances all
+// tiles one step at a time (one barrier per step): a tile first gathers
+// dL/dS of its own listed entries from every tile's dL/dI of step t+1 in
+// tile order. dL/d(input values) is a cross-tile sum, done last per
+// (step, sample) row from the tiles' stored dL/dI.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "LayerViews.hpp"
+#include "TileLayout.hpp"
+
+namespace snn {
+
+struct GradNeeds {
+  bool input, weight, bias, recWeight, beta, threshold, alpha;
+};
+
+struct BackwardInputs {
+  SpikeListView input;
+  // Spiking models: the forward's output list [T x B x K] with the membrane
+  // and dL/dvalues at its entries. Readout: membrane and gradOut are dense.
+  SpikeListView output;
+  const float *membrane;
+  const float *gradOut;
+  const float *denseMembrane; // [T x B x out] or null
+  const float *denseSynaptic; // [T x B x out] or null
+};
+
+// Every pointer may be null when the gradient is not needed.
+struct BackwardOutputs {
+  float *gradIn;     // [T x B x Kin], zero-filled by the caller
+  float *gradWeight; // [out x in]
+  float *gradBias, *gradBeta, *gradThreshold, *gradAlpha; // [out]
+  float *gradRecWeight;                                   // [out x out]
+};
+
+template <typename WT> class LayerBackward {
+public:
+  LayerBackward(const Shape &shape, const NeuronSpec &neuron, const TileLayout &layout,
+                const BackwardInputs &in, const WT *weight, const WT *recWeight,
+                const GradNeeds &needs, unsigned numThreads);
+  void run(const BackwardOutputs &out);
+
+private:
+  struct TileState {
+    std::vector<float> carry, carrySynaptic, notSpiked; // [B x rowLength]
+    std::vector<float> currentGrad;                     // [depth x B x rowLength]
+    std::vector<int> listIds;                           // [width]: one row's entries
+    std::vector<float> listMembrane, listGrad;          // [width]
+    std::vector<float> partials;                        // recurrent: [numTiles x width]
+    std::vector<float> betaGrad, thresholdGrad, alphaGrad, biasGrad; // [rowLength]
+  };
+  struct Range {
+    unsigned begin, end;
+  };
+
+  void prepareTile(unsigned j);
+  void stepTile(unsigned j, unsigned t);
+  unsigned gatherListed(unsigned j, std::size_t row, unsigned &numSpikes);
+  void addRecurrentGrad(unsigned j, unsigned t, unsigned b, unsigned numListed);
+  Range spikeRange(unsigned j, std::size_t row) const;
+  Range eligibleRange(unsigned j, std::size_t row) const;
+  float *currentGradAt(unsigned j, unsigned t, unsigned b);
+  void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
+  void writeOutputs(unsigned j, const BackwardOutputs &out);
+
+  Shape shape_;
+  NeuronSpec neuron_;
+  const TileLayout &layout_;
+  BackwardInputs in_;
+  const WT *weight_;
+  const WT *recWeight_;
+  GradNeeds needs_;
+  unsigned numThreads_;
+  unsigned depth_; // steps of dL/dI kept per tile
+  TileBlocks<WT> blocks_, recBlocks_;
+  GradBlocks weightGrad_, recWeightGrad_;
+  std::vector<TileState> tiles_;
+  std::vector<float> zeros_; // U[-1] and syn[-1]
+};
+
+} // namespace snn

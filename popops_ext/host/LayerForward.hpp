@@ -1,0 +1,88 @@
+// Forward pass of one layer over the whole time loop on the host.
+//
+// Feed-forward layers run tile-major: each tile owns its neurons' state and
+// weight block and walks all steps on its own (the block stays in cache);
+// the tiles' lists are merged afterwards. A recurrent layer needs the
+// layer's previous-step spikes on every tile, so all tiles advance one step
+// at a time with one barrier per step, each tile reading the other tiles'
+// spikes of step t-1 in tile order.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "LayerViews.hpp"
+#include "TileLayout.hpp"
+#include "TileListHistory.hpp"
+
+namespace snn {
+
+struct ForwardOptions {
+  unsigned capacity; // 0: auto
+  int overflow;      // Overflow
+  bool keepDenseState;
+  unsigned numThreads;
+};
+
+struct OverflowAt {
+  bool happened = false;
+  unsigned step = 0, sample = 0, spikes = 0, needed = 0;
+};
+
+struct ForwardStats {
+  unsigned capacity = 0;       // K of the emitted lists
+  unsigned neededCapacity = 0; // max over rows of spikes + eligible-only
+  std::int64_t spikesDropped = 0;
+  std::int64_t eligibleDropped = 0;
+  std::int64_t totalSpikes = 0; // spikes fired, including dropped ones
+  OverflowAt overflowAt;
+};
+
+template <typename WT> class LayerForward {
+public:
+  // weight [out x in]; recWeight [out x out] or null. Arrays must outlive the object.
+  LayerForward(const Shape &shape, const NeuronSpec &neuron, const TileLayout &layout,
+               const SpikeListView &input, const WT *weight, const WT *recWeight,
+               const ForwardOptions &options);
+
+  // Runs the time loop. Dense outputs [T x B x out] may be null; the readout
+  // always writes denseMembrane, spiking layers only when keepDenseState.
+  void run(float *denseMembrane, float *denseSynaptic);
+
+  // Spiking layers, after run(): decides K (stats().capacity) ...
+  const ForwardStats &decideCapacity();
+  // ... then writes ids/membrane [T x B x K] and counts [T x B x 2].
+  void combine(int32_t *ids, int32_t *counts, float *membrane);
+
+  const ForwardStats &stats() const { return stats_; }
+
+private:
+  struct TileState {
+    std::vector<float> currents, membrane, synaptic, spiked; // [B x rowLength]
+    TileListHistory history;
+    // Recurrent only: this tile's listed spikes of the last two steps,
+    // [parity x B x width] and [parity x B].
+    std::vector<int> recentIds;
+    std::vector<unsigned> recentCounts;
+    std::vector<int> recurrentIds; // the layer's spikes of t-1 gathered for one sample
+  };
+
+  void prepareTile(unsigned j);
+  void stepTile(unsigned j, unsigned t, float *denseMembrane, float *denseSynaptic);
+  void addRecurrentInput(unsigned j, unsigned t, unsigned b, float *currents);
+  void emitRecent(unsigned j, unsigned t, unsigned b);
+
+  Shape shape_;
+  NeuronSpec neuron_;
+  const TileLayout &layout_;
+  SpikeListView input_;
+  const WT *weight_;
+  const WT *recWeight_;
+  ForwardOptions options_;
+  unsigned recurrentCap_; // most spikes per row that recur (drop/error with fixed K)
+  TileBlocks<WT> blocks_, recBlocks_;
+  std::vector<TileState> tiles_;
+  ForwardStats stats_;
+};
+
+} // namespace snn

@@ -1,0 +1,44 @@
+// What the executor needs to know about one layer call: the integer codes
+// shared with Python, the neuron parameters and non-owning views of the
+// caller's arrays (validated by the bindings before any kernel runs).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace snn {
+
+enum Model : int { MODEL_LEAKY = 0, MODEL_SYNAPTIC = 1, MODEL_READOUT = 2 };
+enum Overflow : int { OVERFLOW_ERROR = 0, OVERFLOW_DROP = 1, OVERFLOW_GROW = 2 };
+
+struct NeuronSpec {
+  int model;
+  unsigned reset;
+  unsigned surrogateKind;
+  float surrogateP0;
+  float surrogateP1;
+  float gradWindow;
+  const float *beta;      // [out]
+  const float *threshold; // [out]; unused by the readout
+  const float *alpha;     // [out]; synaptic only
+  const float *bias;      // [out] or null
+};
+
+// ids[T, B, capacity] with counts[T, B, 2] = {spikes, listed}.
+struct SpikeListView {
+  const int32_t *ids;
+  const int32_t *counts;
+  unsigned capacity;
+
+  const int32_t *idsAt(std::size_t row) const { return ids + row * capacity; }
+  unsigned spikesAt(std::size_t row) const { return unsigned(counts[2 * row]); }
+  unsigned listedAt(std::size_t row) const { return unsigned(counts[2 * row + 1]); }
+};
+
+struct Shape {
+  unsigned steps;
+  unsigned batch;
+  unsigned inFeatures;
+  unsigned outFeatures;
+};
+
+} // namespace snn

@@ -1,0 +1,90 @@
+#include "NumpyArgs.hpp"
+
+#include <stdexcept>
+
+namespace snn {
+
+namespace {
+// Whether two ascending runs have an element in common.
+bool sharesAnId(const int32_t *a, const int32_t *aEnd, const int32_t *b, const int32_t *bEnd) {
+  while (a != aEnd && b != bEnd) {
+    if (*a == *b)
+      return true;
+    *a < *b ? ++a : ++b;
+  }
+  return false;
+}
+
+std::string describe(const py::array &a) {
+  std::string s = "(";
+  for (py::ssize_t d = 0; d < a.ndim(); ++d)
+    s += (d ? ", " : "") + std::to_string(a.shape(d));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+} // namespace
+
+WeightArg toWeight(const py::array &a, const char *name) {
+  WeightArg w;
+  const py::dtype dt = a.dtype();
+  if (dt.kind() == 'f' && dt.itemsize() == 2) {
+    w.isHalf = true;
+    w.array = py::module_::import("numpy").attr("ascontiguousarray")(a);
+  } else if (dt.kind() == 'f' && dt.itemsize() == 4) {
+    w.array = FloatArray::ensure(a);
+  } else {
+    throw std::invalid_argument(std::string(name) + " must be float32 or float16");
+  }
+  return w;
+}
+
+void requireShape(const py::array &a, std::initializer_list<py::ssize_t> shape,
+                  const char *name) {
+  bool ok = a.ndim() == py::ssize_t(shape.size());
+  py::ssize_t d = 0;
+  for (auto it = shape.begin(); ok && it != shape.end(); ++it, ++d)
+    ok = a.shape(d) == *it;
+  if (!ok)
+    throw std::invalid_argument(std::string(name) + " has shape " + describe(a));
+}
+
+bool optionalShape(const py::array &a, std::initializer_list<py::ssize_t> shape,
+                   const char *name) {
+  if (a.size() == 0)
+    return false;
+  requireShape(a, shape, name);
+  return true;
+}
+
+void requireCode(int value, int count, const char *name) {
+  if (value < 0 || value >= count)
+    throw std::invalid_argument(std::string("unknown ") + name + " code " +
+                                std::to_string(value));
+}
+
+void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
+                    unsigned batch, unsigned numIds, bool sorted, const char *name) {
+  if (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch)
+    throw std::invalid_argument(std::string(name) + " ids have shape " + describe(ids));
+  requireShape(counts, {steps, batch, 2}, name);
+  const std::size_t K = std::size_t(ids.shape(2)), rows = std::size_t(steps) * batch;
+  const int32_t *id = ids.data(), *c = counts.data();
+  for (std::size_t row = 0; row < rows; ++row) {
+    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
+    if (spikes < 0 || spikes > listed || std::size_t(listed) > K)
+      throw std::out_of_range(std::string(name) + " counts out of range at row " +
+                              std::to_string(row));
+    const int32_t *r = id + row * K;
+    for (int32_t k = 0; k < listed; ++k) {
+      if (r[k] < 0 || unsigned(r[k]) >= numIds)
+        throw std::out_of_range(std::string(name) + " id " + std::to_string(r[k]) +
+                                " out of range [0, " + std::to_string(numIds) + ")");
+      if (sorted && k != 0 && k != spikes && r[k] <= r[k - 1])
+        throw std::invalid_argument(std::string(name) +
+                                    " ids must ascend within spikes and within eligible");
+    }
+    if (sorted && sharesAnId(r, r + spikes, r + spikes, r + listed))
+      throw std::invalid_argument(std::string(name) + " lists a neuron twice");
+  }
+}
+
+} // namespace snn

@@ -1,0 +1,49 @@
+// One tile's emitted lists for every (step, sample) row of a call, stored as
+// compressed rows (CSR): spikes and eligible-only entries with their
+// membrane values. The LifUpdate/SynapticUpdate vertices write straight into
+// the free space at the end, so reserveRow() must precede each emission;
+// the buffers grow geometrically and are pre-sized from an activity guess,
+// so growth is rare.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+namespace snn {
+
+struct TileListHistory {
+  std::vector<int> spikeIds, eligibleIds;
+  std::vector<float> spikeMembrane, eligibleMembrane;
+  std::vector<std::size_t> spikeStart, eligibleStart; // [rows + 1]
+  std::vector<unsigned> counts;                       // [rows x {spikes, eligible-only}]
+
+  void init(std::size_t rows, std::size_t expectedSpikes, std::size_t expectedEligible) {
+    spikeStart.assign(rows + 1, 0);
+    eligibleStart.assign(rows + 1, 0);
+    counts.assign(2 * rows, 0);
+    spikeIds.resize(expectedSpikes);
+    spikeMembrane.resize(expectedSpikes);
+    eligibleIds.resize(expectedEligible);
+    eligibleMembrane.resize(expectedEligible);
+  }
+
+  void reserveRow(std::size_t row, std::size_t width) {
+    grow(spikeIds, spikeMembrane, spikeStart[row] + width);
+    grow(eligibleIds, eligibleMembrane, eligibleStart[row] + width);
+  }
+
+  void closeRow(std::size_t row) {
+    spikeStart[row + 1] = spikeStart[row] + counts[2 * row];
+    eligibleStart[row + 1] = eligibleStart[row] + counts[2 * row + 1];
+  }
+
+private:
+  static void grow(std::vector<int> &ids, std::vector<float> &mem, std::size_t need) {
+    if (ids.size() >= need)
+      return;
+    const std::size_t size = need > 2 * ids.size() ? need : 2 * ids.size();
+    ids.resize(size);
+    mem.resize(size);
+  }
+};
+
+} // namespace snn

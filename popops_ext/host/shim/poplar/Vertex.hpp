@@ -1,0 +1,66 @@
+// Host stand-in for the subset of the Poplar vertex API that codelets/ uses,
+// so that g++ compiles the very same vertex source as popc. Fields are plain
+// (pointer, size) views that the host executor binds before each compute().
+#pragma once
+#include <cstddef>
+
+namespace poplar {
+
+class Vertex {};
+
+// The host runs a MultiVertex as a single worker.
+class MultiVertex {
+public:
+  static constexpr unsigned numWorkers() { return 1; }
+};
+
+enum class VectorLayout { SPAN, ONE_PTR, COMPACT_PTR, SCALED_PTR32, SCALED_PTR64 };
+
+template <typename T, VectorLayout Layout = VectorLayout::SPAN,
+          unsigned Align = alignof(T), bool Interleaved = false>
+class Vector {
+public:
+  using value_type = T;
+  void bind(T *ptr, std::size_t size) {
+    ptr_ = ptr;
+    size_ = size;
+  }
+  T &operator[](std::size_t i) const { return ptr_[i]; }
+  std::size_t size() const { return size_; }
+  T *data() const { return ptr_; }
+  T *begin() const { return ptr_; }
+  T *end() const { return ptr_ + size_; }
+
+private:
+  T *ptr_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+namespace detail {
+
+// A scalar field: a pointer into tensor memory.
+template <typename T> class ScalarField {
+public:
+  void bind(T *ptr) { ptr_ = ptr; }
+  T &operator*() const { return *ptr_; }
+  operator T &() const { return *ptr_; }
+
+private:
+  T *ptr_ = nullptr;
+};
+
+} // namespace detail
+
+template <typename T> class Input : public detail::ScalarField<const T> {};
+template <typename T> class Output : public detail::ScalarField<T> {};
+template <typename T> class InOut : public detail::ScalarField<T> {};
+
+// Edges to vectors: const for Input, writable for Output/InOut.
+template <typename T, VectorLayout L, unsigned A, bool I>
+class Input<Vector<T, L, A, I>> : public Vector<const T, L, A, I> {};
+template <typename T, VectorLayout L, unsigned A, bool I>
+class Output<Vector<T, L, A, I>> : public Vector<T, L, A, I> {};
+template <typename T, VectorLayout L, unsigned A, bool I>
+class InOut<Vector<T, L, A, I>> : public Vector<T, L, A, I> {};
+
+} // namespace poplar

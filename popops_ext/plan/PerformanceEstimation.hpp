@@ -1,0 +1,172 @@
+// Cycle estimates of the codelets in codelets/, one function per vertex, in
+// the manner of poplibs' PerformanceEstimation.hpp: a vertex's cost is its
+// slowest worker's loop (overhead + per-item costs) times the number of
+// worker contexts (a worker issues one instruction every numWorkers cycles),
+// plus the supervisor's set-up. Counts that depend on the data (spikes,
+// eligible entries) arrive as expected values; the result is rounded up.
+//
+// The constants are instruction counts of the loops as the codelets are
+// written (64-bit loads, f32v2 / f16v4 arithmetic), not measurements: no IPU
+// was available to calibrate them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace snn {
+namespace plan {
+
+enum class NeuronModel : unsigned { Leaky = 0, Synaptic = 1, Readout = 2 };
+
+namespace cost {
+
+constexpr std::uint64_t kSupervisorCycles = 30;
+constexpr std::uint64_t kWorkerEntryCycles = 15;
+
+inline std::uint64_t ceilDiv(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+inline std::uint64_t ceilU(double x) {
+  return x <= 0 ? 0 : static_cast<std::uint64_t>(std::ceil(x));
+}
+
+inline std::uint64_t vertexCycles(std::uint64_t slowestWorker, unsigned numWorkers) {
+  return kSupervisorCycles + slowestWorker * numWorkers;
+}
+
+// Cycles of one vector step of a row update (load weights, add/accumulate,
+// store). Halves are widened to float before the add, hence the extra cycles.
+inline std::uint64_t rowStepCycles(bool floatWeights) { return floatWeights ? 3 : 5; }
+
+// Samples are shared out to workers; with fewer samples than workers, each
+// sample's neurons are split so that no worker idles.
+struct WorkSplit {
+  std::uint64_t itemsPerWorker;
+  std::uint64_t neuronsPerItem;
+};
+inline WorkSplit splitSamplesAndNeurons(unsigned numSamples, unsigned numNeurons,
+                                        unsigned numWorkers) {
+  const unsigned chunks = numSamples >= numWorkers ? 1u : std::max(1u, numWorkers / numSamples);
+  const std::uint64_t items = std::uint64_t(numSamples) * chunks;
+  return {ceilDiv(items, numWorkers), ceilDiv(numNeurons, chunks)};
+}
+
+// SpikeMatmul: for every input spike, add that input's weight column (stored
+// contiguously per tile as [in][tileNeurons]) into the tile's currents.
+inline std::uint64_t spikeMatmulCycles(unsigned numSamples, double spikesPerSample,
+                                       unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
+                                       unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0)
+    return 0;
+  const auto split = splitSamplesAndNeurons(numSamples, numNeurons, numWorkers);
+  // 6: load the id, bounds check, scale to a row address, set up the rpt.
+  const double perSpike =
+      6 + ceilDiv(split.neuronsPerItem, vectorWidth) * rowStepCycles(floatWeights);
+  const double perItem = 8 + spikesPerSample * perSpike;
+  return vertexCycles(kWorkerEntryCycles + ceilU(split.itemsPerWorker * perItem), numWorkers);
+}
+
+// LifUpdate / SynapticUpdate / ReadoutUpdate: dense over the tile's neurons,
+// plus appending every listed (spike or eligible) neuron to the tile's list.
+inline std::uint64_t stateUpdateCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
+                                       double listedPerSample, unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0)
+    return 0;
+  // leaky: mul, add, sub reset, compare, eligible compare, store (+ loads)
+  const unsigned perNeuron = model == NeuronModel::Synaptic ? 10
+                             : model == NeuronModel::Leaky  ? 7
+                                                            : 4;
+  const std::uint64_t elems = ceilDiv(std::uint64_t(numSamples) * numNeurons, numWorkers);
+  const double listed = std::ceil(numSamples * listedPerSample / numWorkers);
+  return vertexCycles(kWorkerEntryCycles + elems * perNeuron + ceilU(listed * 6), numWorkers);
+}
+
+// SpikeListCombine: for each sample this tile combines, walk the partial
+// lists of all the layer's tiles, spikes first then eligible-only entries.
+inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numPartials,
+                                       double entriesPerSample, unsigned numWorkers) {
+  if (samplesOnTile == 0)
+    return 0;
+  // Two passes over the partials (spikes, then eligible): 2 x 4 cycles per
+  // partial to read its counts, 2 cycles per copied (id, membrane) pair.
+  const double perSample = 10 + 8.0 * numPartials + 2 * entriesPerSample;
+  const std::uint64_t samplesPerWorker = ceilDiv(samplesOnTile, numWorkers);
+  return vertexCycles(kWorkerEntryCycles + ceilU(samplesPerWorker * perSample), numWorkers);
+}
+
+// LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the
+// tile's neurons, surrogate derivative only at the tile's listed entries.
+inline std::uint64_t stateGradCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
+                                     double listedPerSample, unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0)
+    return 0;
+  const unsigned perNeuron = model == NeuronModel::Synaptic ? 9
+                             : model == NeuronModel::Leaky  ? 6
+                                                            : 4;
+  // ATan surrogate: a float divide dominates (~20 cycles with the scatter).
+  const unsigned perListed = model == NeuronModel::Readout ? 0 : 20;
+  const std::uint64_t elems = ceilDiv(std::uint64_t(numSamples) * numNeurons, numWorkers);
+  const double listed = std::ceil(numSamples * listedPerSample / numWorkers);
+  return vertexCycles(kWorkerEntryCycles + elems * perNeuron + ceilU(listed * perListed),
+                      numWorkers);
+}
+
+// WeightGradScatter: for every input spike, add the tile's current gradients
+// into that input's gradient row: the transpose of SpikeMatmul. (Half
+// gradients would be widened and narrowed again, one extra cycle per vector;
+// the codelet accumulates float.)
+inline std::uint64_t weightGradCycles(unsigned numSamples, double spikesPerSample,
+                                      unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
+                                      unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0)
+    return 0;
+  const auto split = splitSamplesAndNeurons(numSamples, numNeurons, numWorkers);
+  const double perSpike = 6 + ceilDiv(split.neuronsPerItem, vectorWidth) *
+                                  (rowStepCycles(floatWeights) + (floatWeights ? 0 : 1));
+  const double perItem = 8 + spikesPerSample * perSpike;
+  return vertexCycles(kWorkerEntryCycles + ceilU(split.itemsPerWorker * perItem), numWorkers);
+}
+
+// InputSpikeGrad: for every listed input entry (spikes and eligible), the dot
+// product of its weight column with the tile's current gradients: one
+// multiply-accumulate vector step per cycle, then a horizontal sum and store.
+inline std::uint64_t inputGradCycles(unsigned numSamples, double listedPerSample,
+                                     unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
+                                     unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0)
+    return 0;
+  const double entries = std::ceil(numSamples * listedPerSample / numWorkers);
+  const double perEntry = 12 + ceilDiv(numNeurons, vectorWidth) * (floatWeights ? 1 : 2);
+  return vertexCycles(kWorkerEntryCycles + ceilU(entries * perEntry), numWorkers);
+}
+
+// PartialReduce: sums the per-tile partial input gradients of the outputs
+// this tile owns; one add per partial, outputs shared out to workers.
+inline std::uint64_t partialReduceCycles(std::uint64_t numOutputs, unsigned numPartials,
+                                         unsigned numWorkers) {
+  if (numOutputs == 0 || numPartials <= 1)
+    return 0;
+  const std::uint64_t perWorker = ceilDiv(numOutputs, numWorkers);
+  return vertexCycles(kWorkerEntryCycles + perWorker * (4 + numPartials), numWorkers);
+}
+
+// Plain SGD on the tile's weights once per training step (w -= lr * g).
+inline std::uint64_t optimizerCycles(std::uint64_t numWeights, unsigned vectorWidth,
+                                     unsigned numWorkers) {
+  if (numWeights == 0)
+    return 0;
+  const std::uint64_t perWorker = ceilDiv(numWeights, numWorkers);
+  return vertexCycles(kWorkerEntryCycles + ceilDiv(perWorker, vectorWidth) * 2, numWorkers);
+}
+
+// One exchange phase: the sync, then the largest amount any tile receives at
+// the tile's receive bandwidth (broadcasts cost the receiver, not the sender).
+inline std::uint64_t exchangeCycles(std::uint64_t bytesReceivedMax, double bytesPerCycle,
+                                    unsigned syncCycles) {
+  if (bytesReceivedMax == 0)
+    return 0;
+  return syncCycles + ceilU(bytesReceivedMax / bytesPerCycle);
+}
+
+} // namespace cost
+} // namespace plan
+} // namespace snn

@@ -1,0 +1,145 @@
+// Python face of the planner: snn_ipu._C.plan_layer(...) -> dict.
+#include "plan/PlanBindings.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "plan/Planner.hpp"
+
+namespace py = pybind11;
+
+namespace snn {
+
+namespace {
+
+plan::NeuronModel modelFromCode(int code) {
+  switch (code) {
+  case 0:
+    return plan::NeuronModel::Leaky;
+  case 1:
+    return plan::NeuronModel::Synaptic;
+  case 2:
+    return plan::NeuronModel::Readout;
+  default:
+    throw std::invalid_argument("model must be 0 (leaky), 1 (synaptic) or 2 (readout)");
+  }
+}
+
+py::dict memoryDict(const plan::TileMemory &m) {
+  py::dict d;
+  d["weights"] = m.weights;
+  d["grad_weights"] = m.gradWeights;
+  d["neuron_params"] = m.neuronParams;
+  d["state"] = m.state;
+  d["spike_buffers"] = m.spikeBuffers;
+  d["grad_buffers"] = m.gradBuffers;
+  d["history"] = m.history;
+  d["combine"] = m.combine;
+  d["reduce"] = m.reduce;
+  d["io_share"] = m.ioShare;
+  d["reserved"] = m.reserved;
+  return d;
+}
+
+py::dict cyclesDict(const plan::StepCycles &c) {
+  py::dict d;
+  d["spike_matmul"] = c.spikeMatmul;
+  d["state_update"] = c.stateUpdate;
+  d["list_combine"] = c.listCombine;
+  d["exchange_forward"] = c.exchangeForward;
+  d["state_grad"] = c.stateGrad;
+  d["weight_grad"] = c.weightGrad;
+  d["input_grad"] = c.inputGrad;
+  d["partial_reduce"] = c.partialReduce;
+  d["exchange_backward"] = c.exchangeBackward;
+  d["optimizer"] = c.optimizer;
+  return d;
+}
+
+py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
+  py::dict d;
+  d["target"] = p.target;
+  d["in_features"] = p.spec.inFeatures;
+  d["out_features"] = p.spec.outFeatures;
+  d["batch"] = p.spec.batch;
+  d["timesteps"] = p.spec.timesteps;
+  d["recurrent"] = p.spec.recurrent;
+  d["model"] = static_cast<int>(p.spec.model);
+  d["capacity_in"] = p.spec.capacityIn;
+  d["capacity_out"] = p.spec.capacityOut;
+  d["activity"] = p.spec.activity;
+  d["weight_bytes"] = p.spec.weightBytes;
+  d["num_tiles"] = p.numTiles;
+  d["target_tiles"] = t.numTiles;
+  d["threads"] = t.isIpu() ? 0u : t.parallelTiles;
+  d["workers_per_tile"] = t.workersPerTile;
+  py::array_t<std::int32_t> starts(static_cast<py::ssize_t>(p.tileStarts.size()));
+  auto w = starts.mutable_unchecked<1>();
+  for (py::ssize_t i = 0; i < w.shape(0); ++i)
+    w(i) = static_cast<std::int32_t>(p.tileStarts[static_cast<std::size_t>(i)]);
+  d["tile_starts"] = starts;
+  d["neurons_per_tile_max"] = p.neuronsPerTileMax;
+  d["neurons_per_tile_min"] = p.neuronsPerTileMin;
+  d["local_capacity"] = p.localCapacity;
+  d["memory"] = memoryDict(p.maxTile);
+  d["bytes_per_tile_max"] = p.bytesPerTileMax;
+  d["bytes_per_tile_mean"] = p.bytesPerTileMean;
+  d["bytes_total"] = p.bytesTotal;
+  d["bytes_budget"] = p.bytesBudget;
+  d["bytes_reserved"] = t.reservedBytesPerTile;
+  d["host_memory_budget"] = t.isIpu() ? 0 : t.totalMemoryBytes;
+  d["exchange_bytes_forward"] = p.exchangeBytesForward;
+  d["exchange_bytes_backward"] = p.exchangeBytesBackward;
+  d["exchange_bytes_per_step"] = p.exchangeBytesForward + p.exchangeBytesBackward;
+  d["cycles"] = cyclesDict(p.cycles);
+  d["cycles_forward_timestep"] = p.cyclesForwardTimestep;
+  d["cycles_backward_timestep"] = p.cyclesBackwardTimestep;
+  d["cycles_training_step"] = p.cyclesTrainingStep;
+  d["clock_hz"] = p.clockHz;
+  d["seconds_per_training_step"] = p.secondsPerTrainingStep;
+  d["samples_per_second"] = p.samplesPerSecond;
+  d["fits"] = p.fits;
+  d["reason"] = p.reason;
+  d["ipus_needed"] = p.ipusNeeded;
+  return d;
+}
+
+} // namespace
+
+void registerPlanBindings(py::module_ &m) {
+  m.def(
+      "plan_layer",
+      [](unsigned inFeatures, unsigned outFeatures, unsigned batch, unsigned timesteps,
+         bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
+         unsigned weightBytes, const std::string &target, unsigned threads, unsigned neuronsPerTile,
+         bool denseHistory) {
+        plan::LayerSpec spec;
+        spec.inFeatures = inFeatures;
+        spec.outFeatures = outFeatures;
+        spec.batch = batch;
+        spec.timesteps = timesteps;
+        spec.recurrent = recurrent;
+        spec.model = modelFromCode(model);
+        spec.capacityIn = capacityIn;
+        spec.capacityOut = capacityOut;
+        spec.activity = activity;
+        spec.weightBytes = weightBytes;
+        spec.denseHistory = denseHistory;
+        const plan::Target t = plan::targetByName(target, threads);
+        const plan::LayerPlan p = neuronsPerTile ? plan::planWithTileSize(spec, t, neuronsPerTile)
+                                                 : plan::planLayer(spec, t);
+        return planDict(p, t);
+      },
+      py::arg("in_features"), py::arg("out_features"), py::arg("batch"), py::arg("timesteps"),
+      py::arg("recurrent") = false, py::arg("model") = 0, py::arg("capacity_in") = 0,
+      py::arg("capacity_out") = 0, py::arg("activity") = 0.05, py::arg("weight_bytes") = 4,
+      py::arg("target") = "ipu2", py::arg("threads") = 0, py::arg("neurons_per_tile") = 0,
+      py::arg("dense_history") = false,
+      "Places one layer on a target (\"ipu2\" or \"host\"): tile_starts, bytes per tile, exchange "
+      "bytes and cycles per step, samples/s, and whether (and why not) it fits. capacity 0 = auto; "
+      "neurons_per_tile 0 = let the planner choose.");
+}
+
+} // namespace snn

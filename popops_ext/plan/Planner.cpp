@@ -1,0 +1,331 @@
+#include "plan/Planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace snn {
+namespace plan {
+
+namespace {
+
+constexpr std::uint64_t kIdBytes = 4, kValueBytes = 4, kCountsBytes = 8;
+
+std::uint64_t ceilDiv(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+unsigned roundUp(unsigned x, unsigned grain) { return unsigned(ceilDiv(x, grain) * grain); }
+
+std::string human(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  if (bytes >= 1024.0 * 1024.0)
+    os << bytes / (1024.0 * 1024.0) << " MiB";
+  else if (bytes >= 1024.0)
+    os << bytes / 1024.0 << " KiB";
+  else
+    os << bytes << " B";
+  return os.str();
+}
+
+// Expected per-sample counts that the cost model needs.
+struct Activity {
+  double spikesIn, listedIn, spikesOwn, listedOwn, listedOut;
+};
+
+Activity expectedActivity(const LayerSpec &s) {
+  const double a = s.activity, e = 1.0 + kEligiblePerSpike;
+  const bool readout = s.model == NeuronModel::Readout;
+  Activity x;
+  x.spikesIn = std::min<double>(s.capacityIn, a * s.inFeatures);
+  x.listedIn = std::min<double>(s.capacityIn, e * a * s.inFeatures);
+  x.spikesOwn = s.recurrent ? std::min<double>(s.capacityOut, a * s.outFeatures) : 0;
+  x.listedOwn = s.recurrent ? std::min<double>(s.capacityOut, e * a * s.outFeatures) : 0;
+  x.listedOut = readout ? 0 : std::min<double>(s.capacityOut, e * a * s.outFeatures);
+  return x;
+}
+
+unsigned autoCapacity(double activity, unsigned features) {
+  const double want =
+      std::ceil(kAutoCapacityFactor * (1.0 + kEligiblePerSpike) * activity * features);
+  return std::min<unsigned>(features, std::max<unsigned>(1, unsigned(want)));
+}
+
+// One sample's partial lists from all of the layer's tiles.
+std::uint64_t gatheredListBytes(const LayerPlan &p) {
+  const unsigned first = p.tileStarts[1] - p.tileStarts[0];
+  const unsigned last = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
+  return localListBytes(p.spec, first) * (p.numTiles - 1) + localListBytes(p.spec, last);
+}
+
+void fillCycles(LayerPlan &p, const Target &t) {
+  const LayerSpec &s = p.spec;
+  const Activity act = expectedActivity(s);
+  const unsigned n = p.neuronsPerTileMax, W = t.workersPerTile, B = s.batch;
+  const unsigned row = paddedRow(n); // what the row loops actually walk
+  const bool floatW = s.weightBytes == 4;
+  const unsigned vec = t.vectorWidth(s.weightBytes);
+  const bool readout = s.model == NeuronModel::Readout;
+  const std::uint64_t rec = s.recurrent ? 1 : 0;
+  const double listedLocal = std::min<double>(p.localCapacity, act.listedOut * n / s.outFeatures);
+  const unsigned combineSamples = unsigned(ceilDiv(B, p.numTiles));
+  const std::uint64_t gathered = gatheredListBytes(p);
+
+  StepCycles &c = p.cycles;
+  const double spikes = act.spikesIn + act.spikesOwn;
+  c.spikeMatmul = cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
+  c.stateUpdate = cost::stateUpdateCycles(s.model, B, n, listedLocal, W);
+  c.listCombine =
+      readout ? 0 : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
+  const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
+                                rec * B * (s.capacityOut * kIdBytes + kCountsBytes);
+  const std::uint64_t gatherIn = readout ? 0 : combineSamples * gathered;
+  c.exchangeForward = cost::exchangeCycles(listsIn, t.exchangeBytesPerCycle, t.syncCycles) +
+                      cost::exchangeCycles(gatherIn, t.exchangeBytesPerCycle, t.syncCycles);
+
+  c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
+  // Weight gradients are accumulated in float whatever the weights' dtype.
+  c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W);
+  c.inputGrad = cost::inputGradCycles(B, act.listedIn + act.listedOwn, row, floatW, vec, W);
+  const std::uint64_t reduceOutputs =
+      cost::ceilU(std::ceil(B * (act.listedIn + act.listedOwn)) / p.numTiles);
+  c.partialReduce = cost::partialReduceCycles(reduceOutputs, p.numTiles, W);
+  // Backward, each tile reads the step's combined output list with its
+  // membranes and gradients and takes its own slice (readout: dense dL/dU).
+  const std::uint64_t gradOut =
+      readout ? B * n * kValueBytes
+              : B * (s.capacityOut * (kIdBytes + 2 * kValueBytes) + kCountsBytes);
+  const std::uint64_t reduceIn =
+      p.numTiles > 1
+          ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
+          : 0;
+  c.exchangeBackward =
+      cost::exchangeCycles(listsIn + gradOut, t.exchangeBytesPerCycle, t.syncCycles) +
+      cost::exchangeCycles(reduceIn, t.exchangeBytesPerCycle, t.syncCycles);
+  const std::uint64_t fanIn = s.inFeatures + rec * s.outFeatures;
+  c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
+
+  // Tiles beyond the ones that run at once (host threads) run in waves.
+  const std::uint64_t waves = ceilDiv(p.numTiles, t.parallelTiles);
+  p.cyclesForwardTimestep =
+      waves * (c.spikeMatmul + c.stateUpdate + c.listCombine + c.exchangeForward);
+  p.cyclesBackwardTimestep =
+      waves * (c.stateGrad + c.weightGrad + c.inputGrad + c.partialReduce + c.exchangeBackward);
+  p.cyclesTrainingStep =
+      std::uint64_t(s.timesteps) * (p.cyclesForwardTimestep + p.cyclesBackwardTimestep) +
+      waves * c.optimizer;
+  p.clockHz = t.clockHz;
+  p.secondsPerTrainingStep = p.cyclesTrainingStep / t.clockHz;
+  p.samplesPerSecond = p.secondsPerTrainingStep > 0 ? B / p.secondsPerTrainingStep : 0;
+
+  p.exchangeBytesForward = p.numTiles * listsIn + (readout ? 0 : B * gathered);
+  p.exchangeBytesBackward =
+      p.numTiles * listsIn + (readout ? B * s.outFeatures * kValueBytes : p.numTiles * gradOut) +
+      (p.numTiles > 1 ? B * (s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes : 0);
+}
+
+void fillMemory(LayerPlan &p, const Target &t) {
+  const LayerSpec &s = p.spec;
+  const unsigned first = p.tileStarts[1] - p.tileStarts[0];
+  const unsigned last = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
+  const std::uint64_t gathered = gatheredListBytes(p);
+  const std::uint64_t rec = s.recurrent ? 1 : 0;
+  const std::uint64_t reduceOutputs = std::uint64_t(s.batch) * (s.capacityIn + rec * s.capacityOut);
+
+  // On an IPU the op's tensors are spread over every tile of the chip.
+  p.ioTiles = t.isIpu() ? std::max(p.numTiles, t.numTiles) : p.numTiles;
+  p.bytesIoTotal = ioBytes(s);
+
+  // Sample b's lists are combined on tile b % numTiles and output o's partial
+  // gradients reduced on tile o / ceil(outputs / numTiles): tile 0 does most.
+  TileRole role0{first,
+                 p.numTiles,
+                 unsigned(ceilDiv(s.batch, p.numTiles)),
+                 gathered,
+                 ceilDiv(reduceOutputs, p.numTiles),
+                 p.ioTiles};
+  p.maxTile = tileMemory(s, role0, t.reservedBytesPerTile);
+  p.bytesPerTileMax = p.maxTile.total();
+
+  // Sum over tiles: everything but combining and reducing scales with neurons.
+  const TileMemory full =
+      tileMemory(s, TileRole{first, p.numTiles, 0, gathered, 0, p.ioTiles}, t.reservedBytesPerTile);
+  const TileMemory tail =
+      tileMemory(s, TileRole{last, p.numTiles, 0, gathered, 0, p.ioTiles}, t.reservedBytesPerTile);
+  const bool readout = s.model == NeuronModel::Readout;
+  const std::uint64_t onLayerTiles =
+      full.total() * (p.numTiles - 1) + tail.total() +
+      (readout ? 0 : std::uint64_t(s.batch) * gathered) +
+      (p.numTiles > 1 ? reduceOutputs * p.numTiles * kValueBytes : 0);
+  p.bytesPerTileMean = double(onLayerTiles) / p.numTiles;
+  p.bytesTotal = onLayerTiles + full.ioShare * (p.ioTiles - p.numTiles);
+  p.bytesBudget = t.bytesPerTile;
+}
+
+std::string notFitReason(const LayerPlan &p, const Target &t) {
+  const LayerSpec &s = p.spec;
+  const TileMemory &m = p.maxTile;
+  std::ostringstream os;
+  if (!t.isIpu()) {
+    os << "needs " << human(double(p.bytesTotal)) << " of host memory, more than the "
+       << human(double(t.totalMemoryBytes)) << " allowed; use a smaller batch, shorter T, "
+       << "smaller max_spikes or half weights";
+    return os.str();
+  }
+  os << "needs " << human(double(p.bytesPerTileMax)) << " on its busiest tile ("
+     << p.neuronsPerTileMax << " neurons on each of " << p.numTiles << " tiles) but a tile has "
+     << human(double(t.bytesPerTile)) << " (" << human(double(t.reservedBytesPerTile))
+     << " of it reserved for code). ";
+  struct Part {
+    const char *what;
+    std::uint64_t bytes;
+  };
+  const Part parts[] = {
+      {"weights and their gradients", m.weights + m.gradWeights},
+      // the op's [T, B, K] inputs, outputs and grads are history too
+      {"BPTT history over T", m.history + m.ioShare},
+      {"spike lists and exchange buffers", m.spikeBuffers + m.gradBuffers + m.combine + m.reduce},
+      {"neuron state", m.state + m.neuronParams}};
+  const Part *top =
+      std::max_element(std::begin(parts), std::end(parts),
+                       [](const Part &a, const Part &b) { return a.bytes < b.bytes; });
+  os << "Largest share: " << top->what << " (" << human(double(top->bytes)) << "). To fit: ";
+  const std::string top0 = top->what;
+  // A readout emits no list: only the input's capacity matters.
+  std::ostringstream caps;
+  if (s.model == NeuronModel::Readout)
+    caps << "the input's max_spikes (capacity_in=" << s.capacityIn << ")";
+  else
+    caps << "max_spikes (capacity_in=" << s.capacityIn << ", capacity_out=" << s.capacityOut << ")";
+  const std::string capacities = caps.str();
+  const std::string moreIpus =
+      p.ipusNeeded > 1 ? ", or use about " + std::to_string(p.ipusNeeded) + " IPUs" : "";
+  if (top0 == "weights and their gradients") {
+    if (s.weightBytes == 4)
+      os << "use half weights (weight_bytes=2), ";
+    os << "fewer neurons (in_features=" << s.inFeatures << ", out_features=" << s.outFeatures
+       << (s.recurrent ? ", recurrent" : "") << ")";
+    if (p.ipusNeeded > 1)
+      os << " or split the layer over about " << p.ipusNeeded << " IPUs";
+    else // the whole IPU has room: the rows of a single tile's neurons do not
+      os << "; even " << p.neuronsPerTileMax << " neurons' weight rows exceed a tile, so the "
+         << "input features would have to be split across tiles (not supported)";
+  } else if (top0 == "BPTT history over T") {
+    os << "shorten T (" << s.timesteps << "), lower " << capacities << " or the batch (" << s.batch
+       << ")" << moreIpus;
+  } else if (top0 == "spike lists and exchange buffers") {
+    os << "lower " << capacities << ", the batch (" << s.batch << ") or T (" << s.timesteps << ")"
+       << moreIpus;
+  } else {
+    os << "a smaller batch (" << s.batch << ") or fewer neurons" << moreIpus;
+  }
+  return os.str();
+}
+
+void judge(LayerPlan &p, const Target &t) {
+  if (t.isIpu()) {
+    const std::uint64_t usable = t.bytesPerTile - t.reservedBytesPerTile;
+    const std::uint64_t data = p.bytesTotal - std::uint64_t(p.numTiles) * t.reservedBytesPerTile;
+    p.ipusNeeded = unsigned(std::max<std::uint64_t>(1, ceilDiv(data, usable * t.numTiles)));
+    p.fits = p.bytesPerTileMax <= t.bytesPerTile;
+  } else {
+    p.ipusNeeded = 0;
+    p.fits = p.bytesTotal <= t.totalMemoryBytes;
+  }
+  p.reason = p.fits ? "" : notFitReason(p, t);
+}
+
+} // namespace
+
+LayerSpec resolveSpec(const LayerSpec &in) {
+  LayerSpec s = in;
+  if (s.inFeatures == 0 || s.outFeatures == 0)
+    throw std::invalid_argument("in_features and out_features must be positive");
+  if (s.batch == 0 || s.timesteps == 0)
+    throw std::invalid_argument("batch and timesteps must be positive");
+  if (s.weightBytes != 2 && s.weightBytes != 4)
+    throw std::invalid_argument("weight_bytes must be 4 (float) or 2 (half)");
+  if (!(s.activity >= 0.0 && s.activity <= 1.0))
+    throw std::invalid_argument("activity must be a fraction in [0, 1]");
+  if (s.model == NeuronModel::Readout && s.recurrent)
+    throw std::invalid_argument("a readout layer emits no spikes and cannot be recurrent");
+  if (s.capacityIn == 0)
+    s.capacityIn = autoCapacity(s.activity, s.inFeatures);
+  s.capacityIn = std::min(s.capacityIn, s.inFeatures);
+  if (s.model == NeuronModel::Readout) {
+    s.capacityOut = 0;
+  } else {
+    if (s.capacityOut == 0)
+      s.capacityOut = autoCapacity(s.activity, s.outFeatures);
+    s.capacityOut = std::min(s.capacityOut, s.outFeatures);
+  }
+  return s;
+}
+
+LayerPlan planWithTileSize(const LayerSpec &spec, const Target &t, unsigned neuronsPerTile) {
+  LayerPlan p;
+  p.spec = resolveSpec(spec);
+  p.target = t.name;
+  const unsigned out = p.spec.outFeatures;
+  const unsigned chunk = std::max(1u, std::min(neuronsPerTile, out));
+  p.numTiles = unsigned(ceilDiv(out, chunk));
+  if (t.isIpu() && p.numTiles > t.numTiles)
+    throw std::invalid_argument("more tiles than the target has");
+  p.tileStarts.resize(p.numTiles + 1);
+  for (unsigned i = 0; i <= p.numTiles; ++i)
+    p.tileStarts[i] = std::min<unsigned>(out, i * chunk);
+  p.neuronsPerTileMax = p.tileStarts[1] - p.tileStarts[0];
+  p.neuronsPerTileMin = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
+  p.localCapacity = localCapacity(p.spec, p.neuronsPerTileMax);
+  fillMemory(p, t);
+  fillCycles(p, t);
+  judge(p, t);
+  return p;
+}
+
+LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
+  const LayerSpec s = resolveSpec(spec);
+  const unsigned out = s.outFeatures;
+  if (!t.isIpu()) {
+    // Largest multiple of the grain that keeps a work item's weights within
+    // the cache budget and still gives every thread at least one item.
+    const std::uint64_t rowBytes =
+        std::uint64_t(s.inFeatures + (s.recurrent ? out : 0)) * s.weightBytes;
+    const unsigned g = t.neuronGrain;
+    const unsigned byCache =
+        unsigned(std::max<std::uint64_t>(g, t.bytesPerTile / rowBytes / g * g));
+    const unsigned byThreads = std::max(g, out / t.parallelTiles / g * g);
+    return planWithTileSize(s, t, std::min(byCache, byThreads));
+  }
+  // Every distinct tile size from one tile to all of them.
+  std::set<unsigned> sizes;
+  for (unsigned tiles = 1; tiles <= std::min(out, t.numTiles); ++tiles) {
+    const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), t.neuronGrain);
+    if (ceilDiv(out, chunk) <= t.numTiles)
+      sizes.insert(chunk);
+  }
+  bool haveFit = false;
+  LayerPlan best;
+  for (unsigned chunk : sizes) {
+    LayerPlan p = planWithTileSize(s, t, chunk);
+    bool better;
+    if (best.numTiles == 0)
+      better = true;
+    else if (p.fits != haveFit)
+      better = p.fits;
+    else if (p.fits)
+      better = p.cyclesTrainingStep < best.cyclesTrainingStep ||
+               (p.cyclesTrainingStep == best.cyclesTrainingStep && p.numTiles < best.numTiles);
+    else
+      better = p.bytesPerTileMax < best.bytesPerTileMax;
+    if (better) {
+      haveFit = p.fits;
+      best = std::move(p);
+    }
+  }
+  return best;
+}
+
+} // namespace plan
+} // namespace snn

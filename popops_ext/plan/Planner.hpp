@@ -1,0 +1,78 @@
+// Places one layer on a target: which tile owns which (contiguous) neurons,
+// what each tile then holds, what is exchanged per step and how long a
+// training step should take. The Poplar graph builder (popops_ext/poplar)
+// and the host executor (popops_ext/host) both run the plan's tileStarts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/LayerSpec.hpp"
+#include "plan/MemoryEstimation.hpp"
+#include "plan/Target.hpp"
+
+namespace snn {
+namespace plan {
+
+// Cycles of each vertex on the busiest tile for one timestep, the exchange
+// phases of one timestep, and the optimizer once per training step.
+struct StepCycles {
+  std::uint64_t spikeMatmul = 0;
+  std::uint64_t stateUpdate = 0;
+  std::uint64_t listCombine = 0;
+  std::uint64_t exchangeForward = 0;
+  std::uint64_t stateGrad = 0;
+  std::uint64_t weightGrad = 0;
+  std::uint64_t inputGrad = 0;
+  std::uint64_t partialReduce = 0;
+  std::uint64_t exchangeBackward = 0;
+  std::uint64_t optimizer = 0;
+};
+
+struct LayerPlan {
+  LayerSpec spec; // with automatic capacities resolved
+  std::string target;
+  unsigned numTiles = 0;
+  std::vector<unsigned> tileStarts; // numTiles + 1 entries, 0 .. outFeatures
+  unsigned neuronsPerTileMax = 0;
+  unsigned neuronsPerTileMin = 0;
+  unsigned localCapacity = 0; // entries of a tile's partial list
+
+  TileMemory maxTile; // tile 0: most neurons, combines and reduces the most
+  std::uint64_t bytesPerTileMax = 0;
+  double bytesPerTileMean = 0;    // over the layer's own tiles
+  std::uint64_t bytesTotal = 0;   // including the op's tensors on other tiles
+  std::uint64_t bytesIoTotal = 0; // the op's [T, B, ...] tensors alone
+  unsigned ioTiles = 0;           // tiles those are spread over
+  std::uint64_t bytesBudget = 0;  // per tile (IPU) or per work item's weights (host)
+
+  std::uint64_t exchangeBytesForward = 0;  // per timestep, summed over receivers
+  std::uint64_t exchangeBytesBackward = 0; // per timestep, summed over receivers
+
+  StepCycles cycles;
+  std::uint64_t cyclesForwardTimestep = 0;
+  std::uint64_t cyclesBackwardTimestep = 0;
+  std::uint64_t cyclesTrainingStep = 0; // T x (forward + backward) + optimizer
+  double clockHz = 0;
+  double secondsPerTrainingStep = 0;
+  double samplesPerSecond = 0;
+
+  bool fits = false;
+  std::string reason; // empty when it fits
+  unsigned ipusNeeded = 1;
+};
+
+// Fills in automatic capacities and checks the spec; throws std::invalid_argument.
+LayerSpec resolveSpec(const LayerSpec &spec);
+
+// Plans with exactly `neuronsPerTile` neurons on every tile but the last.
+LayerPlan planWithTileSize(const LayerSpec &spec, const Target &target, unsigned neuronsPerTile);
+
+// Picks the tile size: on an IPU the fastest plan that fits in tile memory
+// (or, when none fits, the one with the least memory per tile); on the host
+// work items sized for the L2 cache and at least one per thread.
+LayerPlan planLayer(const LayerSpec &spec, const Target &target);
+
+} // namespace plan
+} // namespace snn

@@ -1,0 +1,99 @@
+#include "plan/Target.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+namespace snn {
+namespace plan {
+
+namespace {
+
+constexpr std::uint64_t KiB = 1024;
+constexpr std::uint64_t MiB = 1024 * KiB;
+
+std::uint64_t detectL2Bytes() {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (bytes > 0)
+    return static_cast<std::uint64_t>(bytes);
+#endif
+  return 2 * MiB; // common per-core L2 of current server parts
+}
+
+std::uint64_t detectPhysicalBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0)
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(pageSize);
+  return 8192 * MiB;
+}
+
+} // namespace
+
+Target ipu2Target() {
+  Target t;
+  t.kind = TargetKind::Ipu2;
+  t.name = "ipu2";
+  t.numTiles = 1472;
+  t.bytesPerTile = 624 * KiB;
+  // A layer's ~11 codelets, their vertex descriptors and the control and
+  // exchange code of the time loop; poplar profiles of small custom-op graphs
+  // show tens of KiB of always-live code per tile, so 32 KiB is a floor.
+  t.reservedBytesPerTile = 32 * KiB;
+  t.totalMemoryBytes = t.bytesPerTile * t.numTiles;
+  t.workersPerTile = 6;
+  t.parallelTiles = t.numTiles;
+  t.clockHz = 1.33e9;
+  // GC200 quotes 7.8 TB/s of exchange across 1472 tiles at 1.33 GHz, i.e.
+  // 7.8e12 / (1472 * 1.33e9) = 3.98: one 32-bit word per tile per cycle.
+  t.exchangeBytesPerCycle = 4.0;
+  // One on-chip BSP sync plus exchange set-up; of the order of 100-200 cycles.
+  t.syncCycles = 150;
+  // 64-bit loads: 2 floats or 4 halves per vector op.
+  t.floatVectorWidth = 2;
+  t.halfVectorWidth = 4;
+  // The codelets process neurons in 8-float chunks (codelets/RowKernels.hpp);
+  // other counts would pay for padding.
+  t.neuronGrain = 8;
+  return t;
+}
+
+Target hostTarget(unsigned threads) {
+  if (threads == 0)
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  Target t;
+  t.kind = TargetKind::Host;
+  t.name = "host";
+  t.numTiles = 0;
+  // A work item's weight block should stay within half of L2, leaving the
+  // other half for the state, the spike lists and the hardware prefetcher.
+  t.bytesPerTile = detectL2Bytes() / 2;
+  t.reservedBytesPerTile = 0;
+  // Leave half of RAM to Python, PyTorch and the data pipeline.
+  t.totalMemoryBytes = detectPhysicalBytes() / 2;
+  t.workersPerTile = 1;
+  t.parallelTiles = threads;
+  t.clockHz = 3.0e9; // nominal; only used to turn cycles into seconds
+  // A tile "receives" by reading shared buffers from L3: ~16 B/cycle per core.
+  t.exchangeBytesPerCycle = 16.0;
+  // A thread-pool barrier costs about a microsecond.
+  t.syncCycles = 3000;
+  // 256-bit AVX2: 8 floats, and halves are widened to 8 floats.
+  t.floatVectorWidth = 8;
+  t.halfVectorWidth = 8;
+  t.neuronGrain = 8;
+  return t;
+}
+
+Target targetByName(const std::string &name, unsigned threads) {
+  if (name == "ipu2" || name == "ipu")
+    return ipu2Target();
+  if (name == "host" || name == "cpu")
+    return hostTarget(threads);
+  throw std::invalid_argument("unknown target '" + name + "': expected 'ipu2' or 'host'");
+}
+
+} // namespace plan
+} // namespace snn

@@ -1,0 +1,726 @@
+#include "LayerGraph.hpp"
+
+#include <popops/DynamicSlice.hpp>
+#include <popops/ElementWise.hpp>
+#include <popops/Expr.hpp>
+#include <popops/Reduce.hpp>
+#include <popops/Zero.hpp>
+#include <poputil/TileMapping.hpp>
+#include <poputil/Util.hpp>
+
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+
+#include "plan/PerformanceEstimation.hpp"
+
+namespace snn {
+namespace ipu {
+
+using namespace poplar;
+using namespace poplar::program;
+namespace pe = popops::expr;
+
+namespace {
+
+constexpr unsigned kLeaky = 0, kSynaptic = 1, kReadout = 2;
+
+std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
+  std::vector<Tensor> out;
+  out.reserve(perTile.size());
+  for (const auto &t : perTile)
+    out.push_back(t[b]);
+  return out;
+}
+
+} // namespace
+
+void addSnnCodelets(Graph &graph, const std::string &gpPath) {
+  // Poplar rejects a second registration of the same vertices in one graph.
+  static std::mutex mutex;
+  static std::set<const Graph *> done;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.insert(&graph).second)
+    graph.addCodelets(gpPath);
+}
+
+LayerGraph::LayerGraph(Graph &graph, const plan::LayerPlan &plan, const NeuronConfig &config,
+                       const Type &weightType, const DebugContext &dc)
+    : graph_(graph), plan_(plan), config_(config), weightType_(weightType),
+      debugInfo_(std::make_unique<DebugInfo>(dc, "snn_ipu")), dnai_(*debugInfo_, "SnnLayer"),
+      batch_(plan.spec.batch), steps_(plan.spec.timesteps), inFeatures_(plan.spec.inFeatures),
+      outFeatures_(plan.spec.outFeatures), capacityIn_(plan.spec.capacityIn),
+      capacityOut_(plan.spec.capacityOut) {
+  if (config.firstTile + plan.numTiles > graph.getTarget().getNumTiles())
+    throw std::invalid_argument("SnnLayer: the plan's tiles do not fit on this IPU target");
+  for (unsigned j = 0; j < plan.numTiles; ++j) {
+    const unsigned first = plan.tileStarts[j], width = plan.tileStarts[j + 1] - first;
+    tiles_.push_back({config.firstTile + j, first, width, plan::paddedRow(width),
+                      plan::localCapacity(plan.spec, width)});
+  }
+}
+
+void LayerGraph::connectEach(const VertexRef &v, const std::string &field,
+                             const std::vector<Tensor> &tensors) {
+  graph_.setFieldSize(v[field], tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    graph_.connect(v[field][i], tensors[i]);
+}
+
+void LayerGraph::estimate(const VertexRef &v, std::uint64_t cycles) {
+  graph_.setPerfEstimate(v, cycles);
+}
+
+Tensor LayerGraph::empty(const Type &type) {
+  return graph_.addVariable(type, {0}, {dnai_, "empty"});
+}
+
+std::vector<Tensor> LayerGraph::perTile(const Type &type, unsigned leading, bool padded,
+                                        const std::string &name) {
+  std::vector<Tensor> out;
+  for (const Tile &tile : tiles_) {
+    const unsigned cols = padded ? tile.rowLength : tile.width;
+    Tensor t = graph_.addVariable(type, {leading, cols}, {dnai_, name});
+    graph_.setTileMapping(t, tile.index);
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<Tensor> LayerGraph::perTileFixed(const Type &type, unsigned leading, unsigned columns,
+                                             const std::string &name) {
+  std::vector<Tensor> out;
+  for (const Tile &tile : tiles_) {
+    Tensor t = graph_.addVariable(type, {leading, columns}, {dnai_, name});
+    graph_.setTileMapping(t, tile.index);
+    out.push_back(t);
+  }
+  return out;
+}
+
+Tensor LayerGraph::perSample(const Type &type, unsigned columns, const std::string &name) {
+  Tensor t = graph_.addVariable(type, {batch_, columns}, {dnai_, name});
+  for (unsigned b = 0; b < batch_; ++b)
+    graph_.setTileMapping(t[b], combineTile(b));
+  return t;
+}
+
+Tensor LayerGraph::sliceable(const Type &type, std::vector<std::size_t> shape,
+                             const std::string &name) {
+  // Spread over the whole IPU, one step per slice: the planner's io share.
+  return popops::createSliceableTensor(graph_, type, shape, {0}, {1}, 0, {dnai_, name});
+}
+
+Tensor LayerGraph::stepSlice(Sequence &prog, const Tensor &t, const Tensor &index,
+                             const std::string &name) {
+  return popops::dynamicSlice(graph_, t, index, {0}, {1}, prog, {dnai_, name}).squeeze({0});
+}
+
+void LayerGraph::stepUpdate(Sequence &prog, const Tensor &t, const Tensor &step,
+                            const Tensor &index, const std::string &name) {
+  popops::dynamicUpdate(graph_, t, step.expand({0}), index, {0}, {1}, prog, {dnai_, name});
+}
+
+Tensor LayerGraph::createWeight(unsigned cols, const DebugContext &dc) const {
+  Tensor w = graph_.addVariable(weightType_, {outFeatures_, cols}, dc);
+  for (const Tile &tile : tiles_)
+    graph_.setTileMapping(w.slice(tile.first, tile.first + tile.width, 0), tile.index);
+  return w;
+}
+
+std::vector<Tensor> LayerGraph::weightBlocks(Sequence &prog, const Tensor &w, unsigned rows,
+                                             const std::string &name) {
+  // Block j is [rows x rowLength] with block[i][n] = W[first + n][i]: a spike
+  // of input i reads one contiguous row (see codelets/SpikeMatmul.hpp).
+  std::vector<Tensor> blocks, padding, sources, targets;
+  for (const Tile &tile : tiles_) {
+    Tensor block = graph_.addVariable(w.elementType(), {rows, tile.rowLength}, {dnai_, name});
+    graph_.setTileMapping(block, tile.index);
+    sources.push_back(w.slice(tile.first, tile.first + tile.width, 0).transpose());
+    targets.push_back(block.slice(0, tile.width, 1));
+    if (tile.rowLength > tile.width)
+      padding.push_back(block.slice(tile.width, tile.rowLength, 1).flatten());
+    blocks.push_back(block.flatten());
+  }
+  if (!padding.empty())
+    popops::zero(graph_, concat(padding), prog, {dnai_, name + "/pad"});
+  prog.add(Copy(concat(sources, 0), concat(targets, 0), false, {dnai_, name + "/blocks"}));
+  return blocks;
+}
+
+std::vector<Tensor> LayerGraph::paramSlices(Sequence &prog, const Tensor &p,
+                                            const std::string &name) {
+  std::vector<Tensor> out;
+  for (const Tile &tile : tiles_) {
+    Tensor t = graph_.addVariable(FLOAT, {tile.width}, {dnai_, name});
+    graph_.setTileMapping(t, tile.index);
+    out.push_back(t);
+  }
+  prog.add(Copy(p, concat(out), false, {dnai_, name}));
+  return out;
+}
+
+ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
+  const unsigned B = batch_, T = steps_, K = capacityOut_, N = outFeatures_;
+  const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
+  const bool floatW = weightType_ == FLOAT;
+  const std::string wt = floatW ? "float" : "half";
+  // Per-sample Vertex instances: each runs on one worker, in parallel with
+  // the tile's other samples, so its estimate is one worker's loop.
+  const unsigned workers = 1;
+
+  const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
+  std::vector<Tensor> V;
+  if (config_.recurrent)
+    V = weightBlocks(prog, in.recWeight, N, "V");
+  const auto beta = paramSlices(prog, in.beta, "beta");
+  std::vector<Tensor> thr, alpha, bias;
+  if (!readout)
+    thr = paramSlices(prog, in.threshold, "threshold");
+  if (synaptic)
+    alpha = paramSlices(prog, in.alpha, "alpha");
+  if (config_.hasBias)
+    bias = paramSlices(prog, in.bias, "bias");
+  const Tensor noBias = empty(FLOAT);
+
+  // Tile state, [B, ...] per tile.
+  const auto cur = perTile(FLOAT, B, true, "currents");
+  const auto U = perTile(FLOAT, B, false, "membrane");
+  std::vector<Tensor> syn, spiked, spikeIds, spikeMem, eligIds, eligMem, tileCounts, outStep;
+  std::vector<Tensor> toZero = {concat(cur, 1).flatten(), concat(U, 1).flatten()};
+  if (synaptic) {
+    syn = perTile(FLOAT, B, false, "synaptic");
+    toZero.push_back(concat(syn, 1).flatten());
+  }
+  if (readout) {
+    outStep = perTile(FLOAT, B, false, "membraneOut");
+  } else {
+    spiked = perTile(FLOAT, B, false, "spiked");
+    spikeIds = perTile(INT, B, false, "spikeIds");
+    spikeMem = perTile(FLOAT, B, false, "spikeMembrane");
+    eligIds = perTile(INT, B, false, "eligibleIds");
+    eligMem = perTile(FLOAT, B, false, "eligibleMembrane");
+    tileCounts = perTileFixed(UNSIGNED_INT, B, 2, "tileCounts");
+    toZero.push_back(concat(spiked, 1).flatten());
+  }
+
+  ForwardOutputs out;
+  Tensor stepIds, stepMem, stepCounts, counts4;
+  if (!readout) {
+    out.ids = sliceable(INT, {T, B, K}, "ids");
+    out.membrane = sliceable(FLOAT, {T, B, K}, "listMembrane");
+    counts4 = sliceable(INT, {T, B, 4}, "counts4");
+    stepIds = perSample(INT, K, "stepIds");
+    stepMem = perSample(FLOAT, K, "stepMembrane");
+    stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
+    toZero.push_back(stepCounts.flatten()); // the list before step 0 is empty
+  }
+  if (readout || config_.keepDenseState)
+    out.denseMembrane = sliceable(FLOAT, {T, B, N}, "denseMembrane");
+  if (synaptic && config_.keepDenseState)
+    out.denseSynaptic = sliceable(FLOAT, {T, B, N}, "denseSynaptic");
+  popops::zero(graph_, concat(toZero), prog, {dnai_, "initState"});
+
+  Tensor t = graph_.addVariable(UNSIGNED_INT, {1}, {dnai_, "t"});
+  graph_.setTileMapping(t, tiles_[0].index);
+  Tensor one = graph_.addConstant(UNSIGNED_INT, {1}, 1u, {dnai_, "one"});
+  graph_.setTileMapping(one, tiles_[0].index);
+  popops::zero(graph_, t, prog, {dnai_, "t=0"});
+
+  Sequence body;
+  const Tensor idsT = stepSlice(body, in.inIds, t, "inIds[t]");
+  const Tensor cntT = stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT);
+
+  // I[t] += W x[t]: rows of the input spikes.
+  ComputeSet mm = graph_.addComputeSet({dnai_, "spikeMatmul"});
+  const double spikesIn = std::min<double>(capacityIn_, plan_.spec.activity * inFeatures_);
+  for (unsigned j = 0; j < tiles_.size(); ++j) {
+    const Tile &tile = tiles_[j];
+    for (unsigned b = 0; b < B; ++b) {
+      auto v = graph_.addVertex(
+          mm, "SpikeMatmul<" + wt + ">",
+          {{"ids", idsT[b]}, {"numIds", cntT[b][0]}, {"weights", W[j]}, {"currents", cur[j][b]}});
+      graph_.setInitialValue(v["rowLength"], tile.rowLength);
+      graph_.setTileMapping(v, tile.index);
+      estimate(v, plan::cost::spikeMatmulCycles(1, spikesIn, tile.rowLength, floatW, floatW ? 2 : 4,
+                                                workers));
+    }
+  }
+  body.add(Execute(mm, {dnai_, "spikeMatmul"}));
+  if (config_.recurrent) {
+    // I[t] += V S[t-1]: stepIds still holds the previous step's list here.
+    ComputeSet rm = graph_.addComputeSet({dnai_, "recurrentMatmul"});
+    for (unsigned j = 0; j < tiles_.size(); ++j) {
+      const Tile &tile = tiles_[j];
+      for (unsigned b = 0; b < B; ++b) {
+        auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
+                                  {{"ids", stepIds[b]},
+                                   {"numIds", stepCounts[b][0]},
+                                   {"weights", V[j]},
+                                   {"currents", cur[j][b]}});
+        graph_.setInitialValue(v["rowLength"], tile.rowLength);
+        graph_.setTileMapping(v, tile.index);
+        estimate(v, plan::cost::spikeMatmulCycles(1, plan_.spec.activity * N, tile.rowLength,
+                                                  floatW, floatW ? 2 : 4, workers));
+      }
+    }
+    body.add(Execute(rm, {dnai_, "recurrentMatmul"}));
+  }
+
+  // Neuron state; the spiking models emit the tile's lists.
+  ComputeSet up = graph_.addComputeSet({dnai_, "stateUpdate"});
+  const char *updateVertex = readout ? "ReadoutUpdate" : synaptic ? "SynapticUpdate" : "LifUpdate";
+  for (unsigned j = 0; j < tiles_.size(); ++j) {
+    const Tile &tile = tiles_[j];
+    for (unsigned b = 0; b < B; ++b) {
+      auto v = graph_.addVertex(up, updateVertex);
+      graph_.connect(v["currents"], cur[j][b]);
+      graph_.connect(v["bias"], config_.hasBias ? bias[j] : noBias);
+      graph_.connect(v["beta"], beta[j]);
+      graph_.connect(v["membrane"], U[j][b]);
+      graph_.setInitialValue(v["numNeurons"], tile.width);
+      if (readout) {
+        graph_.connect(v["membraneOut"], outStep[j][b]);
+      } else {
+        graph_.connect(v["threshold"], thr[j]);
+        graph_.connect(v["spiked"], spiked[j][b]);
+        graph_.connect(v["spikeIds"], spikeIds[j][b]);
+        graph_.connect(v["spikeMembrane"], spikeMem[j][b]);
+        graph_.connect(v["eligibleIds"], eligIds[j][b]);
+        graph_.connect(v["eligibleMembrane"], eligMem[j][b]);
+        graph_.connect(v["counts"], tileCounts[j][b]);
+        graph_.setInitialValue(v["firstNeuron"], tile.first);
+        graph_.setInitialValue(v["reset"], config_.reset);
+        graph_.setInitialValue(v["gradWindow"], config_.gradWindow);
+        if (synaptic) {
+          graph_.connect(v["alpha"], alpha[j]);
+          graph_.connect(v["synaptic"], syn[j][b]);
+        }
+      }
+      graph_.setTileMapping(v, tile.index);
+      estimate(v, plan::cost::stateUpdateCycles(plan_.spec.model, 1, tile.width,
+                                                2 * plan_.spec.activity * tile.width, workers));
+    }
+  }
+  body.add(Execute(up, {dnai_, "stateUpdate"}));
+
+  if (!readout) {
+    // Sample b's partial lists meet on tile b % numTiles; only the first
+    // localCapacity entries of each can reach the combined list.
+    ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
+    for (unsigned b = 0; b < B; ++b) {
+      std::vector<Tensor> sIds, sMem, eIds, eMem, counts;
+      for (unsigned j = 0; j < tiles_.size(); ++j) {
+        const unsigned L = tiles_[j].localCapacity;
+        sIds.push_back(spikeIds[j][b].slice(0, L));
+        sMem.push_back(spikeMem[j][b].slice(0, L));
+        eIds.push_back(eligIds[j][b].slice(0, L));
+        eMem.push_back(eligMem[j][b].slice(0, L));
+        counts.push_back(tileCounts[j][b]);
+      }
+      auto v = graph_.addVertex(cb, "SpikeListCombine");
+      connectEach(v, "spikeIds", sIds);
+      connectEach(v, "spikeMembrane", sMem);
+      connectEach(v, "eligibleIds", eIds);
+      connectEach(v, "eligibleMembrane", eMem);
+      graph_.connect(v["tileCounts"], concat(counts));
+      graph_.connect(v["ids"], stepIds[b]);
+      graph_.connect(v["membrane"], stepMem[b]);
+      graph_.connect(v["counts"], stepCounts[b]);
+      graph_.setTileMapping(v, combineTile(b));
+      estimate(v, plan::cost::listCombineCycles(1, unsigned(tiles_.size()),
+                                                2 * plan_.spec.activity * N, workers));
+    }
+    body.add(Execute(cb, {dnai_, "combine"}));
+    stepUpdate(body, out.ids, stepIds, t, "ids[t]=");
+    stepUpdate(body, out.membrane, stepMem, t, "membrane[t]=");
+    stepUpdate(body, counts4, stepCounts.reinterpret(INT), t, "counts[t]=");
+  }
+  if (readout)
+    stepUpdate(body, out.denseMembrane, concat(outStep, 1), t, "U[t]=");
+  else if (config_.keepDenseState)
+    stepUpdate(body, out.denseMembrane, concat(U, 1), t, "U[t]=");
+  if (synaptic && config_.keepDenseState)
+    stepUpdate(body, out.denseSynaptic, concat(syn, 1), t, "syn[t]=");
+  popops::addInPlace(graph_, t, one, body, {dnai_, "t+=1"});
+  prog.add(Repeat(T, body, {dnai_, "timeLoop"}));
+
+  if (!readout) {
+    out.counts = poputil::duplicate(graph_, counts4.slice(0, 2, 2), prog, {dnai_, "counts"});
+    out.needed = poputil::duplicate(graph_, counts4.slice(2, 4, 2), prog, {dnai_, "needed"});
+    // values[t, b, k] = k < spikes listed: the differentiable part of the list.
+    std::vector<int> iota(K);
+    std::iota(iota.begin(), iota.end(), 0);
+    Tensor k = graph_.addConstant<int>(INT, {1, 1, K}, iota, {dnai_, "k"});
+    graph_.setTileMapping(k, tiles_[0].index);
+    const Tensor spikes = out.counts.slice(0, 1, 2).broadcast(K, 2);
+    out.values = popops::map(graph_, pe::Cast(pe::Lt(pe::_1, pe::_2), FLOAT),
+                             {k.broadcast(T, 0).broadcast(B, 1), spikes}, prog, {dnai_, "values"});
+  }
+  return out;
+}
+
+BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) {
+  const ForwardInputs &in = bin.forward;
+  const ForwardOutputs &fo = bin.outputs;
+  const unsigned B = batch_, T = steps_, K = capacityOut_, Kin = capacityIn_, N = outFeatures_;
+  const unsigned numTiles = unsigned(tiles_.size());
+  const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
+  const bool floatW = weightType_ == FLOAT;
+  const std::string wt = floatW ? "float" : "half";
+  const unsigned workers = 1; // see forward()
+  const bool denseU = readout || (config_.keepDenseState && fo.denseMembrane.valid());
+  const bool denseSyn = synaptic && config_.keepDenseState && fo.denseSynaptic.valid();
+
+  const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
+  std::vector<Tensor> V;
+  if (config_.recurrent)
+    V = weightBlocks(prog, in.recWeight, N, "V");
+  const auto beta = paramSlices(prog, in.beta, "beta");
+  std::vector<Tensor> thr, alpha;
+  if (!readout)
+    thr = paramSlices(prog, in.threshold, "threshold");
+  if (synaptic)
+    alpha = paramSlices(prog, in.alpha, "alpha");
+  const Tensor noFloat = empty(FLOAT);
+
+  // Dense carries and the per-sample parameter-gradient accumulators (the
+  // per-sample vertices of a compute set must not share an InOut).
+  const auto carry = perTile(FLOAT, B, false, "carry");
+  const auto curGrad = perTile(FLOAT, B, true, "currentGrad"); // padding stays zero
+  const auto gBeta = perTile(FLOAT, B, false, "gradBeta");
+  std::vector<Tensor> toZero = {concat(carry, 1).flatten(), concat(curGrad, 1).flatten(),
+                                concat(gBeta, 1).flatten()};
+  std::vector<Tensor> carrySyn, notSpiked, gThr, gAlpha, listIds, listMem, listGrad, nums, prevList,
+      prevNums;
+  if (!readout) {
+    notSpiked = perTile(FLOAT, B, false, "notSpiked");
+    gThr = perTile(FLOAT, B, false, "gradThreshold");
+    toZero.push_back(concat(gThr, 1).flatten());
+    std::vector<Tensor> sizes2L, sizesL;
+    for (const Tile &tile : tiles_) {
+      Tensor ids = graph_.addVariable(INT, {B, 2 * tile.localCapacity}, {dnai_, "listIds"});
+      Tensor mem = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listMembrane"});
+      Tensor grd = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listGrad"});
+      Tensor prv = graph_.addVariable(INT, {B, tile.localCapacity}, {dnai_, "prevSpikeIds"});
+      for (const Tensor &x : {ids, mem, grd, prv})
+        graph_.setTileMapping(x, tile.index);
+      listIds.push_back(ids);
+      listMem.push_back(mem);
+      listGrad.push_back(grd);
+      prevList.push_back(prv);
+    }
+    nums = perTileFixed(UNSIGNED_INT, B, 2, "numListed");
+    prevNums = perTileFixed(UNSIGNED_INT, B, 2, "numPrevSpikes");
+  }
+  if (synaptic) {
+    carrySyn = perTile(FLOAT, B, false, "carrySynaptic");
+    gAlpha = perTile(FLOAT, B, false, "gradAlpha");
+    toZero.push_back(concat(carrySyn, 1).flatten());
+    toZero.push_back(concat(gAlpha, 1).flatten());
+  }
+  // Float weight gradients in the blocks' layout.
+  std::vector<Tensor> gW, gV, gB;
+  for (const Tile &tile : tiles_) {
+    Tensor g = graph_.addVariable(FLOAT, {inFeatures_ * tile.rowLength}, {dnai_, "gradW"});
+    graph_.setTileMapping(g, tile.index);
+    gW.push_back(g);
+    toZero.push_back(g);
+    if (config_.recurrent) {
+      Tensor gv = graph_.addVariable(FLOAT, {N * tile.rowLength}, {dnai_, "gradV"});
+      graph_.setTileMapping(gv, tile.index);
+      gV.push_back(gv);
+      toZero.push_back(gv);
+    }
+    if (config_.hasBias) {
+      Tensor gb = graph_.addVariable(FLOAT, {tile.rowLength}, {dnai_, "gradBias"});
+      graph_.setTileMapping(gb, tile.index);
+      gB.push_back(gb);
+      toZero.push_back(gb);
+    }
+  }
+  const auto partials = perTileFixed(FLOAT, B, Kin, "inputGradPartials");
+  std::vector<Tensor> recPartials;
+  Tensor stepRecGrad;
+  if (config_.recurrent) {
+    recPartials = perTileFixed(FLOAT, B, K, "recurrentGradPartials");
+    stepRecGrad = perSample(FLOAT, K, "recurrentGrad");
+  }
+  const Tensor stepGradIn = perSample(FLOAT, Kin, "gradIn[t]");
+  BackwardOutputs out;
+  out.gradInValues = sliceable(FLOAT, {T, B, Kin}, "gradInValues");
+  popops::zero(graph_, concat(toZero), prog, {dnai_, "initGrad"});
+  if (!readout) {
+    Tensor ones = graph_.addConstant(FLOAT, {1}, 1.0f, {dnai_, "1"});
+    graph_.setTileMapping(ones, tiles_[0].index);
+    prog.add(Copy(ones.broadcast(unsigned(concat(notSpiked, 1).numElements()), 0),
+                  concat(notSpiked, 1).flatten(), false, {dnai_, "notSpiked=1"}));
+  }
+
+  // Step t - 1 of a [T, ...] tensor is row t of [zeros; tensor].
+  auto shiftedByOne = [&](const Tensor &x, const std::string &name) {
+    std::vector<std::size_t> shape = x.shape();
+    shape[0] = 1;
+    Tensor z = graph_.addConstant(x.elementType(), shape, 0, {dnai_, name + "[-1]"});
+    poputil::mapTensorLinearly(graph_, z);
+    return concat(z, x, 0);
+  };
+  Tensor prevIdsAll, prevCountsAll, prevDenseU, prevDenseSyn;
+  if (!readout) {
+    prevIdsAll = shiftedByOne(fo.ids, "ids");
+    prevCountsAll = shiftedByOne(fo.counts, "counts");
+  }
+  if (denseU)
+    prevDenseU = shiftedByOne(fo.denseMembrane, "U");
+  if (denseSyn)
+    prevDenseSyn = shiftedByOne(fo.denseSynaptic, "syn");
+
+  Tensor t = graph_.addVariable(UNSIGNED_INT, {1}, {dnai_, "t"});
+  graph_.setTileMapping(t, tiles_[0].index);
+  Tensor last = graph_.addConstant(UNSIGNED_INT, {1}, T - 1, {dnai_, "T-1"});
+  Tensor one = graph_.addConstant(UNSIGNED_INT, {1}, 1u, {dnai_, "one"});
+  graph_.setTileMapping(last, tiles_[0].index);
+  graph_.setTileMapping(one, tiles_[0].index);
+  prog.add(Copy(last, t, false, {dnai_, "t=T-1"}));
+
+  Sequence body;
+  const Tensor idsT = stepSlice(body, in.inIds, t, "inIds[t]");
+  const Tensor cntT = stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT);
+  Tensor gradT = stepSlice(body, bin.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
+  Tensor oIds, oCnt, oMem, pIds, pCnt, pU, pSyn;
+  if (!readout) {
+    oIds = stepSlice(body, fo.ids, t, "ids[t]");
+    oCnt = stepSlice(body, fo.counts, t, "counts[t]");
+    oMem = stepSlice(body, fo.membrane, t, "membrane[t]");
+    pIds = stepSlice(body, prevIdsAll, t, "ids[t-1]");
+    pCnt = stepSlice(body, prevCountsAll, t, "counts[t-1]");
+  }
+  if (denseU)
+    pU = stepSlice(body, prevDenseU, t, "U[t-1]");
+  if (denseSyn)
+    pSyn = stepSlice(body, prevDenseSyn, t, "syn[t-1]");
+
+  if (config_.recurrent) {
+    // dL/dS[t] += V^T dL/dI[t+1]; curGrad still holds step t+1 (zero at T-1).
+    ComputeSet dot = graph_.addComputeSet({dnai_, "recurrentInputGrad"});
+    for (unsigned j = 0; j < numTiles; ++j)
+      for (unsigned b = 0; b < B; ++b) {
+        auto v = graph_.addVertex(dot, "InputSpikeGrad<" + wt + ">",
+                                  {{"ids", oIds[b]},
+                                   {"numIds", oCnt[b][1].reinterpret(UNSIGNED_INT)},
+                                   {"weights", V[j]},
+                                   {"currentGrad", curGrad[j][b]},
+                                   {"partials", recPartials[j][b]}});
+        graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
+        graph_.setTileMapping(v, tiles_[j].index);
+        estimate(v, plan::cost::inputGradCycles(1, 2 * plan_.spec.activity * N, tiles_[j].rowLength,
+                                                floatW, floatW ? 2 : 4, workers));
+      }
+    body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
+    popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
+    ComputeSet red = graph_.addComputeSet({dnai_, "recurrentReduce"});
+    for (unsigned b = 0; b < B; ++b) {
+      auto v = graph_.addVertex(red, "PartialReduce",
+                                {{"partials", concat(column(recPartials, b))},
+                                 {"out", stepRecGrad[b]},
+                                 {"numOut", oCnt[b][1].reinterpret(UNSIGNED_INT)}});
+      graph_.setInitialValue(v["numPartials"], numTiles);
+      graph_.setInitialValue(v["stride"], K);
+      graph_.setTileMapping(v, combineTile(b));
+      estimate(v, plan::cost::partialReduceCycles(K, numTiles, workers));
+    }
+    body.add(Execute(red, {dnai_, "recurrentReduce"}));
+    popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
+  }
+
+  if (!readout) {
+    ComputeSet sl = graph_.addComputeSet({dnai_, "tileListSlice"});
+    for (unsigned j = 0; j < numTiles; ++j)
+      for (unsigned b = 0; b < B; ++b) {
+        auto v = graph_.addVertex(sl, "TileListSlice",
+                                  {{"ids", oIds[b]},
+                                   {"membrane", oMem[b]},
+                                   {"grad", gradT[b]},
+                                   {"counts", oCnt[b]},
+                                   {"outIds", listIds[j][b]},
+                                   {"outMembrane", listMem[j][b]},
+                                   {"outGrad", listGrad[j][b]},
+                                   {"numSpikes", nums[j][b][0]},
+                                   {"numListed", nums[j][b][1]}});
+        graph_.setInitialValue(v["firstNeuron"], tiles_[j].first);
+        graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
+        graph_.setInitialValue(v["spikesOnly"], 0u);
+        graph_.setTileMapping(v, tiles_[j].index);
+        estimate(v, 60 + 8 * tiles_[j].localCapacity);
+        auto p = graph_.addVertex(sl, "TileListSlice",
+                                  {{"ids", pIds[b]},
+                                   {"membrane", noFloat},
+                                   {"grad", noFloat},
+                                   {"counts", pCnt[b]},
+                                   {"outIds", prevList[j][b]},
+                                   {"outMembrane", noFloat},
+                                   {"outGrad", noFloat},
+                                   {"numSpikes", prevNums[j][b][0]},
+                                   {"numListed", prevNums[j][b][1]}});
+        graph_.setInitialValue(p["firstNeuron"], tiles_[j].first);
+        graph_.setInitialValue(p["numNeurons"], tiles_[j].width);
+        graph_.setInitialValue(p["spikesOnly"], 1u);
+        graph_.setTileMapping(p, tiles_[j].index);
+        estimate(p, 60 + 4 * tiles_[j].localCapacity);
+      }
+    body.add(Execute(sl, {dnai_, "tileListSlice"}));
+  }
+
+  ComputeSet sg = graph_.addComputeSet({dnai_, "stateGrad"});
+  const char *gradVertex = readout    ? "ReadoutStateGrad"
+                           : synaptic ? "SynapticStateGrad"
+                                      : "LifStateGrad";
+  for (unsigned j = 0; j < numTiles; ++j) {
+    const Tile &tile = tiles_[j];
+    for (unsigned b = 0; b < B; ++b) {
+      auto v = graph_.addVertex(sg, gradVertex);
+      graph_.connect(v["beta"], beta[j]);
+      graph_.connect(v["prevMembrane"],
+                     denseU ? pU[b].slice(tile.first, tile.first + tile.width) : noFloat);
+      graph_.connect(v["carry"], carry[j][b]);
+      graph_.connect(v["currentGrad"], curGrad[j][b].slice(0, tile.width));
+      graph_.connect(v["betaGrad"], gBeta[j][b]);
+      graph_.setInitialValue(v["numNeurons"], tile.width);
+      if (readout) {
+        graph_.connect(v["outputGrad"], gradT[b].slice(tile.first, tile.first + tile.width));
+      } else {
+        graph_.connect(v["listIds"], listIds[j][b]);
+        graph_.connect(v["listMembrane"], listMem[j][b]);
+        graph_.connect(v["listGrad"], listGrad[j][b]);
+        graph_.connect(v["numSpikes"], nums[j][b][0]);
+        graph_.connect(v["numListed"], nums[j][b][1]);
+        graph_.connect(v["prevSpikeIds"], prevList[j][b]);
+        graph_.connect(v["numPrevSpikes"], prevNums[j][b][0]);
+        graph_.connect(v["threshold"], thr[j]);
+        graph_.connect(v["notSpiked"], notSpiked[j][b]);
+        graph_.connect(v["thresholdGrad"], gThr[j][b]);
+        graph_.setInitialValue(v["firstNeuron"], tile.first);
+        graph_.setInitialValue(v["reset"], config_.reset);
+        graph_.setInitialValue(v["surrogateKind"], config_.surrogateKind);
+        graph_.setInitialValue(v["surrogateP0"], config_.surrogateP0);
+        graph_.setInitialValue(v["surrogateP1"], config_.surrogateP1);
+        if (synaptic) {
+          graph_.connect(v["alpha"], alpha[j]);
+          graph_.connect(v["prevSynaptic"],
+                         denseSyn ? pSyn[b].slice(tile.first, tile.first + tile.width) : noFloat);
+          graph_.connect(v["carrySynaptic"], carrySyn[j][b]);
+          graph_.connect(v["alphaGrad"], gAlpha[j][b]);
+        }
+      }
+      graph_.setTileMapping(v, tile.index);
+      estimate(v, plan::cost::stateGradCycles(plan_.spec.model, 1, tile.width,
+                                              2 * plan_.spec.activity * tile.width, workers));
+    }
+  }
+  body.add(Execute(sg, {dnai_, "stateGrad"}));
+
+  // Weight gradients: every sample's vertices write the same block, so the
+  // samples take turns (one compute set each) instead of sharing one.
+  for (unsigned b = 0; b < B; ++b) {
+    ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
+    for (unsigned j = 0; j < numTiles; ++j) {
+      auto v = graph_.addVertex(ws, "WeightGradScatter",
+                                {{"ids", idsT[b]},
+                                 {"numIds", cntT[b][0]},
+                                 {"currentGrad", curGrad[j][b]},
+                                 {"weightGrad", gW[j]},
+                                 {"biasGrad", config_.hasBias ? gB[j] : noFloat}});
+      graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
+      graph_.setTileMapping(v, tiles_[j].index);
+      estimate(v, plan::cost::weightGradCycles(
+                      1, std::min<double>(Kin, plan_.spec.activity * inFeatures_),
+                      tiles_[j].rowLength, true, 2, workers));
+      if (config_.recurrent) {
+        // V's gradient pairs dL/dI[t] with the spikes of step t-1.
+        auto r = graph_.addVertex(ws, "WeightGradScatter",
+                                  {{"ids", pIds[b]},
+                                   {"numIds", pCnt[b][0].reinterpret(UNSIGNED_INT)},
+                                   {"currentGrad", curGrad[j][b]},
+                                   {"weightGrad", gV[j]},
+                                   {"biasGrad", noFloat}});
+        graph_.setInitialValue(r["rowLength"], tiles_[j].rowLength);
+        graph_.setTileMapping(r, tiles_[j].index);
+        estimate(r, plan::cost::weightGradCycles(1, plan_.spec.activity * N, tiles_[j].rowLength,
+                                                 true, 2, workers));
+      }
+    }
+    body.add(Execute(ws, {dnai_, "weightGrad"}));
+  }
+
+  // dL/d(input values) at every listed input entry: per-tile partial dot
+  // products, summed in tile order on the sample's reducing tile.
+  ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
+  for (unsigned j = 0; j < numTiles; ++j)
+    for (unsigned b = 0; b < B; ++b) {
+      auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
+                                {{"ids", idsT[b]},
+                                 {"numIds", cntT[b][1]},
+                                 {"weights", W[j]},
+                                 {"currentGrad", curGrad[j][b]},
+                                 {"partials", partials[j][b]}});
+      graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
+      graph_.setTileMapping(v, tiles_[j].index);
+      estimate(v, plan::cost::inputGradCycles(
+                      1, std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
+                      tiles_[j].rowLength, floatW, floatW ? 2 : 4, workers));
+    }
+  body.add(Execute(ig, {dnai_, "inputGrad"}));
+  popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
+  ComputeSet rd = graph_.addComputeSet({dnai_, "inputGradReduce"});
+  for (unsigned b = 0; b < B; ++b) {
+    auto v = graph_.addVertex(rd, "PartialReduce",
+                              {{"partials", concat(column(partials, b))},
+                               {"out", stepGradIn[b]},
+                               {"numOut", cntT[b][1]}});
+    graph_.setInitialValue(v["numPartials"], numTiles);
+    graph_.setInitialValue(v["stride"], Kin);
+    graph_.setTileMapping(v, combineTile(b));
+    estimate(v, plan::cost::partialReduceCycles(Kin, numTiles, workers));
+  }
+  body.add(Execute(rd, {dnai_, "inputGradReduce"}));
+  stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");
+  popops::subInPlace(graph_, t, one, body, {dnai_, "t-=1"});
+  prog.add(Repeat(T, body, {dnai_, "timeLoopBack"}));
+
+  // Back to the torch layouts; tile j keeps the rows of its neurons.
+  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols,
+                          const std::string &name) {
+    std::vector<Tensor> parts;
+    for (unsigned j = 0; j < numTiles; ++j)
+      parts.push_back(
+          blocks[j].reshape({cols, tiles_[j].rowLength}).slice(0, tiles_[j].width, 1).transpose());
+    Tensor m = graph_.addVariable(FLOAT, {N, cols}, {dnai_, name});
+    for (const Tile &tile : tiles_)
+      graph_.setTileMapping(m.slice(tile.first, tile.first + tile.width, 0), tile.index);
+    prog.add(Copy(concat(parts, 0), m, false, {dnai_, name}));
+    return m;
+  };
+  auto sumSamples = [&](const std::vector<Tensor> &perSampleGrads, const std::string &name) {
+    return popops::reduce(graph_, concat(perSampleGrads, 1), FLOAT, {0},
+                          popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
+  };
+  out.gradWeight = rowsToMatrix(gW, inFeatures_, "gradWeight");
+  if (config_.recurrent)
+    out.gradRecWeight = rowsToMatrix(gV, N, "gradRecWeight");
+  if (config_.hasBias) {
+    std::vector<Tensor> parts;
+    for (unsigned j = 0; j < numTiles; ++j)
+      parts.push_back(gB[j].slice(0, tiles_[j].width));
+    out.gradBias = poputil::duplicate(graph_, concat(parts), prog, {dnai_, "gradBias"});
+  }
+  out.gradBeta = sumSamples(gBeta, "gradBeta");
+  if (!readout)
+    out.gradThreshold = sumSamples(gThr, "gradThreshold");
+  if (synaptic)
+    out.gradAlpha = sumSamples(gAlpha, "gradAlpha");
+  return out;
+}
+
+} // namespace ipu
+} // namespace snn

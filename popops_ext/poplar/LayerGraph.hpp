@@ -1,0 +1,133 @@
+// Poplar graph builders for one spiking layer (SDK only; not built on the
+// CPU). They turn a plan::LayerPlan into variables mapped to its tiles,
+// compute sets of the codelets in codelets/ and one Repeat over the
+// timesteps, forward and backward. The tensors crossing the boundary have
+// the shapes of the emulator's layer_forward / layer_backward.
+#pragma once
+
+#include <poplar/DebugContext.hpp>
+#include <poplar/Graph.hpp>
+#include <poplar/Program.hpp>
+#include <poplar/Tensor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plan/Planner.hpp"
+
+namespace snn {
+namespace ipu {
+
+// Everything about a layer that is not a tensor (the op's attributes).
+struct NeuronConfig {
+  unsigned model = 0; // 0 leaky, 1 synaptic, 2 readout
+  unsigned reset = 0; // 0 subtract, 1 zero, 2 none
+  unsigned surrogateKind = 0;
+  float surrogateP0 = 2.0f;
+  float surrogateP1 = 0.0f;
+  float gradWindow = 0.0f; // +inf: every neuron eligible
+  bool hasBias = true;
+  bool recurrent = false;
+  bool keepDenseState = false; // dense U (, syn) over T, for the beta / alpha grads
+  unsigned firstTile = 0;      // where the layer's tile 0 sits on the IPU
+};
+
+struct ForwardInputs {
+  poplar::Tensor inIds;     // INT [T, B, Kin]
+  poplar::Tensor inCounts;  // INT [T, B, 2]
+  poplar::Tensor weight;    // FLOAT/HALF [out, in]
+  poplar::Tensor bias;      // FLOAT [out] (ignored without hasBias)
+  poplar::Tensor recWeight; // FLOAT/HALF [out, out] (recurrent only)
+  poplar::Tensor beta;      // FLOAT [out]
+  poplar::Tensor threshold; // FLOAT [out] (spiking only)
+  poplar::Tensor alpha;     // FLOAT [out] (synaptic only)
+};
+
+struct ForwardOutputs {
+  // spiking models
+  poplar::Tensor values;        // FLOAT [T, B, K]: 1 at spikes, 0 at eligible-only entries
+  poplar::Tensor ids;           // INT [T, B, K]
+  poplar::Tensor counts;        // INT [T, B, 2]: spikes listed, entries listed
+  poplar::Tensor membrane;      // FLOAT [T, B, K]: U at the listed entries
+  poplar::Tensor needed;        // INT [T, B, 2]: spikes and entries before the capacity cut
+  poplar::Tensor denseMembrane; // FLOAT [T, B, N] (keepDenseState) / readout output
+  poplar::Tensor denseSynaptic; // FLOAT [T, B, N] (synaptic, keepDenseState)
+};
+
+struct BackwardInputs {
+  ForwardInputs forward;
+  ForwardOutputs outputs;
+  poplar::Tensor gradValues; // FLOAT [T, B, K] = dL/dvalues; readout: FLOAT [T, B, N] = dL/dU
+};
+
+struct BackwardOutputs {
+  poplar::Tensor gradInValues;  // FLOAT [T, B, Kin]
+  poplar::Tensor gradWeight;    // FLOAT [out, in]
+  poplar::Tensor gradBias;      // FLOAT [out]
+  poplar::Tensor gradRecWeight; // FLOAT [out, out]
+  poplar::Tensor gradBeta;      // FLOAT [out]
+  poplar::Tensor gradThreshold; // FLOAT [out]
+  poplar::Tensor gradAlpha;     // FLOAT [out]
+};
+
+// Adds codelets/*.gp (built by popc, see CMakeLists.txt) once per graph.
+void addSnnCodelets(poplar::Graph &graph, const std::string &gpPath);
+
+class LayerGraph {
+public:
+  LayerGraph(poplar::Graph &graph, const plan::LayerPlan &plan, const NeuronConfig &config,
+             const poplar::Type &weightType, const poplar::DebugContext &dc);
+
+  // A [rows, cols] weight laid out so that tile j holds the rows of its
+  // neurons (the op offers it to PopART so the per-call block copy stays on tile).
+  poplar::Tensor createWeight(unsigned cols, const poplar::DebugContext &dc) const;
+
+  ForwardOutputs forward(poplar::program::Sequence &prog, const ForwardInputs &in);
+  BackwardOutputs backward(poplar::program::Sequence &prog, const BackwardInputs &in);
+
+private:
+  struct Tile {
+    unsigned index, first, width, rowLength, localCapacity;
+  };
+
+  // Per tile, a [rows x rowLength] block of the transposed weight, padding zeroed.
+  std::vector<poplar::Tensor> weightBlocks(poplar::program::Sequence &prog, const poplar::Tensor &w,
+                                           unsigned rows, const std::string &name);
+  // Per tile, a copy of the neuron parameter's slice, so steps read it locally.
+  std::vector<poplar::Tensor> paramSlices(poplar::program::Sequence &prog, const poplar::Tensor &p,
+                                          const std::string &name);
+  // Per tile, a [leading, width (or rowLength if padded)] variable on the tile.
+  std::vector<poplar::Tensor> perTile(const poplar::Type &type, unsigned leading, bool padded,
+                                      const std::string &name);
+  // Per tile, a [leading, columns] variable on the tile.
+  std::vector<poplar::Tensor> perTileFixed(const poplar::Type &type, unsigned leading,
+                                           unsigned columns, const std::string &name);
+  // Per sample b, a [columns] variable on the tile that combines / reduces b.
+  poplar::Tensor perSample(const poplar::Type &type, unsigned columns, const std::string &name);
+  poplar::Tensor empty(const poplar::Type &type);
+  poplar::Tensor sliceable(const poplar::Type &type, std::vector<std::size_t> shape,
+                           const std::string &name);
+  poplar::Tensor stepSlice(poplar::program::Sequence &prog, const poplar::Tensor &t,
+                           const poplar::Tensor &index, const std::string &name);
+  void stepUpdate(poplar::program::Sequence &prog, const poplar::Tensor &t,
+                  const poplar::Tensor &step, const poplar::Tensor &index, const std::string &name);
+  unsigned combineTile(unsigned b) const { return tiles_[b % tiles_.size()].index; }
+  void estimate(const poplar::VertexRef &v, std::uint64_t cycles);
+  // A Vector<Input<Vector<T>>> field: one tensor per element.
+  void connectEach(const poplar::VertexRef &v, const std::string &field,
+                   const std::vector<poplar::Tensor> &tensors);
+
+  poplar::Graph &graph_;
+  plan::LayerPlan plan_;
+  NeuronConfig config_;
+  poplar::Type weightType_;
+  std::unique_ptr<poplar::DebugInfo> debugInfo_; // written to the profile when destroyed
+  poplar::DebugNameAndId dnai_;
+  std::vector<Tile> tiles_;
+  unsigned batch_, steps_, inFeatures_, outFeatures_, capacityIn_, capacityOut_;
+};
+
+} // namespace ipu
+} // namespace snn

@@ -1,0 +1,232 @@
+"""The IPU backend: a layer's whole time loop as one PopART custom op.
+
+Inside a PopTorch model running on an IPU (``poptorch.isRunningOnIpu()``),
+``spiking_layer`` / ``readout_layer`` emit ``poptorch.custom_op`` calls to
+``SnnSpikingLayer`` / ``SnnReadoutLayer`` in the ``ai.snn_ipu`` domain. The
+ops and their gradient ops live in ``libsnn_ipu_popart.so`` (built from
+``popops_ext/poplar`` with the Poplar SDK, see docs/ipu.md); PopART's
+autodiff pulls the gradients through them.
+
+This module imports without the SDK; only calling it needs PopTorch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from ..spikes import SparseSpikes
+from .tiles import model_code, tile_starts_for
+
+__all__ = [
+    "DOMAIN",
+    "DOMAIN_VERSION",
+    "IPUUnavailableError",
+    "LIBRARY_ENV",
+    "load_library",
+    "pack_attributes",
+    "readout_layer",
+    "spiking_layer",
+]
+
+DOMAIN = "ai.snn_ipu"
+DOMAIN_VERSION = 1
+LIBRARY_ENV = "SNN_IPU_POPART_LIB"
+_LIBRARY_NAME = "libsnn_ipu_popart.so"
+_IPU_TILES = 1472
+
+_loaded: Dict[str, ctypes.CDLL] = {}
+
+
+class IPUUnavailableError(RuntimeError):
+    """The ipu backend was asked for where it cannot run."""
+
+
+def _poptorch():
+    try:
+        import poptorch
+    except ImportError as exc:
+        raise IPUUnavailableError(
+            "the 'ipu' backend needs PopTorch from the Graphcore Poplar SDK (it is not on "
+            "PyPI); on a CPU use backend='emulator' or 'reference'"
+        ) from exc
+    return poptorch
+
+
+def _require_ipu():
+    poptorch = _poptorch()
+    if not poptorch.isRunningOnIpu():
+        raise IPUUnavailableError(
+            "the 'ipu' backend only runs inside a model wrapped by poptorch.inferenceModel or "
+            "poptorch.trainingModel (poptorch.isRunningOnIpu() is False here); use "
+            "backend='auto' to fall back to the emulator outside"
+        )
+    return poptorch
+
+
+def _default_library_paths() -> List[Path]:
+    package = Path(__file__).resolve().parent.parent
+    return [package / "lib" / _LIBRARY_NAME, package.parent / "build" / "ipu" / _LIBRARY_NAME]
+
+
+def load_library(path: Optional[str] = None) -> ctypes.CDLL:
+    """Load the custom-op library once; its static creators register the ops with PopART."""
+    candidates = [Path(path)] if path else (
+        [Path(os.environ[LIBRARY_ENV])] if os.environ.get(LIBRARY_ENV)
+        else _default_library_paths()
+    )
+    for candidate in candidates:
+        key = str(candidate)
+        if key in _loaded:
+            return _loaded[key]
+        if candidate.is_file():
+            # RTLD_GLOBAL: PopART looks the creators up in its own registry.
+            _loaded[key] = ctypes.CDLL(key, mode=ctypes.RTLD_GLOBAL)
+            return _loaded[key]
+    tried = ", ".join(str(c) for c in candidates)
+    raise IPUUnavailableError(
+        f"{_LIBRARY_NAME} not found (tried {tried}); build it with the Poplar SDK "
+        f"(docs/ipu.md) or point {LIBRARY_ENV} at it"
+    )
+
+
+def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int) -> int:
+    """The tile size the planner picks for ipu2 (what snn_ipu.planning reports)."""
+    try:
+        starts = tile_starts_for(
+            layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
+            recurrent=layer.recurrent, model=layer.neuron_model,
+            capacity_in=spikes.capacity, capacity_out=capacity,
+            weight_bytes=layer.weight.element_size(), target="ipu2", threads=1,
+        )
+    except ImportError:  # the planner ships with the emulator's extension
+        per_tile = math.ceil(layer.out_features / _IPU_TILES)
+        return max(8, -(-per_tile // 8) * 8)
+    return int(starts[1] - starts[0])
+
+
+def pack_attributes(
+    config,
+    capacity: int,
+    neurons_per_tile: int,
+    has_bias: bool,
+    keep_dense_state: bool,
+    first_tile: int = 0,
+    activity: float = 0.05,
+) -> Dict[str, Any]:
+    """The custom op's attributes: ints and floats only, as PopTorch requires.
+
+    ``config`` is a layer's :class:`~snn_ipu.layers.LayerConfig`. An infinite
+    gradient window is sent as ``-1.0`` (the C++ side reads negative as inf).
+    """
+    p0, p1 = config.surrogate.params
+    window = config.grad_window
+    return {
+        "model": int(config.model_code),
+        "reset": int(config.reset_code),
+        "surrogate_kind": int(config.surrogate.kind),
+        "surrogate_p0": float(p0),
+        "surrogate_p1": float(p1),
+        "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
+        "capacity": int(capacity),
+        "has_bias": int(bool(has_bias)),
+        "recurrent": int(bool(config.recurrent)),
+        "keep_dense_state": int(bool(keep_dense_state)),
+        "neurons_per_tile": int(neurons_per_tile),
+        "first_tile": int(first_tile),
+        "activity": float(activity),
+    }
+
+
+def _capacity(layer, spikes: SparseSpikes) -> int:
+    if layer.max_spikes is not None:
+        return int(layer.max_spikes)
+    # Static shapes on the IPU: an automatic capacity is the planner's guess.
+    try:
+        from .. import _C
+    except ImportError:
+        return max(1, min(layer.out_features, math.ceil(0.2 * layer.out_features)))
+    plan = _C.plan_layer(
+        layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
+        layer.recurrent, model_code(layer.neuron_model), spikes.capacity, 0, 0.05,
+        layer.weight.element_size(), "ipu2", 1,
+    )
+    return int(plan["capacity_out"])
+
+
+def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+    """A real input, or a zero stand-in: custom ops take a fixed list of inputs."""
+    if t is None:
+        return torch.zeros(*size, dtype=like.dtype, device=like.device)
+    return t
+
+
+def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
+    poptorch = _require_ipu()
+    load_library()
+    config = layer.config()
+    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    capacity = _capacity(layer, spikes)
+    learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
+        alpha is not None and getattr(alpha, "requires_grad", False))
+    attributes = pack_attributes(
+        config, capacity, _neurons_per_tile(layer, spikes, capacity), bias is not None,
+        keep_dense_state=learn_decay,
+    )
+    f32 = torch.zeros(1, dtype=torch.float32)
+    inputs = [
+        spikes.ids.to(torch.int32),
+        spikes.counts.to(torch.int32),
+        spikes.values.to(torch.float32),
+        weight,
+        _float(bias, (N,), f32),
+        _float(rec_weight, (1, 1), weight),
+        beta,
+        threshold,
+        _float(alpha, (1,), f32),
+    ]
+    dense = (T, B, N) if learn_decay else (1,)
+    dense_syn = dense if config.model == "synaptic" else (1,)
+    example_outputs = [
+        torch.zeros(T, B, capacity, dtype=torch.float32),  # values
+        torch.zeros(T, B, capacity, dtype=torch.int32),    # ids
+        torch.zeros(T, B, 2, dtype=torch.int32),           # counts
+        torch.zeros(T, B, capacity, dtype=torch.float32),  # membrane at listed entries
+        torch.zeros(T, B, 2, dtype=torch.int32),           # spikes / entries needed
+        torch.zeros(*dense, dtype=torch.float32),
+        torch.zeros(*dense_syn, dtype=torch.float32),
+    ]
+    values, ids, counts, _membrane, _needed, _u, _syn = poptorch.custom_op(
+        inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
+        example_outputs=example_outputs, attributes=attributes,
+    )
+    return SparseSpikes(ids, counts, N, values, validate=False)
+
+
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+    poptorch = _require_ipu()
+    load_library()
+    config = layer.config()
+    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    attributes = pack_attributes(
+        config, 0, _neurons_per_tile(layer, spikes, 0), bias is not None,
+        keep_dense_state=False,
+    )
+    inputs = [
+        spikes.ids.to(torch.int32),
+        spikes.counts.to(torch.int32),
+        spikes.values.to(torch.float32),
+        weight,
+        _float(bias, (N,), torch.zeros(1, dtype=torch.float32)),
+        beta,
+    ]
+    (membrane,) = poptorch.custom_op(
+        inputs, "SnnReadoutLayer", DOMAIN, DOMAIN_VERSION,
+        example_outputs=[torch.zeros(T, B, N, dtype=torch.float32)], attributes=attributes,
+    )
+    return membrane

@@ -1,0 +1,5 @@
+"""Built-in datasets that need no download."""
+
+from .randman import SpikeDataset, batches, make_randman, randman_times, split
+
+__all__ = ["SpikeDataset", "batches", "make_randman", "randman_times", "split"]

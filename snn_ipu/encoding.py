@@ -1,0 +1,167 @@
+"""Spike encoders with the semantics of ``snntorch.spikegen``.
+
+All encoders return dense, time-major 0/1 float tensors ``[T, ...]``; turn one into
+the sparse format with ``SparseSpikes.from_dense(x)`` (flatten feature dims first:
+a layer takes ``[T, B, in_features]``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+__all__ = ["rate", "latency", "latency_times", "delta"]
+
+
+def rate(
+    data: torch.Tensor,
+    num_steps: Optional[int],
+    gain: float = 1.0,
+    offset: float = 0.0,
+    generator: Optional[torch.Generator] = None,
+) -> torch.Tensor:
+    r"""Rate (Bernoulli / Poisson-like) coding, as ``snntorch.spikegen.rate``.
+
+    .. math::
+        S_t \sim \mathrm{Bernoulli}\big(\mathrm{clip}(g \cdot x + o,\ 0,\ 1)\big),
+        \qquad t = 0, \dots, T-1 \text{ independently}
+
+    With ``generator=None`` the global torch RNG is used and, for the same seed, the
+    result equals ``snntorch.spikegen.rate(data, num_steps, gain, offset)`` bit for bit.
+
+    :param data: intensities, any shape; already time-major ``[T, ...]`` if
+        ``num_steps`` is None
+    :param num_steps: steps to repeat static data over, or None for time-varying data
+    :param gain: multiplies the data before clipping to [0, 1]
+    :param offset: added after the gain
+    :param generator: torch.Generator for reproducible draws
+    :return: float 0/1 ``[num_steps, *data.shape]`` (or ``data.shape`` when time-varying)
+    """
+    if num_steps is None:
+        probabilities = data * gain + offset
+    else:
+        if num_steps <= 0:
+            raise ValueError(f"num_steps must be positive, got {num_steps}")
+        # repeat, not expand: same memory layout as snnTorch, hence identical draws.
+        probabilities = data.repeat(num_steps, *([1] * data.dim())) * gain + offset
+    return torch.bernoulli(probabilities.clamp(0.0, 1.0).float(), generator=generator)
+
+
+def latency_times(
+    data: torch.Tensor,
+    num_steps: int,
+    tau: float = 1.0,
+    threshold: float = 0.01,
+    linear: bool = False,
+    normalize: bool = False,
+    first_spike_time: int = 0,
+) -> torch.Tensor:
+    r"""Real-valued spike times of :func:`latency` (``snntorch.spikegen.latency_code``).
+
+    Logarithmic code (an RC circuit charged by a constant input x reaching threshold θ):
+
+    .. math::
+        t(x) = \tau \ln\frac{x}{x - \theta}, \qquad x \leftarrow \max(x, \theta + 10^{-7})
+
+    Linear code: :math:`t(x) = \min(\tau (1 - x),\ \tau (1 - \theta))`.
+    ``normalize`` rescales so that the latest possible spike lands on step ``T - 1``
+    (linear: :math:`\tau = T - 1 - t_0`; log: divide by the largest time in ``data``).
+    Both add ``first_spike_time`` :math:`t_0`.
+    """
+    if not 0.0 < threshold < 1.0:
+        raise ValueError(f"threshold must be in (0, 1), got {threshold}")
+    if tau <= 0:
+        raise ValueError(f"tau must be positive, got {tau}")
+    if num_steps <= 0:
+        raise ValueError(f"num_steps must be positive, got {num_steps}")
+    if not 0 <= first_spike_time <= num_steps - 1:
+        raise ValueError(
+            f"first_spike_time must be in [0, {num_steps - 1}], got {first_spike_time}"
+        )
+    if data.numel() and (float(data.min()) < 0.0 or float(data.max()) > 1.0):
+        raise ValueError(
+            f"latency coding needs data in [0, 1], got [{float(data.min())}, {float(data.max())}]"
+        )
+    data = data.float()
+    if linear:
+        if normalize:
+            tau = num_steps - 1 - first_spike_time
+        return (-tau * (data - 1)).clamp_max(-tau * (threshold - 1)) + first_spike_time
+    saturated = data.clamp_min(threshold + 1e-7)
+    times = tau * torch.log(saturated / (saturated - threshold))
+    if normalize:
+        times = times * (num_steps - first_spike_time - 1) / times.max()
+    return times + first_spike_time
+
+
+def latency(
+    data: torch.Tensor,
+    num_steps: int,
+    tau: float = 1.0,
+    threshold: float = 0.01,
+    linear: bool = False,
+    normalize: bool = False,
+    clip: bool = False,
+    first_spike_time: int = 0,
+) -> torch.Tensor:
+    r"""Time-to-first-spike coding, as ``snntorch.spikegen.latency``: one spike per
+    feature at step ``round(t(x))`` of :func:`latency_times`; bright features fire first.
+
+    .. math::
+        S_{t} = [\, t = \mathrm{round}(t(x)) \,]
+
+    Features below ``threshold`` saturate and fire at the latest time, or not at all
+    with ``clip=True``. Spike times beyond ``num_steps - 1`` are an error (lower ``tau``
+    or pass ``normalize=True``), as in snnTorch without ``bypass``.
+
+    :param data: intensities in [0, 1], any shape
+    :param num_steps: number of steps T
+    :param tau: RC time constant (log code) or slope (linear code)
+    :param threshold: input level below which a feature saturates
+    :param linear: linear instead of logarithmic code
+    :param normalize: rescale times to span ``[first_spike_time, T - 1]``
+    :param clip: drop the spikes of features below ``threshold``
+    :param first_spike_time: delay added to every spike time
+    :return: float 0/1 ``[num_steps, *data.shape]``
+    """
+    times = latency_times(data, num_steps, tau, threshold, linear, normalize, first_spike_time)
+    # torch.round is round-half-to-even, like snnTorch's.
+    steps = torch.round(times).long()
+    if steps.numel() and int(steps.max()) > num_steps - 1:
+        raise ValueError(
+            f"latest spike time {int(steps.max())} does not fit in num_steps={num_steps}; "
+            "decrease tau or pass normalize=True"
+        )
+    spikes = torch.zeros((num_steps, *data.shape), dtype=torch.float32, device=data.device)
+    spikes.scatter_(0, steps.unsqueeze(0), 1.0)
+    if clip:
+        spikes = spikes * ~(data < threshold)
+    return spikes
+
+
+def delta(
+    data: torch.Tensor, threshold: float = 0.1, padding: bool = False, off_spike: bool = False
+) -> torch.Tensor:
+    r"""Change detection on time-major data, as ``snntorch.spikegen.delta``.
+
+    .. math::
+        S_t = [\, x_t - x_{t-1} \ge \theta \,] \;-\; [\, x_t - x_{t-1} \le -\theta \,]
+              \cdot \mathbb{1}_{\text{off\_spike}}
+
+    :param data: ``[T, ...]``
+    :param threshold: minimal change θ that emits a spike
+    :param padding: take :math:`x_{-1} = x_0` (no spike at t=0) instead of 0
+    :param off_spike: emit -1 for decreases (the output is then not 0/1)
+    :return: float ``[T, ...]``
+    """
+    if data.dim() == 0 or data.shape[0] == 0:
+        raise ValueError("delta needs time-major data with at least one step")
+    first = data[:1] if padding else torch.zeros_like(data[:1])
+    previous = torch.cat((first, data[:-1]))
+    change = data - previous
+    spikes = (change >= threshold).to(torch.float32)
+    if off_spike:
+        spikes = spikes - (change <= -threshold).to(torch.float32)
+    return spikes
+

@@ -1,0 +1,261 @@
+"""Classification losses and accuracy for spiking outputs, in the manner of
+``snntorch.functional``.
+
+Every function takes the network output either as a :class:`~snn_ipu.SparseSpikes`
+or as a dense time-major tensor ``[T, B, N]``. Unlike snnTorch, the losses are plain
+functions rather than objects to instantiate::
+
+    snnTorch                                   snn_ipu
+    SF.ce_count_loss()(spk, y)                 ce_count_loss(spk, y)
+    SF.ce_rate_loss()(spk, y)                  ce_rate_loss(spk, y)
+    SF.ce_max_membrane_loss()(mem, y)          ce_membrane_loss(mem, y, reduction="max")
+    SF.mse_count_loss(0.8, 0.2)(spk, y)        mse_count_loss(spk, y, 0.8, 0.2)
+    SF.accuracy_rate(spk, y)                   accuracy(spk, y)
+    population_code=True, num_classes=C        population=N // C
+
+Population codes use snnTorch's layout: with ``population = P`` there are ``N = C * P``
+output neurons and neuron ``j`` votes for class ``j // P`` (contiguous blocks of P).
+All losses average over the batch (snnTorch's default ``reduction='mean'``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "spike_count",
+    "ce_count_loss",
+    "ce_rate_loss",
+    "ce_membrane_loss",
+    "mse_count_loss",
+    "accuracy",
+]
+
+# A SparseSpikes or anything else with to_dense()/spike_counts(); typed loosely so that
+# this module does not import the core (and works with duck-typed test doubles).
+SpikesLike = Union[torch.Tensor, Any]
+
+_MEMBRANE_REDUCTIONS = ("max", "mean", "last", "sum")
+
+
+def _is_sparse(spikes: SpikesLike) -> bool:
+    return hasattr(spikes, "to_dense") and hasattr(spikes, "spike_counts")
+
+
+def _dense(spikes: SpikesLike, name: str = "spikes") -> torch.Tensor:
+    """Time-major dense view [T, B, N] of either input form."""
+    if _is_sparse(spikes):
+        return spikes.to_dense()
+    if not isinstance(spikes, torch.Tensor):
+        raise TypeError(f"{name} must be a SparseSpikes or a torch.Tensor, got {type(spikes)}")
+    if spikes.dim() != 3:
+        raise ValueError(
+            f"{name} must have shape [T, B, N] (time first), got {tuple(spikes.shape)}"
+        )
+    return spikes
+
+
+def _pool_population(x: torch.Tensor, population: int) -> torch.Tensor:
+    """Sum the last dim in contiguous blocks of ``population``: [..., C*P] -> [..., C]."""
+    if not isinstance(population, int) or population < 1:
+        raise ValueError(f"population must be a positive int, got {population!r}")
+    num_outputs = x.shape[-1]
+    if num_outputs % population:
+        raise ValueError(
+            f"number of output neurons ({num_outputs}) is not divisible by "
+            f"population ({population})"
+        )
+    if population == 1:
+        return x
+    return x.reshape(*x.shape[:-1], num_outputs // population, population).sum(-1)
+
+
+def _check_targets(targets: torch.Tensor, batch_size: int, num_classes: int) -> None:
+    if not isinstance(targets, torch.Tensor):
+        raise TypeError(f"targets must be a torch.Tensor of class indices, got {type(targets)}")
+    if targets.dtype.is_floating_point or targets.dtype == torch.bool or targets.is_complex():
+        raise ValueError(f"targets must hold integer class indices, got dtype {targets.dtype}")
+    if targets.dim() != 1 or targets.shape[0] != batch_size:
+        raise ValueError(
+            f"targets must have shape [B] = [{batch_size}], got {tuple(targets.shape)}"
+        )
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
+        raise ValueError(
+            f"targets must lie in [0, {num_classes}), got range "
+            f"[{int(targets.min())}, {int(targets.max())}]"
+        )
+
+
+def spike_count(spikes: SpikesLike, population: int = 1) -> torch.Tensor:
+    r"""Spikes per output (or per class, for a population code), summed over time.
+
+    .. math::
+        n_{b,c} = \sum_t \sum_{j \in \mathrm{pop}(c)} S_{t,b,j}
+
+    Differentiable (through ``SparseSpikes.values`` for the sparse form).
+
+    :param spikes: SparseSpikes or dense ``[T, B, N]``
+    :param population: output neurons per class; ``N`` must be divisible by it
+    :return: float ``[B, N // population]``
+    """
+    if _is_sparse(spikes):
+        counts = spikes.spike_counts()
+    else:
+        counts = _dense(spikes).sum(0)
+    return _pool_population(counts, population)
+
+
+def ce_count_loss(
+    spikes: SpikesLike, targets: torch.Tensor, population: int = 1
+) -> torch.Tensor:
+    r"""Cross-entropy of the spike counts (``snntorch.functional.ce_count_loss``).
+
+    .. math::
+        \mathcal{L} = -\frac{1}{B} \sum_b \log \mathrm{softmax}(n_{b})_{y_b},
+        \qquad n_{b,c} = \sum_t S_{t,b,c}
+
+    :param spikes: SparseSpikes or dense ``[T, B, C * population]``
+    :param targets: int64 class indices ``[B]``
+    :param population: output neurons per class
+    :return: scalar loss
+    """
+    counts = spike_count(spikes, population)
+    _check_targets(targets, counts.shape[0], counts.shape[1])
+    return F.cross_entropy(counts, targets)
+
+
+def ce_rate_loss(
+    spikes: SpikesLike, targets: torch.Tensor, population: int = 1
+) -> torch.Tensor:
+    r"""Cross-entropy applied at every step, averaged over time
+    (``snntorch.functional.ce_rate_loss``).
+
+    .. math::
+        \mathcal{L} = \frac{1}{T} \sum_t \frac{1}{B} \sum_b
+            -\log \mathrm{softmax}(S_{t,b})_{y_b}
+
+    With ``population > 1`` the spikes of each class's neurons are summed per step
+    before the softmax. (snnTorch 1.0's ``ce_rate_loss(population_code=True)`` needs
+    class weights and does not pool; this is the pooled reading of it.)
+
+    :param spikes: SparseSpikes or dense ``[T, B, C * population]``
+    :param targets: int64 class indices ``[B]``
+    :param population: output neurons per class
+    :return: scalar loss
+    """
+    dense = _pool_population(_dense(spikes), population)
+    num_steps, batch_size, num_classes = dense.shape
+    _check_targets(targets, batch_size, num_classes)
+    # Mean over (t, b) pairs equals the mean over t of per-step batch means.
+    return F.cross_entropy(
+        dense.reshape(num_steps * batch_size, num_classes), targets.repeat(num_steps)
+    )
+
+
+def _reduce_time(membrane: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "max":
+        return membrane.max(0).values
+    if reduction == "mean":
+        return membrane.mean(0)
+    if reduction == "last":
+        return membrane[-1]
+    if reduction == "sum":
+        return membrane.sum(0)
+    raise ValueError(f"reduction must be one of {_MEMBRANE_REDUCTIONS}, got {reduction!r}")
+
+
+def ce_membrane_loss(
+    membrane: torch.Tensor, targets: torch.Tensor, reduction: str = "max"
+) -> torch.Tensor:
+    r"""Cross-entropy of the output membrane potential reduced over time.
+
+    .. math::
+        \mathcal{L} = -\frac{1}{B} \sum_b \log \mathrm{softmax}(m_b)_{y_b},
+        \qquad m_{b,c} = \mathop{\mathrm{red}}_t U_{t,b,c}
+
+    ``reduction="max"`` is ``snntorch.functional.ce_max_membrane_loss`` (from Zenke's
+    SpyTorch); ``"mean"``, ``"sum"`` and ``"last"`` reduce over time accordingly.
+
+    :param membrane: ``[T, B, C]``, e.g. the output of :class:`~snn_ipu.ReadoutLayer`
+    :param targets: int64 class indices ``[B]``
+    :param reduction: how time is reduced: ``"max" | "mean" | "last" | "sum"``
+    :return: scalar loss
+    """
+    membrane = _dense(membrane, "membrane")
+    logits = _reduce_time(membrane, reduction)
+    _check_targets(targets, logits.shape[0], logits.shape[1])
+    return F.cross_entropy(logits, targets)
+
+
+def mse_count_loss(
+    spikes: SpikesLike,
+    targets: torch.Tensor,
+    correct_rate: float = 1.0,
+    incorrect_rate: float = 0.0,
+    population: int = 1,
+) -> torch.Tensor:
+    r"""Mean squared error between spike counts and target counts
+    (``snntorch.functional.mse_count_loss``, from SLAYER).
+
+    .. math::
+        \mathcal{L} = \frac{1}{T} \cdot \frac{1}{B C} \sum_{b,c} (n_{b,c} - \hat n_{b,c})^2,
+        \qquad \hat n_{b,c} = \begin{cases}
+            \lfloor T P r_{\mathrm{correct}} \rfloor & c = y_b \\
+            \lfloor T P r_{\mathrm{incorrect}} \rfloor & \text{otherwise}
+        \end{cases}
+
+    The target counts are truncated to integers, as snnTorch does.
+
+    :param spikes: SparseSpikes or dense ``[T, B, C * population]``
+    :param targets: int64 class indices ``[B]``
+    :param correct_rate: target firing rate (spikes per step) of the correct class
+    :param incorrect_rate: target firing rate of every other class
+    :param population: output neurons per class
+    :return: scalar loss
+    """
+    for name, rate in (("correct_rate", correct_rate), ("incorrect_rate", incorrect_rate)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {rate}")
+    num_steps = spikes.num_steps if _is_sparse(spikes) else _dense(spikes).shape[0]
+    counts = spike_count(spikes, population)
+    batch_size, num_classes = counts.shape
+    _check_targets(targets, batch_size, num_classes)
+    on_target = int(num_steps * correct_rate * population)
+    off_target = int(num_steps * incorrect_rate * population)
+    target_counts = torch.full_like(counts, float(off_target))
+    target_counts.scatter_(1, targets.unsqueeze(1), float(on_target))
+    return F.mse_loss(counts, target_counts) / num_steps
+
+
+def accuracy(
+    outputs: SpikesLike, targets: torch.Tensor, population: int = 1, reduction: str = "sum"
+) -> float:
+    r"""Fraction of samples whose winning class is the target.
+
+    .. math::
+        \mathrm{acc} = \frac{1}{B} \sum_b
+            [\arg\max_c \mathop{\mathrm{red}}_t X_{t,b,c} = y_b]
+
+    For spikes keep ``reduction="sum"`` (spike count; ``snntorch.functional.accuracy_rate``).
+    For a membrane from a readout layer pass the ``reduction`` used in
+    :func:`ce_membrane_loss` (``"max"`` by default there). Ties go to the lowest class.
+
+    :param outputs: SparseSpikes, dense spikes or membrane ``[T, B, C * population]``
+    :param targets: int64 class indices ``[B]``
+    :param population: output neurons per class
+    :param reduction: reduction over time, ``"sum" | "max" | "mean" | "last"``
+    :return: accuracy in [0, 1]
+    """
+    with torch.no_grad():
+        if _is_sparse(outputs) and reduction == "sum":
+            scores = spike_count(outputs, population)
+        else:
+            scores = _pool_population(_reduce_time(_dense(outputs), reduction), population)
+        _check_targets(targets, scores.shape[0], scores.shape[1])
+        if scores.shape[0] == 0:
+            raise ValueError("accuracy of an empty batch is undefined")
+        predicted = scores.argmax(1)
+        return float((predicted == targets.to(predicted.device)).float().mean())

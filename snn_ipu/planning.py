@@ -1,0 +1,319 @@
+"""Will a network fit, and how fast will it train? Ask the tile planner.
+
+``plan(model, batch_size, num_steps)`` places every layer with the C++
+planner (``popops_ext/plan``, the same one the Poplar builder and the
+emulator run) and reports per layer: tiles used, bytes per tile against the
+624 KiB of an IPU tile, exchange bytes and estimated cycles per training
+step, and whether it fits, with what to change when it does not.
+
+The estimates are a model (instruction counts of the codelets, exchange at
+4 bytes per tile per cycle), not measurements on an IPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import torch
+
+from .backends.tiles import default_threads, model_code
+
+__all__ = ["LayerPlanRow", "PlanError", "PlanReport", "plan"]
+
+_MODEL_NAMES = {0: "leaky", 1: "synaptic", 2: "readout"}
+
+
+class PlanError(ValueError):
+    """A network does not fit on the target; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class LayerPlanRow:
+    """One layer's plan. Bytes are per tile (IPU) or per work item (host)."""
+
+    name: str
+    model: str
+    in_features: int
+    out_features: int
+    recurrent: bool
+    capacity_in: int
+    capacity_out: int
+    num_tiles: int
+    neurons_per_tile: int
+    bytes_per_tile_max: int
+    bytes_per_tile_mean: float
+    bytes_budget: int
+    exchange_bytes_per_step: int
+    cycles_per_step: int
+    samples_per_second: float
+    fits: bool
+    reason: str
+    details: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_plan(cls, name: str, d: Dict[str, Any]) -> LayerPlanRow:
+        return cls(
+            name=name,
+            model=_MODEL_NAMES[int(d["model"])],
+            in_features=int(d["in_features"]),
+            out_features=int(d["out_features"]),
+            recurrent=bool(d["recurrent"]),
+            capacity_in=int(d["capacity_in"]),
+            capacity_out=int(d["capacity_out"]),
+            num_tiles=int(d["num_tiles"]),
+            neurons_per_tile=int(d["neurons_per_tile_max"]),
+            bytes_per_tile_max=int(d["bytes_per_tile_max"]),
+            bytes_per_tile_mean=float(d["bytes_per_tile_mean"]),
+            bytes_budget=int(d["bytes_budget"]),
+            exchange_bytes_per_step=int(d["exchange_bytes_per_step"]),
+            cycles_per_step=int(d["cycles_training_step"]),
+            samples_per_second=float(d["samples_per_second"]),
+            fits=bool(d["fits"]),
+            reason=str(d["reason"]),
+            details=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """Plans of all layers of a network for one batch size and sequence length.
+
+    A training step runs the layers one after another, so its cycles are the
+    sum over layers. On an IPU every layer's data stays resident: when the
+    layers' tiles add up to no more than the IPU has, each layer gets its own
+    tiles (``tile_offsets``); otherwise they are laid out from tile 0 and the
+    network fits only if the layers' busiest tiles together fit in one tile
+    (a conservative test).
+    """
+
+    target: str
+    batch_size: int
+    num_steps: int
+    layers: List[LayerPlanRow]
+    clock_hz: float
+
+    @property
+    def is_ipu(self) -> bool:
+        return self.target != "host"
+
+    @property
+    def target_tiles(self) -> int:
+        return int(self.layers[0].details.get("target_tiles", 0)) if self.layers else 0
+
+    @property
+    def disjoint(self) -> bool:
+        """Whether every layer can have tiles of its own."""
+        return self.is_ipu and sum(r.num_tiles for r in self.layers) <= self.target_tiles
+
+    @property
+    def tile_offsets(self) -> List[int]:
+        """First tile of each layer: side by side if they fit so, else all from tile 0."""
+        if not self.disjoint:
+            return [0] * len(self.layers)
+        offsets, next_tile = [], 0
+        for r in self.layers:
+            offsets.append(next_tile)
+            next_tile += r.num_tiles
+        return offsets
+
+    @property
+    def bytes_per_tile_combined(self) -> int:
+        """Bytes on the busiest tile with the layers placed as ``tile_offsets`` says.
+
+        Every layer's op tensors ([T, B, ...] inputs, outputs, gradients) are
+        spread over all tiles of the IPU, so every tile holds all layers' shares.
+        """
+        if not self.layers:
+            return 0
+        if not self.is_ipu:
+            return max(r.bytes_per_tile_max for r in self.layers)
+        if not self.disjoint:
+            return sum(r.bytes_per_tile_max for r in self.layers)
+        io = [int(r.details["memory"]["io_share"]) for r in self.layers]
+        own = max(r.bytes_per_tile_max - share for r, share in zip(self.layers, io))
+        return own + sum(io)
+
+    @property
+    def budget(self) -> int:
+        return self.layers[0].bytes_budget if self.layers else 0
+
+    @property
+    def cycles_per_step(self) -> int:
+        return sum(r.cycles_per_step for r in self.layers)
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.cycles_per_step / self.clock_hz
+
+    @property
+    def samples_per_second(self) -> float:
+        s = self.seconds_per_step
+        return self.batch_size / s if s > 0 else float("inf")
+
+    @property
+    def exchange_bytes_per_step(self) -> int:
+        return sum(r.exchange_bytes_per_step for r in self.layers)
+
+    def _combined_fits(self) -> bool:
+        return not self.is_ipu or self.bytes_per_tile_combined <= self.budget
+
+    @property
+    def fits(self) -> bool:
+        return all(r.fits for r in self.layers) and self._combined_fits()
+
+    def problems(self) -> List[str]:
+        """One sentence per reason the network does not fit (empty if it does)."""
+        out = [f"layer {r.name}: {r.reason}" for r in self.layers if not r.fits]
+        if not out and not self._combined_fits():
+            out.append(
+                f"each layer fits alone, but together they need "
+                f"{_kib(self.bytes_per_tile_combined)} on tile 0 against {_kib(self.budget)} "
+                f"(their {sum(r.num_tiles for r in self.layers)} tiles overlap on the "
+                f"{self.target_tiles} of the IPU): "
+                "use smaller max_spikes, shorter num_steps, a smaller batch, half weights, "
+                "or place the layers on separate IPUs"
+            )
+        return out
+
+    def raise_if_not_fits(self) -> None:
+        """Raise :class:`PlanError` naming each layer that does not fit and what to change."""
+        problems = self.problems()
+        if problems:
+            raise PlanError(f"network does not fit on {self.target}: " + "; ".join(problems))
+
+    def __str__(self) -> str:
+        unit = "tile" if self.is_ipu else "item"
+        head = ["layer", "model", "in->out", "K in/out", "tiles", f"n/{unit}",
+                f"KiB/{unit} max", "mean", "budget", "exch KiB/step", "Mcycles/step", "fits"]
+        rows = [head]
+        for r in self.layers:
+            rows.append([
+                r.name, r.model + (" rec" if r.recurrent else ""),
+                f"{r.in_features}->{r.out_features}", f"{r.capacity_in}/{r.capacity_out}",
+                str(r.num_tiles), str(r.neurons_per_tile),
+                f"{r.bytes_per_tile_max / 1024:.1f}", f"{r.bytes_per_tile_mean / 1024:.1f}",
+                f"{r.bytes_budget / 1024:.0f}" if self.is_ipu else "n/a",
+                f"{r.exchange_bytes_per_step / 1024:.1f}",
+                f"{r.cycles_per_step / 1e6:.3f}", "yes" if r.fits else "NO",
+            ])
+        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+        lines = [f"plan on {self.target}: batch {self.batch_size}, {self.num_steps} steps"]
+        for i, row in enumerate(rows):
+            lines.append("  ".join(c.ljust(w) if j < 4 else c.rjust(w)
+                                   for j, (c, w) in enumerate(zip(row, widths))))
+            if i == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        lines.append(
+            f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step, "
+            f"{self.seconds_per_step * 1e3:.3f} ms/step, {self.samples_per_second:,.0f} samples/s"
+            + (f", busiest tile {_kib(self.bytes_per_tile_combined)} with all layers "
+               + ("on their own tiles" if self.disjoint else "overlaid from tile 0")
+               if self.is_ipu else "")
+            + (" - fits" if self.fits else " - DOES NOT FIT")
+        )
+        if not self.is_ipu and self.layers:
+            lines.append(f"host: work items keep their weight block within "
+                         f"{_kib(self.budget)} (half of L2); data limit "
+                         f"{_kib(int(self.layers[0].details.get('host_memory_budget', 0)))}")
+        lines.extend(f"  {p}" for p in self.problems())
+        return "\n".join(lines)
+
+
+def _kib(n: int) -> str:
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.1f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f} MiB"
+    return f"{n / 1024:.1f} KiB"
+
+
+@dataclass
+class _LayerShape:
+    name: str
+    in_features: int
+    out_features: int
+    model: int
+    recurrent: bool
+    max_spikes: Optional[int]
+    weight_bytes: int
+
+
+def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
+    shapes = []
+    for name, m in model.named_modules():
+        if not hasattr(m, "neuron_model"):
+            continue
+        weight = getattr(m, "weight", None)
+        shapes.append(_LayerShape(
+            name=name or type(m).__name__,
+            in_features=int(m.in_features),
+            out_features=int(m.out_features),
+            model=model_code(m.neuron_model),
+            recurrent=bool(getattr(m, "recurrent", False)),
+            max_spikes=getattr(m, "max_spikes", None),
+            weight_bytes=weight.element_size() if isinstance(weight, torch.Tensor) else 4,
+        ))
+    if not shapes:
+        raise ValueError("the model has no snn_ipu layers (modules with a neuron_model)")
+    return shapes
+
+
+def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:
+    sizes = [int(s) for s in sizes]
+    if len(sizes) < 2 or any(s < 1 for s in sizes):
+        raise ValueError(f"layer sizes must be at least two positive integers, got {sizes}")
+    last = len(sizes) - 2
+    return [
+        _LayerShape(f"layer{i}", n_in, n_out, 2 if i == last else 0, False, None, 4)
+        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]))
+    ]
+
+
+def plan(
+    model_or_sizes: Union[torch.nn.Module, Sequence[int]],
+    batch_size: int,
+    num_steps: int,
+    target: str = "ipu2",
+    max_spikes: Optional[int] = None,
+    activity: float = 0.05,
+    threads: Optional[int] = None,
+    input_max_spikes: Optional[int] = None,
+) -> PlanReport:
+    """Plan every layer of a network on ``target`` (``"ipu2"`` or ``"host"``).
+
+    ``model_or_sizes`` is a module holding snn_ipu layers, or layer sizes like
+    ``[700, 256, 256, 20]`` (leaky layers, the last a readout). ``max_spikes``
+    is the spike-list capacity of layers that do not set their own (``None``:
+    the planner's automatic guess from ``activity``); ``input_max_spikes`` the
+    capacity of the network's input list. ``activity`` is the expected fraction
+    of neurons spiking per step and only affects cycle estimates.
+    """
+    from . import _C
+
+    if isinstance(model_or_sizes, torch.nn.Module):
+        shapes = _shapes_from_module(model_or_sizes)
+    else:
+        shapes = _shapes_from_sizes(model_or_sizes)
+    if target not in ("ipu2", "host"):
+        raise ValueError(f"unknown target {target!r}; expected 'ipu2' or 'host'")
+    for what, value in (("batch_size", batch_size), ("num_steps", num_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    if not 0.0 <= activity <= 1.0:
+        raise ValueError(f"activity must be a fraction in [0, 1], got {activity!r}")
+    n_threads = threads if threads is not None else default_threads()
+
+    rows: List[LayerPlanRow] = []
+    capacity_in = input_max_spikes or 0
+    clock_hz = 1.0
+    for s in shapes:
+        capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
+        d = _C.plan_layer(
+            s.in_features, s.out_features, batch_size, num_steps, s.recurrent, s.model,
+            capacity_in, capacity_out, float(activity), s.weight_bytes, target, n_threads,
+        )
+        rows.append(LayerPlanRow.from_plan(s.name, d))
+        clock_hz = float(d["clock_hz"])
+        capacity_in = int(d["capacity_out"])  # the next layer reads this layer's list
+    return PlanReport(target, batch_size, num_steps, rows, clock_hz)

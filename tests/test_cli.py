@@ -1,0 +1,53 @@
+"""``python -m snn_ipu``: a tiny seeded training run and the bench hand-off."""
+
+import re
+
+import pytest
+
+from snn_ipu import cli
+
+TINY = ["train", "--backend", "reference", "--epochs", "2", "--hidden", "16", "--inputs", "20",
+        "--classes", "3", "--samples-per-class", "10", "--steps", "12", "--batch-size", "8"]
+
+
+def run(capsys, argv):
+    assert cli.main(argv) == 0
+    return capsys.readouterr().out
+
+
+def without_timings(text):
+    return re.sub(r"\(\d+\.\d+s\)", "", text)
+
+
+def test_train_prints_epochs_and_is_deterministic(capsys):
+    first = run(capsys, TINY)
+    lines = [line for line in first.splitlines() if line.startswith("epoch")]
+    assert len(lines) == 2
+    for line in lines:
+        assert re.search(r"loss \d+\.\d+ +train acc [01]\.\d+ +test acc [01]\.\d+", line)
+        assert "hidden1=" in line and "hidden2=" in line
+    assert "final test accuracy" in first
+    assert without_timings(run(capsys, TINY)) == without_timings(first)
+
+
+def test_train_spiking_output(capsys):
+    out = run(capsys, TINY + ["--output", "spikes", "--epochs", "1"])
+    assert "output=" in out
+
+
+def test_bench_missing_script(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "BENCH_SCRIPT", tmp_path / "absent.py")
+    assert cli.main(["bench"]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_bench_forwards_arguments(monkeypatch, tmp_path):
+    script = tmp_path / "bench.py"
+    script.write_text("def main(argv):\n    assert argv == ['--quick', '-x']\n    return 0\n")
+    monkeypatch.setattr(cli, "BENCH_SCRIPT", script)
+    assert cli.main(["bench", "--quick", "-x"]) == 0
+
+
+def test_unknown_command():
+    with pytest.raises(SystemExit):
+        cli.main(["fly"])

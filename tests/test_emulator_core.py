@@ -1,0 +1,490 @@
+"""The host executor (snn_ipu._C) against an independent dense float64
+PyTorch implementation of the numerics contract, with autograd gradients."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from snn_ipu import _C
+
+LEAKY, SYNAPTIC, READOUT = 0, 1, 2
+SUBTRACT, ZERO, NONE = 0, 1, 2
+ERROR, DROP, GROW = 0, 1, 2
+INF = float("inf")
+SURROGATES = [(0, 2.0, 0.0), (1, 5.0, 0.0), (2, 4.0, 0.0), (3, 1.5, 0.7), (4, 0.0, 0.0)]
+MARGIN = 1e-4
+
+
+# ---------------------------------------------------------------- reference
+
+
+def surrogate_derivative(kind, p0, p1, x):
+    if kind == 0:
+        return (p0 / 2) / (1 + (math.pi / 2 * p0 * x) ** 2)
+    if kind == 1:
+        return 1 / (p0 * x.abs() + 1) ** 2
+    if kind == 2:
+        e = torch.exp(-p0 * x)
+        return p0 * e / (e + 1) ** 2
+    if kind == 3:
+        return p1 * torch.clamp(1 - x.abs() / p0, min=0)
+    return torch.ones_like(x)
+
+
+class Spike(torch.autograd.Function):
+    """Heaviside forward; surrogate derivative only inside the grad window."""
+
+    @staticmethod
+    def forward(ctx, x, kind, p0, p1, window):
+        ctx.save_for_backward(x)
+        ctx.params = (kind, p0, p1, window)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        kind, p0, p1, window = ctx.params
+        eligible = (x > -window).to(x.dtype)
+        return g * surrogate_derivative(kind, p0, p1, x) * eligible, None, None, None, None
+
+
+def dense_input(ids, counts, values, in_features):
+    T, B, _ = ids.shape
+    x = torch.zeros(T, B, in_features, dtype=torch.float64)
+    for t in range(T):
+        for b in range(B):
+            n = counts[t, b, 1]
+            x[t, b].index_put_((torch.from_numpy(ids[t, b, :n]).long(),), values[t, b, :n])
+    return x
+
+
+def reference(p, values, cap=None):
+    """Dense float64 simulation; returns per-step U, S, syn and listed-spike masks.
+    cap: truncate the recurrent (listed) spikes to the first `cap` ids."""
+    T, B, _ = p["in_ids"].shape
+    x = dense_input(p["in_ids"], p["in_counts"], values, p["W"].shape[1])
+    N = p["W"].shape[0]
+    U = torch.zeros(B, N, dtype=torch.float64)
+    syn = torch.zeros_like(U)
+    S_prev = torch.zeros_like(U)  # the spikes that recur
+    reset = torch.zeros_like(U)  # the spikes that fired (a dropped one still resets)
+    kind, p0, p1 = p["surrogate"]
+    Us, Ss, syns = [], [], []
+    for t in range(T):
+        current = x[t] @ p["W"].T
+        if p["b"] is not None:
+            current = current + p["b"]
+        if p["V"] is not None:
+            current = current + S_prev @ p["V"].T
+        beta, thr = p["beta"], p["thr"]
+        if p["model"] == READOUT:
+            U = beta * U + current
+            Us.append(U)
+            continue
+        if p["model"] == SYNAPTIC:
+            syn = p["alpha"] * syn + current
+            current = syn
+            syns.append(syn)
+        if p["reset"] == SUBTRACT:
+            U = beta * U + current - reset * thr
+        elif p["reset"] == ZERO:
+            U = (1 - reset) * (beta * U + current) if p["model"] == SYNAPTIC else (
+                beta * (1 - reset) * U + current)
+        else:
+            U = beta * U + current
+        S = Spike.apply(U - thr, kind, p0, p1, p["window"])
+        Us.append(U)
+        Ss.append(S)
+        reset = S.detach()
+        if cap is not None:  # only the first `cap` spikes (ascending id) recur
+            S = S * (torch.cumsum(S.detach(), dim=1) <= cap)
+        S_prev = S
+    stack = lambda xs: torch.stack(xs) if xs else None  # noqa: E731
+    return stack(Us), stack(Ss), stack(syns)
+
+
+def expected_lists(U, S, thr, window):
+    """Per (t, b): spike ids ascending, then eligible-only ids ascending."""
+    T, B, _ = U.shape
+    lists = {}
+    for t in range(T):
+        for b in range(B):
+            u = U[t, b].detach().numpy()
+            s = S[t, b].detach().numpy() > 0
+            e = (u > thr - window) & ~s
+            lists[t, b] = (np.flatnonzero(s), np.flatnonzero(e))
+    return lists
+
+
+def margins_ok(U, thr, window):
+    u = U.detach().numpy()
+    ok = np.abs(u - thr).min() > MARGIN
+    if math.isfinite(window):
+        ok &= np.abs(u - (thr - window)).min() > MARGIN
+    return ok
+
+
+# ------------------------------------------------------------ problem setup
+
+
+def random_list(rng, T, B, n_ids, p_spike, p_eligible):
+    rows = []
+    for _ in range(T * B):
+        perm = rng.permutation(n_ids)
+        n_s = rng.binomial(n_ids, p_spike)
+        n_e = rng.binomial(n_ids - n_s, p_eligible)
+        rows.append((np.sort(perm[:n_s]), np.sort(perm[n_s:n_s + n_e])))
+    K = max(1, max(len(s) + len(e) for s, e in rows)) + 2
+    ids = np.zeros((T, B, K), np.int32)
+    counts = np.zeros((T, B, 2), np.int32)
+    for r, (s, e) in enumerate(rows):
+        t, b = divmod(r, B)
+        ids[t, b, :len(s) + len(e)] = np.concatenate([s, e])
+        counts[t, b] = (len(s), len(s) + len(e))
+    return ids, counts
+
+
+def make_problem(seed, model, reset, recurrent, window, surrogate=SURROGATES[0],
+                 T=10, B=3, n_in=20, n_out=13, bias=True, half=False):
+    rng = np.random.default_rng(seed)
+    in_ids, in_counts = random_list(rng, T, B, n_in, 0.3, 0.2)
+    W = rng.normal(0, 0.6, (n_out, n_in))
+    V = rng.normal(0, 0.5, (n_out, n_out))
+    if half:
+        W = W.astype(np.float16).astype(np.float64)
+        V = V.astype(np.float16).astype(np.float64)
+    p = dict(
+        model=model, reset=reset, window=window, surrogate=surrogate, half=half,
+        in_ids=in_ids, in_counts=in_counts,
+        W=torch.tensor(W, requires_grad=True),
+        b=torch.tensor(rng.normal(0, 0.2, n_out), requires_grad=True) if bias else None,
+        V=torch.tensor(V, requires_grad=True) if recurrent else None,
+        beta=torch.tensor(rng.uniform(0.5, 0.95, n_out), requires_grad=True),
+        thr=torch.tensor(rng.uniform(0.5, 1.5, n_out), requires_grad=True),
+        alpha=torch.tensor(rng.uniform(0.3, 0.9, n_out), requires_grad=True),
+    )
+    return p
+
+
+def in_values(p):
+    c = p["in_counts"]
+    k = np.arange(p["in_ids"].shape[2])
+    v = (k[None, None, :] < c[..., :1]).astype(np.float64)
+    return torch.tensor(v, requires_grad=True)
+
+
+def f32(t):
+    return np.ascontiguousarray(t.detach().numpy().astype(np.float32))
+
+
+def weight_arg(p, name):
+    w = p[name].detach().numpy()
+    return w.astype(np.float16 if p["half"] else np.float32)
+
+
+def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True):
+    kind, p0, p1 = p["surrogate"]
+    empty = np.zeros(0, np.float32)
+    return _C.layer_forward(
+        p["model"], p["reset"], kind, p0, p1, p["window"], capacity, overflow, keep,
+        np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
+        weight_arg(p, "W"), f32(p["b"]) if p["b"] is not None else empty,
+        weight_arg(p, "V") if p["V"] is not None else empty,
+        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads)
+
+
+def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7):
+    kind, p0, p1 = p["surrogate"]
+    empty = np.zeros(0, np.float32)
+    spiking = p["model"] != READOUT
+    return _C.layer_backward(
+        p["model"], p["reset"], kind, p0, p1, p["window"],
+        np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
+        weight_arg(p, "W"), p["b"] is not None,
+        weight_arg(p, "V") if p["V"] is not None else empty,
+        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]),
+        fwd["ids"] if spiking else np.zeros((0, 0, 0), np.int32),
+        fwd["counts"] if spiking else np.zeros((0, 0, 2), np.int32),
+        fwd["membrane"], fwd.get("dense_membrane", empty), fwd.get("dense_syn", empty),
+        grad_out, needs, threads)
+
+
+def partitions(n, rng):
+    small = [0]
+    while small[-1] < n:
+        small.append(min(n, small[-1] + int(rng.integers(1, 4))))
+    return [[0, n], small, [0, 1, 9, n]]
+
+
+def assert_grad(got, ref, name):
+    ref = ref.detach().numpy()
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * scale, err_msg=name)
+
+
+def assert_same(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+        else:
+            assert a[k] == b[k], k
+
+
+# -------------------------------------------------------------------- tests
+
+
+def solvable_problem(seed, *args, **kwargs):
+    """A problem whose reference membrane keeps clear of threshold and window
+    edges, so float32 and float64 must agree on every spike."""
+    for s in range(seed, seed + 50):
+        p = make_problem(s, *args, **kwargs)
+        U, S, syn = reference(p, in_values(p))
+        if p["model"] == READOUT or margins_ok(U, p["thr"].detach().numpy(), p["window"]):
+            return p
+    raise AssertionError("no problem without threshold ties")
+
+
+def check_spiking(p, tilings, seed):
+    """Forward lists and all gradients for every tiling, 1 and 2 threads."""
+    values = in_values(p)
+    U, S, syn = reference(p, values)
+    thr = p["thr"].detach().numpy()
+    lists = expected_lists(U, S, thr, p["window"])
+    needed = max(len(s) + len(e) for s, e in lists.values())
+    Un = U.detach().numpy()
+    T, B, _ = Un.shape
+    ids = np.zeros((T, B, max(1, needed)), np.int32)
+    counts = np.zeros((T, B, 2), np.int32)
+    for (t, b), (s, e) in lists.items():
+        ids[t, b, :len(s) + len(e)] = np.concatenate([s, e])
+        counts[t, b] = (len(s), len(s) + len(e))
+    listed = np.arange(ids.shape[2])[None, None, :] < counts[..., 1:]
+
+    grad_out = np.random.default_rng(seed + 1).normal(0, 1, ids.shape).astype(np.float32)
+    G = torch.zeros_like(U)
+    for t, b in np.ndindex(T, B):
+        n = counts[t, b, 1]
+        G[t, b, ids[t, b, :n]] = torch.from_numpy(grad_out[t, b, :n]).double()
+    (G * S).sum().backward()
+
+    for tiles in tilings:
+        fwd = run_forward(p, tiles)
+        assert_same(fwd, run_forward(p, tiles, threads=2))
+        assert np.array_equal(fwd["ids"], ids) and np.array_equal(fwd["counts"], counts)
+        assert fwd["needed_capacity"] == needed
+        assert fwd["total_spikes"] == int(S.sum())
+        assert fwd["spikes_dropped"] == 0 and fwd["eligible_dropped"] == 0
+        assert fwd["overflow_at"] is None
+        expect_membrane = np.where(listed, np.take_along_axis(Un, ids, axis=2), 0)
+        assert not fwd["membrane"][~listed].any()
+        np.testing.assert_allclose(fwd["membrane"], expect_membrane, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(fwd["dense_membrane"], Un, atol=1e-5, rtol=0)
+        if p["model"] == SYNAPTIC:
+            np.testing.assert_allclose(fwd["dense_syn"], syn.detach().numpy(), atol=1e-5,
+                                       rtol=0)
+
+        bwd = run_backward(p, tiles, fwd, grad_out)
+        assert_same(bwd, run_backward(p, tiles, fwd, grad_out, threads=2))
+        got_in = bwd["grad_in_values"]
+        past = np.arange(got_in.shape[2])[None, None, :] >= p["in_counts"][..., 1:]
+        assert not got_in[past].any()
+        assert_grad(got_in, values.grad, "input")
+        assert_grad(bwd["grad_weight"], p["W"].grad, "weight")
+        assert_grad(bwd["grad_bias"], p["b"].grad, "bias")
+        assert_grad(bwd["grad_beta"], p["beta"].grad, "beta")
+        assert_grad(bwd["grad_threshold"], p["thr"].grad, "threshold")
+        if p["V"] is not None:
+            assert_grad(bwd["grad_rec_weight"], p["V"].grad, "rec_weight")
+        else:
+            assert "grad_rec_weight" not in bwd
+        if p["model"] == SYNAPTIC:
+            assert_grad(bwd["grad_alpha"], p["alpha"].grad, "alpha")
+        else:
+            assert "grad_alpha" not in bwd
+
+
+CASES = [(m, r, rec, w) for m in (LEAKY, SYNAPTIC) for r in (SUBTRACT, ZERO, NONE)
+         for rec in (False, True) for w in (INF, 0.3, 0.0)]
+
+
+@pytest.mark.parametrize("model,reset,recurrent,window", CASES)
+def test_spiking_layer_matches_reference(model, reset, recurrent, window):
+    seed = CASES.index((model, reset, recurrent, window))
+    surrogate = SURROGATES[seed % len(SURROGATES)]
+    p = solvable_problem(100 * seed, model, reset, recurrent, window, surrogate)
+    check_spiking(p, partitions(p["W"].shape[0], np.random.default_rng(seed)), seed)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_readout_matches_reference(bias):
+    p = make_problem(7, READOUT, SUBTRACT, False, INF, bias=bias)
+    values = in_values(p)
+    U, _, _ = reference(p, values)
+    rng = np.random.default_rng(8)
+    grad_out = rng.normal(0, 1, U.shape).astype(np.float32)
+    (torch.from_numpy(grad_out).double() * U).sum().backward()
+    for tiles in partitions(p["W"].shape[0], rng):
+        fwd = run_forward(p, tiles)
+        assert list(fwd) == ["membrane"]
+        np.testing.assert_allclose(fwd["membrane"], U.detach().numpy(), atol=1e-5, rtol=0)
+        bwd = run_backward(p, tiles, fwd, grad_out)
+        assert_same(bwd, run_backward(p, tiles, fwd, grad_out, threads=2))
+        assert_grad(bwd["grad_in_values"], values.grad, "input")
+        assert_grad(bwd["grad_weight"], p["W"].grad, "weight")
+        assert_grad(bwd["grad_beta"], p["beta"].grad, "beta")
+        assert ("grad_bias" in bwd) == bias
+        if bias:
+            assert_grad(bwd["grad_bias"], p["b"].grad, "bias")
+        assert "grad_threshold" not in bwd and "grad_rec_weight" not in bwd
+
+
+@pytest.mark.parametrize("model,recurrent", [(LEAKY, True), (SYNAPTIC, False)])
+def test_half_weights_match_reference_with_rounded_weights(model, recurrent):
+    # The reference uses the float16-rounded weights in float64; the executor
+    # accumulates in float32, so the float tolerances hold unchanged.
+    p = solvable_problem(300, model, SUBTRACT, recurrent, 0.3, half=True)
+    check_spiking(p, [[0, 5, 8, 13]], 300)
+
+
+def test_fixed_capacity_drop_keeps_first_entries():
+    p = solvable_problem(400, LEAKY, SUBTRACT, False, INF)
+    full = run_forward(p, [0, 4, 13])
+    K = full["needed_capacity"] // 2
+    got = run_forward(p, [0, 4, 13], capacity=K, overflow=DROP)
+    assert got["ids"].shape[2] == K
+    counts = full["counts"]
+    spikes_dropped = eligible_dropped = 0
+    for t, b in np.ndindex(*counts.shape[:2]):
+        ns, n = counts[t, b]
+        keep = min(n, K)
+        assert np.array_equal(got["ids"][t, b, :keep], full["ids"][t, b, :keep])
+        assert np.array_equal(got["membrane"][t, b, :keep], full["membrane"][t, b, :keep])
+        assert tuple(got["counts"][t, b]) == (min(ns, K), keep)
+        spikes_dropped += max(0, ns - K)
+        eligible_dropped += (n - ns) - (keep - min(ns, K))
+    assert got["spikes_dropped"] == spikes_dropped
+    assert got["eligible_dropped"] == eligible_dropped
+    assert got["needed_capacity"] == full["needed_capacity"]
+    assert got["overflow_at"] is not None
+
+
+def test_error_policy_reports_first_overflow():
+    p = solvable_problem(410, LEAKY, ZERO, False, 0.3)
+    full = run_forward(p, [0, 13])
+    K = max(1, full["needed_capacity"] - 1)
+    got = run_forward(p, [0, 13], capacity=K, overflow=ERROR)
+    listed = full["counts"][..., 1].reshape(-1)
+    first = int(np.flatnonzero(listed > K)[0])
+    t, b = divmod(first, full["counts"].shape[1])
+    assert got["overflow_at"] == (t, b, int(full["counts"][t, b, 0]), int(listed[first]))
+
+
+def test_grow_and_auto_capacity():
+    p = solvable_problem(420, SYNAPTIC, SUBTRACT, True, 0.3)
+    auto = run_forward(p, [0, 7, 13])
+    needed = auto["needed_capacity"]
+    assert needed >= 2
+    assert_same(auto, run_forward(p, [0, 7, 13], capacity=needed // 2, overflow=GROW))
+    for overflow in (GROW, ERROR, DROP):
+        big = run_forward(p, [0, 7, 13], capacity=needed + 5, overflow=overflow)
+        assert big["ids"].shape[2] == needed + 5 and big["overflow_at"] is None
+        assert np.array_equal(big["ids"][..., :needed], auto["ids"])
+        assert not big["ids"][..., needed:].any()
+        assert np.array_equal(big["counts"], auto["counts"])
+
+
+def test_recurrent_drop_feeds_back_only_listed_spikes():
+    for seed in range(500, 560):
+        p = make_problem(seed, LEAKY, SUBTRACT, True, 0.0, n_in=30, n_out=16)
+        full = run_forward(p, [0, 16])
+        K = max(1, int(full["counts"][..., 0].max()) - 2)
+        U, S, _ = reference(p, in_values(p), cap=K)
+        if margins_ok(U, p["thr"].detach().numpy(), 0.0) and full["spikes_dropped"] == 0:
+            break
+    got = run_forward(p, [0, 3, 11, 16], capacity=K, overflow=DROP)
+    assert got["spikes_dropped"] > 0
+    Sn = S.detach().numpy() > 0
+    np.testing.assert_allclose(got["dense_membrane"], U.detach().numpy(), atol=1e-5, rtol=0)
+    for t, b in np.ndindex(*Sn.shape[:2]):
+        expect = np.flatnonzero(Sn[t, b])[:K]
+        assert np.array_equal(got["ids"][t, b, :got["counts"][t, b, 1]], expect)
+    assert got["total_spikes"] == int(Sn.sum())
+
+
+def test_threads_bit_identical_on_larger_layer():
+    p = make_problem(600, SYNAPTIC, SUBTRACT, True, 0.5, T=16, B=4, n_in=64, n_out=150)
+    tiles = list(range(0, 150, 7)) + [150]
+    fwd = [run_forward(p, tiles, threads=n) for n in (1, 2, 2)]
+    assert fwd[0]["total_spikes"] > 0
+    assert_same(fwd[0], fwd[1])
+    assert_same(fwd[1], fwd[2])
+    grad_out = np.random.default_rng(1).normal(0, 1, fwd[0]["ids"].shape).astype(np.float32)
+    bwd = [run_backward(p, tiles, fwd[0], grad_out, threads=n) for n in (1, 2, 2)]
+    assert_same(bwd[0], bwd[1])
+    assert_same(bwd[1], bwd[2])
+
+
+def test_needs_select_outputs():
+    p = solvable_problem(700, SYNAPTIC, ZERO, True, INF)
+    fwd = run_forward(p, [0, 13])
+    grad_out = np.ones(fwd["ids"].shape, np.float32)
+    full = run_backward(p, [0, 13], fwd, grad_out)
+    only = run_backward(p, [0, 13], fwd, grad_out, needs=(False, True) + (False,) * 5)
+    assert list(only) == ["grad_weight"]
+    assert np.array_equal(only["grad_weight"], full["grad_weight"])
+    no_dense = dict(fwd, dense_membrane=np.zeros(0, np.float32))
+    with pytest.raises(ValueError):
+        run_backward(p, [0, 13], no_dense, grad_out)
+
+
+def test_hostile_arguments_raise():
+    p = make_problem(800, LEAKY, SUBTRACT, True, INF)
+    good = run_forward(p, [0, 13])
+    bad_id = dict(p, in_ids=p["in_ids"].copy())
+    bad_id["in_ids"][0, 0, 0] = 20
+    bad_id["in_counts"] = p["in_counts"].copy()
+    bad_id["in_counts"][0, 0] = (1, 1)
+    with pytest.raises(IndexError):
+        run_forward(bad_id, [0, 13])
+    neg = dict(bad_id, in_ids=bad_id["in_ids"].copy())
+    neg["in_ids"][0, 0, 0] = -1
+    with pytest.raises(IndexError):
+        run_forward(neg, [0, 13])
+    too_many = dict(p, in_counts=p["in_counts"].copy())
+    too_many["in_counts"][1, 0] = (0, p["in_ids"].shape[2] + 1)
+    with pytest.raises(IndexError):
+        run_forward(too_many, [0, 13])
+    inverted = dict(p, in_counts=p["in_counts"].copy())
+    inverted["in_counts"][1, 0] = (2, 1)
+    with pytest.raises(IndexError):
+        run_forward(inverted, [0, 13])
+    for tiles in ([0, 5, 5, 13], [0, 8, 4, 13], [1, 13], [0, 12], [0, 14], [0]):
+        with pytest.raises(ValueError):
+            run_forward(p, tiles)
+    grad_out = np.zeros(good["ids"].shape, np.float32)
+    t, b = np.argwhere(good["counts"][..., 0] >= 2)[0]
+    swapped = dict(good, ids=good["ids"].copy())
+    swapped["ids"][t, b, :2] = swapped["ids"][t, b, 1::-1]
+    with pytest.raises(ValueError):
+        run_backward(p, [0, 13], swapped, grad_out)
+    out_of_range = dict(good, ids=good["ids"].copy(), counts=good["counts"].copy())
+    out_of_range["counts"][0, 0] = (0, 1)
+    out_of_range["ids"][0, 0, 0] = 13
+    with pytest.raises(IndexError):
+        run_backward(p, [0, 13], out_of_range, grad_out)
+    with pytest.raises(ValueError):
+        run_backward(p, [0, 13], good, grad_out[:, :, :-1] if grad_out.shape[2] > 1
+                     else np.zeros((1, 1, 1), np.float32))
+    twice = dict(good, ids=good["ids"].copy(), counts=good["counts"].copy())
+    twice["counts"][0, 0] = (1, 2)
+    twice["ids"][0, 0, :2] = (4, 4)
+    with pytest.raises(ValueError):
+        run_backward(p, [0, 13], twice, grad_out)
+    with pytest.raises(ValueError):
+        _C.layer_forward(0, 0, 0, 2.0, 0.0, INF, 0, 2, False, np.array([0, 13], np.int32),
+                         p["in_ids"], p["in_counts"], np.zeros((13, 20), np.int64),
+                         np.zeros(0, np.float32), np.zeros(0, np.float32),
+                         f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), 1)

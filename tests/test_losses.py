@@ -1,0 +1,244 @@
+"""snn_ipu.losses against snntorch.functional (independent reference), hand-computed
+values, the sparse input form and error cases."""
+
+import math
+
+import pytest
+import snntorch.functional as SF
+import torch
+
+from snn_ipu import SparseSpikes
+from snn_ipu.losses import (
+    accuracy,
+    ce_count_loss,
+    ce_membrane_loss,
+    ce_rate_loss,
+    mse_count_loss,
+    spike_count,
+)
+
+
+def random_spikes(T=12, B=5, N=4, p=0.3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(T, B, N, generator=g) < p).float()
+
+
+def random_targets(B=5, C=4, seed=1):
+    return torch.randint(0, C, (B,), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture
+def spk():
+    return random_spikes()
+
+
+@pytest.fixture
+def targets():
+    return random_targets()
+
+
+def test_spike_count_dense_and_sparse_agree(spk):
+    sparse = SparseSpikes.from_dense(spk)
+    assert torch.equal(spike_count(spk), spk.sum(0))
+    assert torch.equal(spike_count(sparse), spk.sum(0))
+
+
+def test_spike_count_population_is_contiguous_blocks():
+    spk = torch.zeros(2, 1, 6)
+    spk[0, 0, 0] = spk[1, 0, 1] = 1  # class 0 (neurons 0, 1)
+    spk[0, 0, 5] = 1  # class 2 (neurons 4, 5)
+    assert spike_count(spk, population=2).tolist() == [[2.0, 0.0, 1.0]]
+
+
+def test_ce_count_matches_snntorch(spk, targets):
+    ours = ce_count_loss(spk, targets)
+    ref = SF.ce_count_loss()(spk, targets)
+    assert torch.allclose(ours, ref.reshape(()), atol=1e-6)
+
+
+def test_ce_count_hand_computed():
+    # one sample, counts (2, 0): -log(e^2 / (e^2 + 1))
+    spk = torch.zeros(3, 1, 2)
+    spk[0, 0, 0] = spk[2, 0, 0] = 1
+    expected = -math.log(math.exp(2) / (math.exp(2) + 1))
+    assert ce_count_loss(spk, torch.tensor([0])).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_ce_count_population_matches_snntorch():
+    spk = random_spikes(N=12, seed=3)
+    targets = random_targets(C=3)
+    ours = ce_count_loss(spk, targets, population=4)
+    ref = SF.ce_count_loss(population_code=True, num_classes=3)(spk, targets)
+    assert torch.allclose(ours, ref.reshape(()), atol=1e-6)
+
+
+def test_ce_rate_matches_snntorch(spk, targets):
+    ours = ce_rate_loss(spk, targets)
+    ref = SF.ce_rate_loss()(spk.clone(), targets)
+    assert torch.allclose(ours, ref.reshape(()), atol=1e-6)
+
+
+def test_ce_rate_differs_from_count(spk, targets):
+    # guards against ce_rate_loss silently being the count loss
+    assert not torch.allclose(ce_rate_loss(spk, targets), ce_count_loss(spk, targets))
+
+
+def test_ce_rate_population_pools_each_step():
+    spk = random_spikes(N=6, seed=4)
+    targets = random_targets(C=3, seed=5)
+    pooled = spk.reshape(12, 5, 3, 2).sum(-1)
+    assert torch.allclose(ce_rate_loss(spk, targets, population=2), ce_rate_loss(pooled, targets))
+
+
+@pytest.mark.parametrize("population", [1, 3])
+def test_mse_count_matches_snntorch(population):
+    spk = random_spikes(N=4 * population, seed=6)
+    targets = random_targets(C=4)
+    ref_fn = (
+        SF.mse_count_loss(correct_rate=0.8, incorrect_rate=0.1)
+        if population == 1
+        else SF.mse_count_loss(0.8, 0.1, population_code=True, num_classes=4)
+    )
+    ours = mse_count_loss(spk, targets, 0.8, 0.1, population=population)
+    assert torch.allclose(ours, ref_fn(spk, targets).reshape(()), atol=1e-6)
+
+
+def test_mse_count_hand_computed():
+    # T=4, rates (1, 0): targets 4 and 0; counts (1, 2) -> ((1-4)^2 + (2-0)^2) / 2 / 4
+    spk = torch.zeros(4, 1, 2)
+    spk[0, 0, 0] = spk[1, 0, 1] = spk[2, 0, 1] = 1
+    loss = mse_count_loss(spk, torch.tensor([0]), 1.0, 0.0)
+    assert loss.item() == pytest.approx((9 + 4) / 2 / 4)
+
+
+def test_ce_membrane_max_matches_snntorch():
+    mem = torch.randn(10, 6, 5, generator=torch.Generator().manual_seed(7))
+    targets = random_targets(B=6, C=5)
+    ref = SF.ce_max_membrane_loss()(mem, targets)
+    assert torch.allclose(ce_membrane_loss(mem, targets), ref.reshape(()), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "reduction,reduce",
+    [("mean", lambda m: m.mean(0)), ("last", lambda m: m[-1]), ("sum", lambda m: m.sum(0))],
+)
+def test_ce_membrane_other_reductions(reduction, reduce):
+    mem = torch.randn(10, 6, 5, generator=torch.Generator().manual_seed(8))
+    targets = random_targets(B=6, C=5)
+    expected = torch.nn.functional.cross_entropy(reduce(mem), targets)
+    assert torch.allclose(ce_membrane_loss(mem, targets, reduction=reduction), expected)
+
+
+@pytest.mark.parametrize("loss_fn", [ce_count_loss, ce_rate_loss, mse_count_loss])
+def test_sparse_input_gives_same_loss_and_gradient(loss_fn, spk, targets):
+    dense = spk.clone().requires_grad_(True)
+    sparse_src = spk.clone().requires_grad_(True)
+    sparse = SparseSpikes.from_dense(sparse_src)
+    loss_dense = loss_fn(dense, targets)
+    loss_sparse = loss_fn(sparse, targets)
+    assert torch.allclose(loss_dense, loss_sparse, atol=1e-6)
+    loss_dense.backward()
+    loss_sparse.backward()
+    # from_dense passes gradients back only at spike positions
+    mask = spk.bool()
+    assert torch.allclose(dense.grad[mask], sparse_src.grad[mask], atol=1e-6)
+    assert dense.grad.abs().sum() > 0
+
+
+def test_gradient_matches_snntorch(spk, targets):
+    ours_in = spk.clone().requires_grad_(True)
+    ref_in = spk.clone().requires_grad_(True)
+    ce_count_loss(ours_in, targets).backward()
+    SF.ce_count_loss()(ref_in, targets).backward()
+    assert torch.allclose(ours_in.grad, ref_in.grad, atol=1e-6)
+
+
+def test_accuracy_matches_snntorch(spk):
+    targets = spk.sum(0).argmax(1)
+    targets[0] = (targets[0] + 1) % 4  # one wrong
+    assert accuracy(spk, targets) == pytest.approx(SF.accuracy_rate(spk, targets))
+    assert accuracy(spk, targets) == pytest.approx(4 / 5)
+    assert accuracy(SparseSpikes.from_dense(spk), targets) == pytest.approx(4 / 5)
+
+
+def test_accuracy_population_matches_snntorch():
+    spk = random_spikes(N=8, B=20, seed=9)
+    targets = random_targets(B=20, C=4, seed=10)
+    ours = accuracy(spk, targets, population=2)
+    ref = SF.accuracy_rate(spk, targets, population_code=True, num_classes=4)
+    assert ours == pytest.approx(ref)
+
+
+def test_accuracy_on_membrane_with_max():
+    mem = torch.zeros(3, 2, 3)
+    mem[1, 0, 2] = 5.0  # sample 0: peak in class 2
+    mem[:, 1, 1] = 1.0  # sample 1: class 1 all along
+    mem[2, 1, 0] = 2.0  # ...but class 0 peaks higher
+    assert accuracy(mem, torch.tensor([2, 0]), reduction="max") == 1.0
+    assert accuracy(mem, torch.tensor([2, 1]), reduction="sum") == 1.0
+
+
+def test_duck_typed_sparse_object(spk, targets):
+    class Duck:
+        def to_dense(self):
+            return spk
+
+        def spike_counts(self):
+            return spk.sum(0)
+
+        num_steps = spk.shape[0]
+
+    assert torch.allclose(ce_count_loss(Duck(), targets), ce_count_loss(spk, targets))
+    assert torch.allclose(ce_rate_loss(Duck(), targets), ce_rate_loss(spk, targets))
+    assert torch.allclose(mse_count_loss(Duck(), targets), mse_count_loss(spk, targets))
+
+
+# -- errors -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss_fn", [ce_count_loss, ce_rate_loss])
+def test_population_must_divide_outputs(loss_fn, targets):
+    with pytest.raises(ValueError, match="not divisible by population"):
+        loss_fn(random_spikes(N=5), targets, population=2)
+
+
+@pytest.mark.parametrize("bad", [torch.tensor([0, 1, 2, 3, 4]), torch.tensor([-1, 0, 0, 0, 0])])
+def test_targets_out_of_range(spk, bad):
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 4\)"):
+        ce_count_loss(spk, bad)
+
+
+def test_targets_with_population_are_class_indices():
+    spk = random_spikes(N=8)
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        ce_count_loss(spk, torch.tensor([0, 1, 2, 3, 5]), population=2)
+
+
+def test_bad_shapes(spk, targets):
+    with pytest.raises(ValueError, match=r"\[T, B, N\]"):
+        ce_count_loss(spk[0], targets)
+    with pytest.raises(ValueError, match="targets must have shape"):
+        ce_count_loss(spk, targets[:3])
+    with pytest.raises(ValueError, match="integer class indices"):
+        ce_count_loss(spk, targets.float())
+    with pytest.raises(ValueError, match="reduction"):
+        ce_membrane_loss(spk, targets, reduction="median")
+    with pytest.raises(ValueError, match="correct_rate"):
+        mse_count_loss(spk, targets, correct_rate=1.5)
+    with pytest.raises(ValueError, match="positive int"):
+        spike_count(spk, population=0)
+
+
+def test_losses_train_through_a_real_layer():
+    from snn_ipu import LIFLayer
+
+    torch.manual_seed(0)
+    layer = LIFLayer(6, 4, backend="reference")
+    x = random_spikes(T=10, B=5, N=6, p=0.5, seed=11)
+    targets = random_targets()
+    out = layer(x)
+    assert isinstance(out, SparseSpikes)
+    loss = ce_rate_loss(out, targets) + ce_count_loss(out, targets)
+    loss.backward()
+    assert layer.weight.grad is not None and layer.weight.grad.abs().sum() > 0
+    assert torch.allclose(spike_count(out), out.to_dense().sum(0))

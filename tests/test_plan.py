@@ -1,0 +1,297 @@
+"""The tile planner (popops_ext/plan) and snn_ipu.planning, against hand-computed numbers.
+
+The expected bytes below are worked out by hand from the memory model in
+popops_ext/plan/MemoryEstimation.cpp (the list of what a tile holds), not
+taken from the planner's output.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from snn_ipu import _C
+from snn_ipu.backends.tiles import tile_starts_for
+from snn_ipu.planning import LayerPlanRow, PlanError, PlanReport, plan
+
+KIB = 1024
+TILE = 624 * KIB
+RESERVED = 32 * KIB  # code and vertex state per tile on ipu2
+
+
+def tiny(**kw):
+    """10 -> 4 leaky layer, batch 2, T 3, K_in 5, K_out 3, float weights, on ipu2."""
+    args = dict(in_features=10, out_features=4, batch=2, timesteps=3, recurrent=False, model=0,
+                capacity_in=5, capacity_out=3, activity=0.05, weight_bytes=4, target="ipu2",
+                threads=1)
+    args.update(kw)
+    return _C.plan_layer(**args)
+
+
+def test_tiny_layer_on_one_tile_bytes_by_hand():
+    p = tiny(neurons_per_tile=4)
+    assert p["num_tiles"] == 1
+    assert list(p["tile_starts"]) == [0, 4]
+    in_list = 5 * 4 + 8            # ids + counts of one input list: 28
+    emitted = 2 * 4 * (4 + 4) + 8  # LifUpdate's spike and eligible lists, 4 each: 72
+    out_list = 3 * (4 + 4 + 4) + 8  # combined list with membranes and grads: 44
+    sent = 2 * 3 * (4 + 4) + 8     # both lists cut to min(K_out, 4) = 3: 56
+    # Per-neuron arrays are padded to the codelets' 8-float chunks: 4 -> 8.
+    expected = {
+        "weights": 8 * 10 * 4,                       # 320
+        "grad_weights": 8 * 10 * 4,                  # float: 320
+        "neuron_params": 8 * 3 * 4 * 2,              # bias, beta, thr and grads: 192
+        "state": 2 * 8 * 4 * 6,                      # U, S, I; carry, notSpiked, gI: 384
+        "spike_buffers": 2 * (in_list + emitted),    # 200
+        "grad_buffers": 2 * out_list + 2 * (2 * 3 * 12),  # + the tile's slice: 232
+        "history": 0,                                # lists live in the op's tensors
+        "combine": 2 * sent,                         # both samples combined here: 112
+        "reduce": 0,                                 # one tile: nothing to reduce
+        # input lists, grads at them, output lists (id, membrane, grad), counts:
+        # 3 * 2 * (28 + 20 + 36 + 8) = 552 bytes spread over all 1472 tiles
+        "io_share": math.ceil(552 / 1472),
+        "reserved": RESERVED,
+    }
+    assert p["memory"] == expected
+    assert p["bytes_per_tile_max"] == 1761 + RESERVED == sum(expected.values())
+    assert p["bytes_per_tile_mean"] == pytest.approx(1761 + RESERVED)
+    assert p["bytes_total"] == 1761 + RESERVED + 1471 * 1  # + the io share on the other tiles
+    assert p["fits"] and p["reason"] == ""
+
+
+def test_tiny_layer_on_the_host_keeps_its_tensors_and_reserves_nothing():
+    p = tiny(neurons_per_tile=4, target="host")
+    assert p["memory"]["io_share"] == 552 and p["memory"]["reserved"] == 0
+    assert p["bytes_per_tile_max"] == 1760 + 552 == p["bytes_total"]
+
+
+def test_tiny_layer_on_two_tiles_bytes_and_exchange_by_hand():
+    p = tiny(neurons_per_tile=2)
+    assert p["num_tiles"] == 2
+    assert list(p["tile_starts"]) == [0, 2, 4]
+    sent = 2 * 2 * 8 + 8  # 40: a tile with 2 neurons sends at most 2 + 2 entries
+    m = p["memory"]
+    assert m["weights"] == 8 * 10 * 4  # 2 neurons, padded to a chunk of 8
+    assert m["spike_buffers"] == 2 * 28 + 2 * (2 * 2 * 8 + 8)
+    # combined list + slice of 2 x 2 entries + partial input grads [B, K_in]
+    assert m["grad_buffers"] == 2 * 44 + 2 * (2 * 2 * 12) + 2 * 5 * 4
+    assert m["combine"] == 1 * 2 * sent                  # one sample, both tiles' lists
+    assert m["reduce"] == math.ceil(2 * 5 / 2) * 2 * 4   # 5 outputs x 2 partials
+    assert m["io_share"] == 1
+    assert p["bytes_per_tile_max"] == 1697 + RESERVED
+    assert p["bytes_per_tile_mean"] == pytest.approx(1697 + RESERVED)  # both tiles alike
+    # forward: input lists to both tiles + every sample's two partial lists
+    assert p["exchange_bytes_forward"] == 2 * (2 * 28) + 2 * (2 * sent)
+    # backward: input lists again, the combined output list with grads to
+    # both tiles, and the partial input grads
+    assert p["exchange_bytes_backward"] == 2 * (2 * 28) + 2 * (2 * 44) + 2 * 5 * 2 * 4
+    assert p["exchange_bytes_per_step"] == 272 + 368
+
+
+def test_recurrent_synaptic_half_weights_by_hand():
+    p = tiny(neurons_per_tile=4, recurrent=True, model=1, weight_bytes=2)
+    m = p["memory"]
+    assert m["weights"] == 8 * (10 + 4) * 2           # W and V rows, half
+    assert m["grad_weights"] == 8 * (10 + 4) * 4      # accumulated in float
+    assert m["neuron_params"] == 8 * 4 * 4 * 2        # + alpha
+    assert m["state"] == 2 * 8 * 4 * 8                # + syn and its carry
+    assert m["spike_buffers"] == 2 * (28 + (3 * 4 + 8) + 72)  # + own list at t-1
+
+
+def test_readout_keeps_dense_membrane_history():
+    p = tiny(neurons_per_tile=4, model=2)
+    m = p["memory"]
+    assert p["capacity_out"] == 0
+    assert m["history"] == 3 * 2 * 4 * 4
+    assert m["state"] == 2 * 8 * 4 * 4
+    assert m["combine"] == 0
+    assert m["grad_buffers"] == 2 * 4 * 4  # dL/dU[t] arrives dense
+
+
+def test_dense_history_when_learning_decays():
+    p = tiny(neurons_per_tile=4, model=1, dense_history=True)
+    assert p["memory"]["history"] == 3 * 2 * 4 * 4 * 2  # U and syn over T
+
+
+def test_auto_capacity_is_twice_the_expected_listed_entries():
+    p = _C.plan_layer(700, 256, 8, 10, False, 0, 0, 0, 0.05, 4, "ipu2", 1)
+    assert p["capacity_in"] == math.ceil(2 * 2 * 0.05 * 700)  # 140
+    assert p["capacity_out"] == math.ceil(2 * 2 * 0.05 * 256)  # 52
+
+
+def test_spike_matmul_cycles_by_hand():
+    # 6 samples on 6 workers: one sample each, 4 neurons, 10 expected spikes.
+    p = tiny(in_features=100, capacity_in=100, activity=0.1, batch=6, neurons_per_tile=4)
+    per_spike = 6 + math.ceil(8 / 2) * 3      # row padded to 8: 18
+    per_item = 8 + 10 * per_spike             # 188
+    assert p["cycles"]["spike_matmul"] == 30 + (15 + per_item) * 6
+
+
+@pytest.mark.parametrize("target", ["ipu2", "host"])
+@pytest.mark.parametrize("out", [1, 7, 20, 256, 1000, 5000])
+def test_tiles_cover_all_neurons(target, out):
+    p = _C.plan_layer(300, out, 4, 10, False, 0, 0, 0, 0.05, 4, target, 3)
+    starts = p["tile_starts"]
+    assert starts.dtype == np.int32
+    assert len(starts) == p["num_tiles"] + 1
+    assert starts[0] == 0 and starts[-1] == out
+    assert np.all(np.diff(starts) > 0)
+    sizes = np.diff(starts)
+    assert np.all(sizes[:-1] % 8 == 0)  # whole 8-neuron chunks but for the last tile
+    if target == "ipu2":
+        assert p["num_tiles"] <= 1472
+    else:
+        assert p["num_tiles"] >= min(3, math.ceil(out / 8))
+
+
+def test_host_weight_block_within_half_l2():
+    p = _C.plan_layer(4000, 512, 4, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
+    n = p["neurons_per_tile_max"]
+    assert n % 8 == 0
+    assert n == 8 or n * 4000 * 4 <= p["bytes_budget"]
+    assert (n + 8) * 4000 * 4 > p["bytes_budget"] or n + 8 > 512 // 2
+
+
+def test_costs_grow_with_activity_and_size():
+    cyc = [tiny(in_features=400, capacity_in=400, activity=a, neurons_per_tile=4)
+           for a in (0.01, 0.05, 0.2)]
+    steps = [c["cycles_training_step"] for c in cyc]
+    assert steps[0] < steps[1] < steps[2]
+    assert len({c["bytes_per_tile_max"] for c in cyc}) == 1  # capacities fixed: same bytes
+    by_n = [tiny(out_features=n, neurons_per_tile=n)["cycles_training_step"] for n in (4, 16, 64)]
+    assert by_n[0] < by_n[1] < by_n[2]
+    by_t = [tiny(timesteps=t, neurons_per_tile=4)["bytes_per_tile_max"] for t in (3, 30, 300)]
+    assert by_t[0] < by_t[1] < by_t[2]
+    # samples/s is batch over seconds per step
+    p = tiny(neurons_per_tile=4)
+    assert p["samples_per_second"] == pytest.approx(2 / (p["cycles_training_step"] / 1.33e9))
+
+
+def test_too_big_layer_does_not_fit_and_says_why():
+    p = _C.plan_layer(100_000, 100_000, 32, 100, False, 0, 0, 0, 0.05, 4, "ipu2", 1)
+    assert not p["fits"]
+    assert p["bytes_per_tile_max"] > TILE
+    # 2 x 1e10 weight bytes alone need > 20e9 / (1472 * 592 KiB) = 22 IPUs
+    assert p["ipus_needed"] > 22
+    assert "half weights" in p["reason"] and "IPUs" in p["reason"]
+    half = _C.plan_layer(100_000, 100_000, 32, 100, False, 0, 0, 0, 0.05, 2, "ipu2", 1)
+    assert not half["fits"] and "half weights" not in half["reason"]
+
+
+def test_long_sequences_blame_the_history():
+    p = _C.plan_layer(64, 64, 64, 20_000, False, 0, 64, 64, 0.05, 4, "ipu2", 1)
+    assert not p["fits"]
+    assert "shorten T" in p["reason"]
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError):
+        tiny(weight_bytes=3)
+    with pytest.raises(ValueError):
+        tiny(model=2, recurrent=True)
+    with pytest.raises(ValueError):
+        tiny(target="gpu")
+    with pytest.raises(ValueError):
+        tiny(model=5)
+
+
+def test_tile_starts_for_matches_plan_and_is_cached():
+    a = tile_starts_for(300, 100, 4, 10, target="host", threads=2)
+    b = tile_starts_for(300, 100, 4, 10, target="host", threads=2)
+    assert a is b and not a.flags.writeable
+    assert list(a) == list(_C.plan_layer(300, 100, 4, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
+                           ["tile_starts"])
+    with pytest.raises(ValueError):
+        tile_starts_for(300, 100, 4, 10, model="izhikevich")
+
+
+def test_plan_from_sizes():
+    r = plan([700, 256, 256, 20], batch_size=32, num_steps=100, max_spikes=30)
+    assert isinstance(r, PlanReport)
+    assert [x.model for x in r.layers] == ["leaky", "leaky", "readout"]
+    assert [x.capacity_out for x in r.layers] == [30, 30, 0]
+    assert r.layers[1].capacity_in == 30 and r.layers[2].capacity_in == 30
+    assert r.layers[0].capacity_in == math.ceil(2 * 2 * 0.05 * 700)
+    assert r.fits
+    assert r.cycles_per_step == sum(x.cycles_per_step for x in r.layers)
+    assert r.samples_per_second == pytest.approx(32 / (r.cycles_per_step / 1.33e9))
+    tiles = [x.num_tiles for x in r.layers]
+    assert r.tile_offsets == [0, tiles[0], tiles[0] + tiles[1]]
+    text = str(r)
+    assert "layer0" in text and "readout" in text and "samples/s" in text and "fits" in text
+    r.raise_if_not_fits()  # no error
+
+
+class _FakeLayer(torch.nn.Module):
+    def __init__(self, n_in, n_out, model, recurrent=False, max_spikes=None, dtype=torch.float32):
+        super().__init__()
+        self.in_features, self.out_features = n_in, n_out
+        self.neuron_model, self.recurrent, self.max_spikes = model, recurrent, max_spikes
+        self.weight = torch.nn.Parameter(torch.zeros(n_out, n_in, dtype=dtype))
+
+
+def test_plan_from_module_reads_layer_attributes():
+    net = torch.nn.Sequential(
+        _FakeLayer(40, 24, "synaptic", recurrent=True, max_spikes=6, dtype=torch.float16),
+        torch.nn.Dropout(0.1),  # no neuron_model: skipped
+        _FakeLayer(24, 5, "readout"),
+    )
+    r = plan(net, batch_size=4, num_steps=10, max_spikes=9)
+    a, b = r.layers
+    assert (a.name, a.model, a.recurrent, a.capacity_out) == ("0", "synaptic", True, 6)
+    assert a.details["weight_bytes"] == 2
+    assert (b.name, b.model, b.capacity_in) == ("2", "readout", 6)
+    with pytest.raises(ValueError):
+        plan(torch.nn.Linear(3, 3), 4, 10)
+
+
+def test_plan_error_names_the_layer_and_the_fix():
+    r = plan([100_000, 100_000, 10], batch_size=32, num_steps=100)
+    assert not r.fits
+    with pytest.raises(PlanError) as info:
+        r.raise_if_not_fits()
+    assert isinstance(info.value, ValueError)
+    msg = str(info.value)
+    assert "layer0" in msg and "half weights" in msg
+    assert "DOES NOT FIT" in str(r)
+
+
+def _row(name, tiles, max_bytes, io_share):
+    return LayerPlanRow(
+        name=name, model="leaky", in_features=1, out_features=1, recurrent=False,
+        capacity_in=1, capacity_out=1, num_tiles=tiles, neurons_per_tile=1,
+        bytes_per_tile_max=max_bytes, bytes_per_tile_mean=max_bytes, bytes_budget=TILE,
+        exchange_bytes_per_step=0, cycles_per_step=1000, samples_per_second=0.0, fits=True,
+        reason="", details={"target_tiles": 1472, "memory": {"io_share": io_share}},
+    )
+
+
+def test_layers_side_by_side_share_only_their_io_tensors():
+    r = PlanReport("ipu2", 4, 10, [_row("a", 1000, 400 * KIB, 10 * KIB),
+                                   _row("b", 400, 300 * KIB, 20 * KIB)], 1.33e9)
+    assert r.disjoint and r.tile_offsets == [0, 1000]
+    # a's tile holds its own 390 KiB plus both layers' io shares
+    assert r.bytes_per_tile_combined == 390 * KIB + 30 * KIB
+    assert r.fits and r.problems() == []
+
+
+def test_layers_that_fit_alone_but_not_together():
+    r = PlanReport("ipu2", 4, 10, [_row("a", 1000, 400 * KIB, 10 * KIB),
+                                   _row("b", 1000, 300 * KIB, 20 * KIB)], 1.33e9)
+    assert not r.disjoint and r.tile_offsets == [0, 0]
+    assert r.bytes_per_tile_combined == 700 * KIB
+    assert not r.fits
+    assert any("together" in p for p in r.problems())
+    with pytest.raises(PlanError, match="together"):
+        r.raise_if_not_fits()
+
+
+def test_host_plan_fits_and_reports_items():
+    r = plan([100, 64, 10], batch_size=8, num_steps=20, target="host", threads=2)
+    assert r.fits and r.target == "host"
+    assert all(x.num_tiles >= 2 for x in r.layers)
+    with pytest.raises(ValueError):
+        plan([100, 64, 10], batch_size=8, num_steps=20, target="tpu")
+    with pytest.raises(ValueError):
+        plan([100], batch_size=8, num_steps=20)
