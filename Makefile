@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 # torch is pinned here (a CPU wheel is on these machines); the package itself only asks torch>=2.0.
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.deps-ok
+EDITABLE := $(VENV)/.editable-ok
 
 .PHONY: setup build train test bench lint clean
 
@@ -12,15 +13,20 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=64" wheel pytest ruff matplotlib psutil
+	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=77" wheel pytest ruff matplotlib psutil
 	# --no-deps: snntorch's own requirements would pull another torch.
 	$(BIN)/pip install -q --no-deps snntorch==1.0.0
 	touch $@
 
 setup: $(STAMP)
 
-build: $(STAMP)
+# The editable install registers the package once; build_ext then rebuilds the
+# extension in place whenever a C++ source or header changed.
+$(EDITABLE): $(STAMP) pyproject.toml setup.py
 	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+build: $(EDITABLE)
 	$(BIN)/python setup.py -q build_ext --inplace
 
 train: build

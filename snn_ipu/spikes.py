@@ -137,6 +137,9 @@ class SparseSpikes:
         num_neurons: size of the layer the ids index into.
         values: float ``[T, B, K]``; 1 for spikes, 0 elsewhere. Built when omitted.
         validate: check the invariants (leave on for anything built by hand).
+
+    Lists that were validated, or made by this package, skip the Python bounds
+    check before native code (which still bounds-checks every id it reads).
     """
 
     def __init__(
@@ -154,8 +157,16 @@ class SparseSpikes:
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
         self.values = values
+        self.checked = False
         if validate:
             self.validate()
+
+    @classmethod
+    def _trusted(cls, ids, counts, num_neurons, values) -> SparseSpikes:
+        """For lists this package built itself: valid by construction."""
+        out = cls(ids, counts, num_neurons, values, validate=False)
+        out.checked = True
+        return out
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -248,11 +259,14 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
+        self.checked = True
         return self
 
     def check_bounds(self, where: str) -> None:
-        """The O(T*B*K) part of validate(): what native code relies on not to go
-        out of bounds (ids and counts), for lists that may have been edited in place."""
+        """The part of validate() that native code relies on (ids and counts in
+        range), for lists that were neither validated nor built by this package."""
+        if self.checked:
+            return
         K = self.capacity
         c0, c1 = self.counts[..., 0], self.counts[..., 1]
         if bool(((c0 < 0) | (c1 < c0) | (c1 > K)).any()):
@@ -311,7 +325,7 @@ class SparseSpikes:
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
-        out = cls(ids, counts, x.shape[-1], values, validate=False)
+        out = cls._trusted(ids, counts, x.shape[-1], values)
         out.dropped = ovf.spikes_dropped
         return out
 
@@ -335,7 +349,9 @@ class SparseSpikes:
         return self.counts[..., 0].long()
 
     def detach(self) -> SparseSpikes:
-        return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+        out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+        out.checked = self.checked
+        return out
 
 
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:

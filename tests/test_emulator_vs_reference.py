@@ -248,3 +248,13 @@ def test_corrupted_ids_raise_not_crash():
     counts[0, 0, 1] = s.capacity + 7
     with pytest.raises(ValueError, match="exceed capacity"):
         layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
+
+
+def test_ids_corrupted_in_place_after_validation_raise():
+    """A list validated once and then edited in place is caught by the native checks."""
+    layer = LIFLayer(IN, HID, backend="emulator")
+    s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
+    s.ids[2, 0, 0] = 10**6
+    with pytest.raises((ValueError, IndexError)):
+        layer(s)
+

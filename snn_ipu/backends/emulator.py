@@ -202,7 +202,7 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
         layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
         rec_weight, beta, threshold, alpha,
     )
-    return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
+    return SparseSpikes._trusted(ids, counts, layer.out_features, values)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
