@@ -1,15 +1,37 @@
 // Emission of a tile's spike list and eligible-only list for one sample and
 // step, straight from the updated membrane: ascending ids, spikes strictly
 // above threshold, eligible-only strictly above threshold - gradWindow.
-// Groups of 8 neurons with nothing to list are skipped after one vectorisable
-// test (the common case at low activity with a finite window). Within a
-// group, writes are branch-free: every neuron is written at the current end
-// of both lists, which only advance when it belongs there, so each list
-// needs capacity for all numNeurons entries.
+// Host (AVX2): branch-free compare + compress per group of 8 neurons (a lane
+// mask selects a packing permutation; 8 lanes are stored and the list end
+// advances by the popcount). Elsewhere: groups with nothing to list are
+// skipped after one vector test, and within a group every neuron is written
+// at the current end of both lists, which only advance when it belongs
+// there. Either way each list needs capacity for all numNeurons entries.
 #pragma once
 #include "VectorOps.hpp"
 
 namespace snn {
+
+#if defined(__AVX2__) && !defined(__IPU__)
+// [256 x 8]: for a lane mask, the indices of its set lanes ascending, then 0s.
+inline const int *compressTable() {
+  struct Table {
+    int v[256 * 8];
+    Table() {
+      for (unsigned m = 0; m < 256; ++m) {
+        unsigned k = 0;
+        for (unsigned j = 0; j < 8; ++j)
+          if (m & (1u << j))
+            v[8 * m + k++] = int(j);
+        for (; k < 8; ++k)
+          v[8 * m + k] = 0;
+      }
+    }
+  };
+  static const Table table;
+  return table.v;
+}
+#endif
 
 struct EmittedCounts {
   unsigned spikes;
@@ -26,6 +48,7 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
                                     float *__restrict eligibleMembrane) {
   // Spikes are listed even with a negative window.
   const float margin = gradWindow > 0.0f ? gradWindow : 0.0f;
+  (void)margin;
   unsigned ns = 0, ne = 0;
   auto emit = [&](unsigned n) {
     const float u = membrane[n];
@@ -40,6 +63,35 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
     spiked[n] = s ? 1.0f : 0.0f;
   };
   unsigned n = 0;
+#if defined(__AVX2__) && !defined(__IPU__)
+  // Branch-free compare + compress: each group's lane masks select a
+  // permutation that packs the listed lanes (ascending) to the front; all 8
+  // lanes are stored at the end of the list, which advances by the popcount.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 window = _mm256_set1_ps(gradWindow);
+  const int *table = compressTable();
+  for (; n + 8 <= numNeurons; n += 8) {
+    const __m256 u = (__m256)load8(membrane + n);
+    const __m256 thr = (__m256)load8(threshold + n);
+    const __m256 sGt = _mm256_cmp_ps(u, thr, _CMP_GT_OQ);
+    const __m256 eGt = _mm256_cmp_ps(u, _mm256_sub_ps(thr, window), _CMP_GT_OQ);
+    store8(spiked + n, (f32x8)_mm256_and_ps(sGt, one));
+    const unsigned ms = unsigned(_mm256_movemask_ps(sGt));
+    const unsigned me = unsigned(_mm256_movemask_ps(eGt)) & ~ms;
+    const __m256i idv = _mm256_add_epi32(lane, _mm256_set1_epi32(int(firstNeuron + n)));
+    const __m256i ps = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * ms));
+    const __m256i pe = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * me));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(spikeIds + ns),
+                        _mm256_permutevar8x32_epi32(idv, ps));
+    _mm256_storeu_ps(spikeMembrane + ns, _mm256_permutevar8x32_ps(u, ps));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(eligibleIds + ne),
+                        _mm256_permutevar8x32_epi32(idv, pe));
+    _mm256_storeu_ps(eligibleMembrane + ne, _mm256_permutevar8x32_ps(u, pe));
+    ns += unsigned(__builtin_popcount(ms));
+    ne += unsigned(__builtin_popcount(me));
+  }
+#else
   for (; n + 8 <= numNeurons; n += 8) {
     if (anyGreater(load8(membrane + n), load8(threshold + n) - margin)) {
       for (unsigned j = 0; j < 8; ++j)
@@ -48,6 +100,7 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
       store8(spiked + n, f32x8{});
     }
   }
+#endif
   for (; n < numNeurons; ++n)
     emit(n);
   return {ns, ne};

@@ -33,9 +33,9 @@ public:
       needed += c;
       pos = append(eligibleIds[i], eligibleMembrane[i], c, pos, capacity);
     }
-    for (unsigned k = pos; k < capacity; ++k) {
-      ids[k] = 0;
-      membrane[k] = 0.0f;
+    if (pos < capacity) {
+      __builtin_memset(&ids[pos], 0, (capacity - pos) * sizeof(int));
+      __builtin_memset(&membrane[pos], 0, (capacity - pos) * sizeof(float));
     }
     counts[0] = listedSpikes;
     counts[1] = pos;
@@ -49,9 +49,9 @@ private:
   unsigned append(const IdVec &srcIds, const MemVec &srcMem, unsigned n, unsigned pos,
                   unsigned capacity) {
     const unsigned take = n < capacity - pos ? n : capacity - pos;
-    for (unsigned k = 0; k < take; ++k) {
-      ids[pos + k] = srcIds[k];
-      membrane[pos + k] = srcMem[k];
+    if (take != 0) {
+      __builtin_memcpy(&ids[pos], &srcIds[0], take * sizeof(int));
+      __builtin_memcpy(&membrane[pos], &srcMem[0], take * sizeof(float));
     }
     return pos + take;
   }

@@ -15,6 +15,31 @@ namespace snn {
 
 // gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
 // part of dL/dthreshold is accumulated on the way.
+template <unsigned Kind>
+inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thresholdGrad,
+                                    const float *__restrict threshold,
+                                    const int *__restrict ids, const float *__restrict mem,
+                                    const float *__restrict grad, unsigned numListed,
+                                    unsigned firstNeuron, float p0, float p1) {
+  // Blocks of 64: the surrogate over the block (one kind, so it vectorises),
+  // then the scatter into the tile's neurons in list order.
+  float g[64];
+  for (unsigned k0 = 0; k0 < numListed; k0 += 64) {
+    const unsigned m = numListed - k0 < 64 ? numListed - k0 : 64;
+    for (unsigned k = 0; k < m; ++k) {
+      const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
+      g[k] = grad[k0 + k] * surrogateDerivative(Kind, p0, p1, mem[k0 + k] - threshold[n]);
+    }
+    for (unsigned k = 0; k < m; ++k) {
+      const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
+      gU[n] += g[k];
+      thresholdGrad[n] -= g[k];
+    }
+  }
+}
+
+// gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
+// part of dL/dthreshold is accumulated on the way.
 inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict carry,
                                 float *__restrict thresholdGrad,
                                 const float *__restrict threshold,
@@ -24,11 +49,22 @@ inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict ca
                                 unsigned kind, float p0, float p1) {
   for (unsigned n = 0; n < numNeurons; ++n)
     gU[n] = carry[n];
-  for (unsigned k = 0; k < numListed; ++k) {
-    const unsigned n = unsigned(ids[k]) - firstNeuron;
-    const float g = grad[k] * surrogateDerivative(kind, p0, p1, mem[k] - threshold[n]);
-    gU[n] += g;
-    thresholdGrad[n] -= g;
+  switch (kind) {
+  case SURROGATE_ATAN:
+    return listedSurrogateGradKind<SURROGATE_ATAN>(gU, thresholdGrad, threshold, ids, mem,
+                                                   grad, numListed, firstNeuron, p0, p1);
+  case SURROGATE_FAST_SIGMOID:
+    return listedSurrogateGradKind<SURROGATE_FAST_SIGMOID>(
+        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+  case SURROGATE_SIGMOID:
+    return listedSurrogateGradKind<SURROGATE_SIGMOID>(
+        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+  case SURROGATE_TRIANGLE:
+    return listedSurrogateGradKind<SURROGATE_TRIANGLE>(
+        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+  default:
+    return listedSurrogateGradKind<SURROGATE_STRAIGHT_THROUGH>(
+        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
   }
 }
 

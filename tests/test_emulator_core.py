@@ -60,9 +60,10 @@ def dense_input(ids, counts, values, in_features):
     return x
 
 
-def reference(p, values, cap=None):
+def reference(p, values, cap=None, currents=None):
     """Dense float64 simulation; returns per-step U, S, syn and listed-spike masks.
-    cap: truncate the recurrent (listed) spikes to the first `cap` ids."""
+    cap: truncate the recurrent (listed) spikes to the first `cap` ids.
+    currents: a list that receives I[t] (with retain_grad) for dL/dI checks."""
     T, B, _ = p["in_ids"].shape
     x = dense_input(p["in_ids"], p["in_counts"], values, p["W"].shape[1])
     N = p["W"].shape[0]
@@ -78,6 +79,9 @@ def reference(p, values, cap=None):
             current = current + p["b"]
         if p["V"] is not None:
             current = current + S_prev @ p["V"].T
+        if currents is not None:
+            current.retain_grad()
+            currents.append(current)
         beta, thr = p["beta"], p["thr"]
         if p["model"] == READOUT:
             U = beta * U + current
@@ -195,7 +199,8 @@ def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True)
         f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads)
 
 
-def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7):
+def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7,
+                 **kwargs):
     kind, p0, p1 = p["surrogate"]
     empty = np.zeros(0, np.float32)
     spiking = p["model"] != READOUT
@@ -208,7 +213,7 @@ def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7):
         fwd["ids"] if spiking else np.zeros((0, 0, 0), np.int32),
         fwd["counts"] if spiking else np.zeros((0, 0, 2), np.int32),
         fwd["membrane"], fwd.get("dense_membrane", empty), fwd.get("dense_syn", empty),
-        grad_out, needs, threads)
+        grad_out, needs, threads, **kwargs)
 
 
 def partitions(n, rng):
@@ -488,3 +493,54 @@ def test_hostile_arguments_raise():
                          p["in_ids"], p["in_counts"], np.zeros((13, 20), np.int64),
                          np.zeros(0, np.float32), np.zeros(0, np.float32),
                          f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), 1)
+
+
+@pytest.mark.parametrize("model,recurrent,window", [
+    (LEAKY, False, INF), (LEAKY, False, 0.3), (SYNAPTIC, False, 0.3), (SYNAPTIC, False, INF),
+    (LEAKY, True, 0.3), (SYNAPTIC, True, INF), (READOUT, False, INF)])
+def test_grad_current_matches_reference(model, recurrent, window):
+    """return_grad_current: dL/dI[t,b,n] of the dense reference (gsyn for the
+    synaptic model, gU for the readout), also when the executor skips its
+    input and weight gradients (needs[0] = needs[1] = False)."""
+    seed = 900 + 10 * model + 5 * recurrent + (window == INF)
+    p = solvable_problem(seed, model, SUBTRACT, recurrent, window, n_out=21)
+    values = in_values(p)
+    currents = []
+    U, S, _ = reference(p, values, currents=currents)
+    rng = np.random.default_rng(seed)
+    tiles = [0, 5, 8, 21]
+    fwd = run_forward(p, tiles)
+    if model == READOUT:
+        grad_out = rng.normal(0, 1, U.shape).astype(np.float32)
+        (torch.from_numpy(grad_out).double() * U).sum().backward()
+    else:
+        ids, counts = fwd["ids"], fwd["counts"]
+        grad_out = rng.normal(0, 1, ids.shape).astype(np.float32)
+        G = torch.zeros_like(U)
+        for t, b in np.ndindex(*counts.shape[:2]):
+            n = counts[t, b, 1]
+            G[t, b, ids[t, b, :n]] = torch.from_numpy(grad_out[t, b, :n]).double()
+        (G * S).sum().backward()
+    ref = torch.stack([c.grad for c in currents])
+    full = run_backward(p, tiles, fwd, grad_out, return_grad_current=True)
+    got = full["grad_current"]
+    assert got.dtype == np.float32 and got.shape == tuple(ref.shape)
+    assert_grad(got, ref, "grad_current")
+    assert "grad_current" not in run_backward(p, tiles, fwd, grad_out)
+    skip = (False, False) + (True,) * 5
+    lean = run_backward(p, tiles, fwd, grad_out, needs=skip, return_grad_current=True)
+    assert "grad_in_values" not in lean and "grad_weight" not in lean
+    assert np.array_equal(lean["grad_current"], got)
+    assert_same(lean, run_backward(p, tiles, fwd, grad_out, threads=2, needs=skip,
+                                   return_grad_current=True))
+    # The dense GEMMs the Python side does with it give the sparse results.
+    x = dense_input(p["in_ids"], p["in_counts"], values.detach(), p["W"].shape[1])
+    g = torch.from_numpy(got).double()
+    W = torch.from_numpy(weight_arg(p, "W").astype(np.float64))
+    np.testing.assert_allclose(torch.einsum("tbn,tbi->ni", g, x).numpy(),
+                               full["grad_weight"], rtol=1e-4, atol=1e-4)
+    gx = (g @ W).numpy()
+    k = p["in_ids"].shape[2]
+    listed = np.arange(k)[None, None, :] < p["in_counts"][..., 1:]
+    np.testing.assert_allclose(np.where(listed, np.take_along_axis(gx, p["in_ids"], 2), 0),
+                               full["grad_in_values"], rtol=1e-4, atol=1e-4)

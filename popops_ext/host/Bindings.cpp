@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <cstdlib>
 #include <stdexcept>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -22,6 +27,21 @@ namespace py = pybind11;
 using namespace snn;
 
 namespace {
+
+// Every layer call allocates a few MB of short-lived buffers and outputs
+// (tile lists, weight blocks, [T, B, K] arrays). With glibc's defaults those
+// are fresh mmaps, and first-touch page faults cost as much as the kernels at
+// low activity; keep them on the heap for reuse. Skipped when the user tuned
+// malloc through the environment or set SNN_IPU_KEEP_MALLOC.
+void tuneMalloc() {
+#if defined(__GLIBC__)
+  if (std::getenv("SNN_IPU_KEEP_MALLOC") || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_"))
+    return;
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
 
 unsigned threadCount(int requested) {
   return requested > 0 ? unsigned(requested) : hardwareThreads();
@@ -196,6 +216,11 @@ py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds 
   add(needs.beta, "grad_beta", {N}, out.gradBeta);
   add(needs.threshold && spiking, "grad_threshold", {N}, out.gradThreshold);
   add(needs.alpha && synaptic, "grad_alpha", {N}, out.gradAlpha);
+  if (needs.current) { // every entry is written: no zero-fill
+    FloatArray g({T, B, N});
+    out.gradCurrent = g.mutable_data();
+    result["grad_current"] = g;
+  }
   LayerBackward<WT> layer(s, a.neuron, *a.layout, in, a.weightData<WT>(),
                           a.recWeightData<WT>(), needs, numThreads);
   {
@@ -213,7 +238,8 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        const IntArray &outIds, const IntArray &outCounts,
                        const FloatArray &membrane, const FloatArray &denseMembrane,
                        const FloatArray &denseSyn, const FloatArray &gradOut,
-                       const std::vector<bool> &needsList, int numThreads) {
+                       const std::vector<bool> &needsList, int numThreads,
+                       bool returnGradCurrent) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, noBias, recWeight, beta, threshold, alpha);
@@ -222,6 +248,7 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
   GradNeeds needs{needsList[0], needsList[1], needsList[2] && hasBias,
                   needsList[3] && a.recurrent, needsList[4], needsList[5],
                   needsList[6] && model == MODEL_SYNAPTIC};
+  needs.current = returnGradCurrent;
   const py::ssize_t T = a.shape.steps, B = a.shape.batch, N = a.shape.outFeatures;
   BackwardInputs in{};
   in.input = listView(a.inIds, a.inCounts);
@@ -255,6 +282,7 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "snn_ipu host executor: the IPU codelets run on CPU threads";
+  tuneMalloc();
   m.def("layer_forward", &layerForward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("capacity"), py::arg("overflow"),
@@ -268,7 +296,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("out_ids"),
         py::arg("out_counts"), py::arg("membrane"), py::arg("dense_membrane"),
         py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
-        py::arg("num_threads") = 0);
+        py::arg("num_threads") = 0, py::arg("return_grad_current") = false);
   m.def("hardware_threads", &hardwareThreads);
   registerPlanBindings(m);
 }

@@ -13,6 +13,20 @@
 
 namespace snn {
 
+namespace {
+// std::lower_bound with conditional moves instead of unpredictable branches.
+inline const int32_t *lowerBound(const int32_t *first, const int32_t *last, int value) {
+  std::size_t len = std::size_t(last - first);
+  while (len > 0) {
+    const std::size_t half = len / 2;
+    const bool right = first[half] < value;
+    first = right ? first + half + 1 : first;
+    len = right ? len - half - 1 : half;
+  }
+  return first;
+}
+} // namespace
+
 template <typename WT>
 LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
                                  const TileLayout &layout, const BackwardInputs &in,
@@ -21,7 +35,7 @@ LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
     : shape_(shape), neuron_(neuron), layout_(layout), in_(in), weight_(weight),
       recWeight_(recWeight), needs_(needs), numThreads_(numThreads) {
   const unsigned numTiles = layout.numTiles();
-  depth_ = needs.input ? shape.steps : (recWeight ? 2 : 1);
+  depth_ = (needs.input || needs.current) ? shape.steps : (recWeight ? 2 : 1);
   blocks_.resize(numTiles);
   recBlocks_.resize(numTiles);
   weightGrad_.resize(numTiles);
@@ -45,7 +59,13 @@ template <typename WT> void LayerBackward<WT>::prepareTile(unsigned j) {
   if (neuron_.model == MODEL_SYNAPTIC)
     s.carrySynaptic.assign(std::size_t(B) * len, 0.0f);
   s.notSpiked.assign(std::size_t(B) * len, 1.0f);
-  s.currentGrad.assign(std::size_t(depth_) * B * len, 0.0f);
+  // The state-grad vertices write every neuron of a slot before it is read;
+  // only the padding (read by the whole-row kernels) must be zero.
+  s.currentGrad.resize(std::size_t(depth_) * B * len);
+  if (len != width)
+    for (std::size_t r = 0; r < std::size_t(depth_) * B; ++r)
+      std::fill(s.currentGrad.data() + r * len + width, s.currentGrad.data() + (r + 1) * len,
+                0.0f);
   s.listIds.assign(width, 0);
   s.listMembrane.assign(width, 0.0f);
   s.listGrad.assign(width, 0.0f);
@@ -72,8 +92,9 @@ typename LayerBackward<WT>::Range LayerBackward<WT>::spikeRange(unsigned j,
   const int32_t *ids = in_.output.idsAt(row);
   const unsigned n = in_.output.spikesAt(row);
   const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
-  return {unsigned(std::lower_bound(ids, ids + n, lo) - ids),
-          unsigned(std::lower_bound(ids, ids + n, hi) - ids)};
+  // The first tile's run starts at 0, the last tile's ends at n.
+  return {lo == 0 ? 0u : unsigned(lowerBound(ids, ids + n, lo) - ids),
+          j + 1 == layout_.numTiles() ? n : unsigned(lowerBound(ids, ids + n, hi) - ids)};
 }
 
 template <typename WT>
@@ -82,8 +103,8 @@ typename LayerBackward<WT>::Range LayerBackward<WT>::eligibleRange(unsigned j,
   const int32_t *ids = in_.output.idsAt(row);
   const unsigned b = in_.output.spikesAt(row), e = in_.output.listedAt(row);
   const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
-  return {unsigned(std::lower_bound(ids + b, ids + e, lo) - ids),
-          unsigned(std::lower_bound(ids + b, ids + e, hi) - ids)};
+  return {lo == 0 ? b : unsigned(lowerBound(ids + b, ids + e, lo) - ids),
+          j + 1 == layout_.numTiles() ? e : unsigned(lowerBound(ids + b, ids + e, hi) - ids)};
 }
 
 template <typename WT>
@@ -93,11 +114,13 @@ unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row, unsigned &
   const int32_t *ids = in_.output.ids + base;
   unsigned n = 0;
   auto append = [&](Range r) {
-    for (unsigned k = r.begin; k < r.end; ++k, ++n) {
-      s.listIds[n] = ids[k];
-      s.listMembrane[n] = in_.membrane[base + k];
-      s.listGrad[n] = in_.gradOut[base + k];
-    }
+    const unsigned m = r.end - r.begin;
+    if (m == 0)
+      return;
+    std::memcpy(s.listIds.data() + n, ids + r.begin, m * sizeof(int));
+    std::memcpy(s.listMembrane.data() + n, in_.membrane + base + r.begin, m * sizeof(float));
+    std::memcpy(s.listGrad.data() + n, in_.gradOut + base + r.begin, m * sizeof(float));
+    n += m;
   };
   append(spikeRange(j, row));
   numSpikes = n;
@@ -286,6 +309,13 @@ void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
   copy(out.gradBeta, s.betaGrad);
   copy(out.gradThreshold, s.thresholdGrad);
   copy(out.gradAlpha, s.alphaGrad);
+  if (out.gradCurrent) {
+    const unsigned B = shape_.batch, N = shape_.outFeatures;
+    for (unsigned t = 0; t < shape_.steps; ++t)
+      for (unsigned b = 0; b < B; ++b)
+        std::memcpy(out.gradCurrent + (std::size_t(t) * B + b) * N + first,
+                    currentGradAt(j, t, b), width * sizeof(float));
+  }
 }
 
 template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {

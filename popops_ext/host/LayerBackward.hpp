@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "LayerViews.hpp"
+#include "RawVector.hpp"
 #include "TileLayout.hpp"
 
 namespace snn {
 
 struct GradNeeds {
   bool input, weight, bias, recWeight, beta, threshold, alpha;
+  bool current = false; // copy dL/dI [T x B x out] out (keeps every step's dL/dI)
 };
 
 struct BackwardInputs {
@@ -37,6 +39,7 @@ struct BackwardOutputs {
   float *gradWeight; // [out x in]
   float *gradBias, *gradBeta, *gradThreshold, *gradAlpha; // [out]
   float *gradRecWeight;                                   // [out x out]
+  float *gradCurrent; // [T x B x out] dL/dI (needs.current)
 };
 
 template <typename WT> class LayerBackward {
@@ -49,7 +52,7 @@ public:
 private:
   struct TileState {
     std::vector<float> carry, carrySynaptic, notSpiked; // [B x rowLength]
-    std::vector<float> currentGrad;                     // [depth x B x rowLength]
+    RawVector<float> currentGrad; // [depth x B x rowLength]; padding zeroed
     std::vector<int> listIds;                           // [width]: one row's entries
     std::vector<float> listMembrane, listGrad;          // [width]
     std::vector<float> partials;                        // recurrent: [numTiles x width]

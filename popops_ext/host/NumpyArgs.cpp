@@ -1,18 +1,37 @@
 #include "NumpyArgs.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace snn {
 
 namespace {
-// Whether two ascending runs have an element in common.
+// Whether two ascending runs have an element in common: each element of the
+// shorter run is looked up in the longer one (few spikes against a long
+// eligible run is the common case), which avoids a branchy merge.
 bool sharesAnId(const int32_t *a, const int32_t *aEnd, const int32_t *b, const int32_t *bEnd) {
-  while (a != aEnd && b != bEnd) {
-    if (*a == *b)
-      return true;
-    *a < *b ? ++a : ++b;
+  if (aEnd - a > bEnd - b) {
+    std::swap(a, b);
+    std::swap(aEnd, bEnd);
   }
-  return false;
+  if (a == aEnd || b == bEnd || *(aEnd - 1) < *b || *(bEnd - 1) < *a)
+    return false;
+  // Branch-free search (conditional moves): base ends at the last element
+  // <= x, or at the first one.
+  bool hit = false;
+  const std::size_t n = std::size_t(bEnd - b);
+  for (; a != aEnd; ++a) {
+    const int32_t x = *a;
+    const int32_t *base = b;
+    for (std::size_t len = n; len > 1;) {
+      const std::size_t half = len / 2;
+      base = base[half] <= x ? base + half : base;
+      len -= half;
+    }
+    hit |= *base == x;
+  }
+  return hit;
 }
 
 std::string describe(const py::array &a) {
@@ -74,7 +93,17 @@ void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
       throw std::out_of_range(std::string(name) + " counts out of range at row " +
                               std::to_string(row));
     const int32_t *r = id + row * K;
-    for (int32_t k = 0; k < listed; ++k) {
+    // Branch-free scan first (vectorised); the slow loop only names the fault.
+    unsigned bad = 0;
+    for (int32_t k = 0; k < listed; ++k)
+      bad |= unsigned(unsigned(r[k]) >= numIds);
+    if (sorted) {
+      for (int32_t k = 1; k < spikes; ++k)
+        bad |= unsigned(r[k] <= r[k - 1]);
+      for (int32_t k = spikes + 1; k < listed; ++k)
+        bad |= unsigned(r[k] <= r[k - 1]);
+    }
+    for (int32_t k = 0; bad && k < listed; ++k) {
       if (r[k] < 0 || unsigned(r[k]) >= numIds)
         throw std::out_of_range(std::string(name) + " id " + std::to_string(r[k]) +
                                 " out of range [0, " + std::to_string(numIds) + ")");

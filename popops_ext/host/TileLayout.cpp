@@ -31,8 +31,13 @@ template <typename WT>
 void TileBlocks<WT>::build(const TileLayout &layout, unsigned j, const WT *matrix,
                            unsigned rows) {
   const unsigned len = layout.rowLength(j), width = layout.width(j);
-  std::vector<WT> &b = blocks_[j];
-  b.assign(std::size_t(rows) * len, WT(0));
+  RawVector<WT> &b = blocks_[j];
+  if (b.size() != std::size_t(rows) * len)
+    b.resize(std::size_t(rows) * len); // every element is written below
+  if (len != width)
+    for (unsigned i = 0; i < rows; ++i)
+      for (unsigned n = width; n < len; ++n)
+        b[std::size_t(i) * len + n] = WT(0);
   // Eight source rows at a time so each destination row gets a whole 8-wide run.
   const WT *src = matrix + std::size_t(layout.first(j)) * rows;
   for (unsigned n0 = 0; n0 < width; n0 += 8) {

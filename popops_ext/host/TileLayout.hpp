@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "RawVector.hpp"
+
 namespace snn {
 
 class TileLayout {
@@ -33,7 +35,7 @@ public:
   void resize(unsigned numTiles) { blocks_.resize(numTiles); }
 
 private:
-  std::vector<std::vector<WT>> blocks_;
+  std::vector<RawVector<WT>> blocks_;
 };
 
 // Float gradient blocks in the same layout, turned back into [numNeurons x rows].

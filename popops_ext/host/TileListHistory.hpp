@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <vector>
 
+#include "RawVector.hpp"
+
 namespace snn {
 
+
 struct TileListHistory {
-  std::vector<int> spikeIds, eligibleIds;
-  std::vector<float> spikeMembrane, eligibleMembrane;
+  RawVector<int> spikeIds, eligibleIds;
+  RawVector<float> spikeMembrane, eligibleMembrane;
   std::vector<std::size_t> spikeStart, eligibleStart; // [rows + 1]
   std::vector<unsigned> counts;                       // [rows x {spikes, eligible-only}]
 
@@ -37,7 +40,7 @@ struct TileListHistory {
   }
 
 private:
-  static void grow(std::vector<int> &ids, std::vector<float> &mem, std::size_t need) {
+  static void grow(RawVector<int> &ids, RawVector<float> &mem, std::size_t need) {
     if (ids.size() >= need)
       return;
     const std::size_t size = need > 2 * ids.size() ? need : 2 * ids.size();
