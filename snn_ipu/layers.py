@@ -41,6 +41,7 @@ __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig"]
 RESETS = {"subtract": 0, "zero": 1, "none": 2}
 MODELS = {"leaky": 0, "synaptic": 1, "readout": 2}
 BACKENDS = ("auto", "reference", "emulator", "ipu")
+PLAN_TARGETS = ("host", "ipu2")
 
 Scalar = Union[float, torch.Tensor]
 
@@ -112,6 +113,7 @@ class _Layer(nn.Module):
         learn_beta: bool,
         backend: str,
         dtype: torch.dtype,
+        plan_target: str,
         name: Optional[str],
     ) -> None:
         super().__init__()
@@ -121,7 +123,10 @@ class _Layer(nn.Module):
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         if dtype not in (torch.float32, torch.float16):
             raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
+        if plan_target not in PLAN_TARGETS:
+            raise ValueError(f"unknown plan_target {plan_target!r}; choose one of {PLAN_TARGETS}")
         self.backend = backend
+        self.plan_target = plan_target
         self.recurrent = bool(recurrent)
         self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
         linear = nn.Linear(in_features, out_features, bias=bias)  # torch's default init
@@ -191,7 +196,8 @@ class _SpikingLayer(_Layer):
         name: Optional[str],
     ) -> None:
         super().__init__(
-            in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype, name
+            in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype,
+            plan_target, name,
         )
         if reset not in RESETS:
             raise ValueError(f"unknown reset mechanism {reset!r}; choose one of {tuple(RESETS)}")
@@ -209,7 +215,6 @@ class _SpikingLayer(_Layer):
         self.grad_window = grad_window
         self.max_spikes = max_spikes
         self.overflow = check_overflow_policy(overflow)
-        self.plan_target = plan_target
         self._register("threshold", _threshold(threshold, out_features), learn_threshold)
         self.overflow_warned = False
 
@@ -362,10 +367,10 @@ class ReadoutLayer(_Layer):
         name: Optional[str] = None,
     ) -> None:
         super().__init__(
-            in_features, out_features, beta, bias, False, learn_beta, backend, dtype, name
+            in_features, out_features, beta, bias, False, learn_beta, backend, dtype,
+            plan_target, name,
         )
         self.max_spikes = None
-        self.plan_target = plan_target
 
     def config(self) -> LayerConfig:
         return LayerConfig(

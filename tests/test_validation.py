@@ -93,6 +93,8 @@ def test_unknown_names():
         LIFLayer(5, 4, backend="gpu")
     with pytest.raises(ValueError, match="unknown overflow policy"):
         LIFLayer(5, 4, overflow="clip")
+    with pytest.raises(ValueError, match="unknown plan_target 'ipu3'"):
+        ReadoutLayer(5, 4, plan_target="ipu3")
 
 
 @pytest.mark.parametrize("beta", [-0.1, 1.5, math.nan, [0.5, 2.0, 0.5, 0.5]])

@@ -1,7 +1,8 @@
 """The IPU emulator backend: the codelets run on the CPU by the C++ host executor.
 
-One autograd Function per layer kind over ``snn_ipu._C``; all validation
-happens in Python before the call (the C++ side still bounds-checks). The
+One autograd Function per layer kind over ``snn_ipu._C``. Inputs are validated
+in Python before the call (lists built by this package are valid by
+construction); the C++ side still bounds-checks every index it reads. The
 executor runs the tile plan that the planner makes for ``plan_target``
 (``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
 """
