@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from . import surrogate as surrogate_mod
-from .spikes import SparseSpikes, as_sparse, check_overflow_policy
+from .spikes import OVERFLOW_POLICIES, SparseSpikes, as_sparse, check_overflow_policy
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig"]
 
@@ -67,6 +67,10 @@ class LayerConfig:
     @property
     def reset_code(self) -> int:
         return RESETS[self.reset]
+
+    @property
+    def overflow_code(self) -> int:
+        return OVERFLOW_POLICIES.index(self.overflow)
 
     @property
     def window(self) -> float:

@@ -17,11 +17,11 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from .backends.tiles import default_threads, model_code
+from .backends.tiles import MODEL_CODES, default_threads, model_code
 
 __all__ = ["LayerPlanRow", "PlanError", "PlanReport", "plan"]
 
-_MODEL_NAMES = {0: "leaky", 1: "synaptic", 2: "readout"}
+_MODEL_NAMES = {code: name for name, code in MODEL_CODES.items()}
 
 
 class PlanError(ValueError):

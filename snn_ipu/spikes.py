@@ -221,9 +221,6 @@ class SparseSpikes:
             raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
         if self.num_neurons < 1:
             raise ValueError(f"SparseSpikes.num_neurons must be >= 1, got {self.num_neurons}")
-        if ids.numel() == 0 and K == 0 and counts.numel():
-            if bool((counts != 0).any()):
-                raise ValueError("SparseSpikes: counts above capacity 0")
         c0, c1 = counts[..., 0], counts[..., 1]
         if bool((c0 < 0).any()) or bool((c1 < c0).any()):
             raise ValueError(

@@ -121,7 +121,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         sur = cfg.surrogate
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
-            cfg.capacity or 0, {"error": 0, "drop": 1, "grow": 2}[cfg.overflow], keep_dense,
+            cfg.capacity or 0, cfg.overflow_code, keep_dense,
             tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
             _weights(rec_weight), _np(beta), _np(threshold), _np(alpha), _num_threads,
         )
@@ -154,7 +154,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             torch.from_numpy(res.get("dense_syn", _EMPTY)),
         )
         ctx.mark_non_differentiable(ids, counts)
-        values = (torch.arange(K) < counts[..., :1].long()).float()
+        values = listed_mask(counts.long(), K, 0).float()
         return values, ids, counts
 
     @staticmethod

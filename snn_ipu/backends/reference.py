@@ -97,20 +97,20 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
         r_prev = S * listed.to(S.dtype)
         s_prev = S.detach()
         S_all.append(S)
-        U_all.append(U.detach())
+        if layer.record_membrane:
+            U_all.append(U.detach())
         spk_all.append(spk)
         elig_all.append(elig)
 
     S_all = torch.stack(S_all)
     layer.last_membrane = torch.stack(U_all) if layer.record_membrane else None
     spk_all = torch.stack(spk_all)
-    ids, counts, overflow = lists_from_masks(
-        spk_all, torch.stack(elig_all), cfg.capacity, cfg.overflow
-    )
+    elig_all = torch.stack(elig_all)
+    ids, counts, overflow = lists_from_masks(spk_all, elig_all, cfg.capacity, cfg.overflow)
     K = ids.shape[-1]
     apply_overflow(layer, K, overflow)
     values = torch.gather(S_all, -1, ids.long()) * listed_mask(counts.long(), K, 1)
-    needed = (spk_all | torch.stack(elig_all)).sum(-1).max()
+    needed = (spk_all | elig_all).sum(-1).max()
     record_stats(
         layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow, path="dense"
     )

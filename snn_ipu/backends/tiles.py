@@ -13,9 +13,9 @@ from typing import Optional, Union
 
 import numpy as np
 
-__all__ = ["MODEL_CODES", "model_code", "tile_starts_for"]
+from ..layers import MODELS as MODEL_CODES
 
-MODEL_CODES = {"leaky": 0, "synaptic": 1, "readout": 2}
+__all__ = ["MODEL_CODES", "model_code", "tile_starts_for"]
 
 
 def model_code(model: Union[str, int]) -> int:
