@@ -6,6 +6,10 @@ whole time loop in a backend: dense PyTorch (``reference``), the C++ IPU
 emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
 """
 
+# torch first: the extension (snn_ipu._C) then binds to the OpenMP runtime torch
+# loaded, so both share one thread team instead of competing for the cores.
+import torch  # noqa: F401, I001
+
 from . import data, encoding, losses, surrogate
 from .layers import LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, plan

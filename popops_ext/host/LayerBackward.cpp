@@ -324,7 +324,7 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   ThreadPool &pool = ThreadPool::instance();
   if (!recWeight_) {
     std::atomic<unsigned> next{0};
-    pool.run(tileThreads, [&](unsigned) {
+    pool.run(tileThreads, [&](unsigned, unsigned) {
       for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
         prepareTile(j);
         for (unsigned t = T; t-- > 0;)
@@ -332,8 +332,8 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       }
     });
   } else {
-    pool.run(tileThreads, [&](unsigned thread) {
-      const auto share = threadShare(numTiles, thread, tileThreads);
+    pool.run(tileThreads, [&](unsigned thread, unsigned team) {
+      const auto share = threadShare(numTiles, thread, team);
       for (std::size_t j = share.first; j < share.second; ++j)
         prepareTile(unsigned(j));
       pool.barrier();
@@ -347,10 +347,11 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   if (needs_.input && in_.input.capacity > 0) {
     const std::size_t rows = std::size_t(T) * shape_.batch;
     const unsigned rowThreads = effectiveThreads(numThreads_, rows);
-    pool.run(rowThreads, [&](unsigned thread) { inputGrad(thread, rowThreads, out.gradIn); });
+    pool.run(rowThreads,
+             [&](unsigned thread, unsigned team) { inputGrad(thread, team, out.gradIn); });
   }
-  pool.run(tileThreads, [&](unsigned thread) {
-    const auto share = threadShare(numTiles, thread, tileThreads);
+  pool.run(tileThreads, [&](unsigned thread, unsigned team) {
+    const auto share = threadShare(numTiles, thread, team);
     for (std::size_t j = share.first; j < share.second; ++j)
       writeOutputs(unsigned(j), out);
   });

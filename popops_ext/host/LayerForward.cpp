@@ -172,7 +172,7 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
   ThreadPool &pool = ThreadPool::instance();
   if (!recWeight_) {
     std::atomic<unsigned> next{0};
-    pool.run(numThreads, [&](unsigned) {
+    pool.run(numThreads, [&](unsigned, unsigned) {
       for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
         prepareTile(j);
         for (unsigned t = 0; t < T; ++t)
@@ -181,8 +181,8 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
     });
     return;
   }
-  pool.run(numThreads, [&](unsigned thread) {
-    const auto share = threadShare(numTiles, thread, numThreads);
+  pool.run(numThreads, [&](unsigned thread, unsigned team) {
+    const auto share = threadShare(numTiles, thread, team);
     for (std::size_t j = share.first; j < share.second; ++j)
       prepareTile(unsigned(j));
     pool.barrier();
@@ -224,7 +224,7 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane) {
   const std::size_t rows = std::size_t(shape_.steps) * B;
   std::vector<unsigned> rowCounts(4 * rows);
   const unsigned numThreads = effectiveThreads(options_.numThreads, rows);
-  ThreadPool::instance().run(numThreads, [&](unsigned thread) {
+  ThreadPool::instance().run(numThreads, [&](unsigned thread, unsigned team) {
     using IdEdge = poplar::Input<poplar::Vector<int>>;
     using MemEdge = poplar::Input<poplar::Vector<float>>;
     std::vector<IdEdge> spikeIds(numTiles), eligibleIds(numTiles);
@@ -236,7 +236,7 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane) {
     v.spikeMembrane.bind(spikeMem.data(), numTiles);
     v.eligibleMembrane.bind(eligibleMem.data(), numTiles);
     v.tileCounts.bind(tileCounts.data(), tileCounts.size());
-    const auto share = threadShare(rows, thread, numThreads);
+    const auto share = threadShare(rows, thread, team);
     for (std::size_t row = share.first; row < share.second; ++row) {
       for (unsigned i = 0; i < numTiles; ++i) {
         const TileListHistory &h = tiles_[i].history;

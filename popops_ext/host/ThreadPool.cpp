@@ -1,5 +1,9 @@
 #include "ThreadPool.hpp"
 
+#include <thread>
+
+#include <omp.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -16,88 +20,37 @@ ThreadPool &ThreadPool::instance() {
   return pool;
 }
 
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  for (auto &w : workers_)
-    w.join();
-}
-
-void ThreadPool::ensureWorkers(unsigned count) {
-  while (workers_.size() < count) {
-    const unsigned index = unsigned(workers_.size()) + 1;
-    workers_.emplace_back([this, index] { workerLoop(index); });
-  }
-}
-
-void ThreadPool::runJob(unsigned index) {
-  try {
-    (*job_)(index);
-  } catch (...) {
-    aborted_.store(true);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!error_)
-      error_ = std::current_exception();
-  }
-}
-
-void ThreadPool::workerLoop(unsigned index) {
-  unsigned long seen = 0;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_)
-        return;
-      seen = generation_;
-      if (index >= activeThreads_)
-        continue;
-    }
-    runJob(index);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0)
-      done_.notify_one();
-  }
-}
-
-void ThreadPool::run(unsigned numThreads, const std::function<void(unsigned)> &job) {
-  if (numThreads == 0)
-    numThreads = 1;
+void ThreadPool::run(unsigned numThreads, const std::function<void(unsigned, unsigned)> &job) {
   std::lock_guard<std::mutex> runLock(runMutex_);
-  if (numThreads == 1) {
-    activeThreads_ = 1;
-    job(0);
+  error_ = nullptr;
+  aborted_.store(false);
+  barrierArrived_.store(0);
+  if (numThreads <= 1 || omp_in_parallel()) {
+    teamSize_ = 1;
+    job(0, 1);
     return;
   }
+#pragma omp parallel num_threads(numThreads)
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ensureWorkers(numThreads - 1);
-    job_ = &job;
-    activeThreads_ = numThreads;
-    pending_ = numThreads - 1;
-    error_ = nullptr;
-    barrierArrived_.store(0);
-    aborted_.store(false);
-    ++generation_;
+#pragma omp single
+    teamSize_ = unsigned(omp_get_num_threads());
+    // (the end of `single` is a barrier, so every thread sees teamSize_)
+    try {
+      job(unsigned(omp_get_thread_num()), teamSize_);
+    } catch (...) {
+      aborted_.store(true);
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (!error_)
+        error_ = std::current_exception();
+    }
   }
-  wake_.notify_all();
-  runJob(0);
-  std::exception_ptr error;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    job_ = nullptr;
-    error = error_;
-  }
-  if (error)
-    std::rethrow_exception(error);
+  teamSize_ = 1;
+  if (error_)
+    std::rethrow_exception(error_);
 }
 
 void ThreadPool::barrier() {
-  const unsigned n = activeThreads_;
+  const unsigned n = teamSize_;
   if (n <= 1)
     return;
   const unsigned gen = barrierGeneration_.load(std::memory_order_acquire);
