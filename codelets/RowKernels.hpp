@@ -35,8 +35,18 @@ inline void addRows(float *__restrict acc, const WT *__restrict rows,
   unsigned c = 0;
   for (; c + 64 <= rowLength; c += 64)
     addRowsChunk<8>(acc + c, rows + c, ids, numIds, rowLength);
-  for (; c + 8 <= rowLength; c += 8)
-    addRowsChunk<1>(acc + c, rows + c, ids, numIds, rowLength);
+  // The remaining whole vectors in one more pass over the ids, not one per vector.
+  switch ((rowLength - c) / 8) {
+  case 7: addRowsChunk<7>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 6: addRowsChunk<6>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 5: addRowsChunk<5>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 4: addRowsChunk<4>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 3: addRowsChunk<3>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 2: addRowsChunk<2>(acc + c, rows + c, ids, numIds, rowLength); break;
+  case 1: addRowsChunk<1>(acc + c, rows + c, ids, numIds, rowLength); break;
+  default: break;
+  }
+  c += (rowLength - c) / 8 * 8;
   for (; c < rowLength; ++c)
     for (unsigned k = 0; k < numIds; ++k)
       acc[c] += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
@@ -65,8 +75,17 @@ inline void scatterRows(float *__restrict rows, const float *__restrict g,
   unsigned c = 0;
   for (; c + 64 <= rowLength; c += 64)
     scatterRowsChunk<8>(rows + c, g + c, ids, numIds, rowLength);
-  for (; c + 8 <= rowLength; c += 8)
-    scatterRowsChunk<1>(rows + c, g + c, ids, numIds, rowLength);
+  switch ((rowLength - c) / 8) {
+  case 7: scatterRowsChunk<7>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 6: scatterRowsChunk<6>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 5: scatterRowsChunk<5>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 4: scatterRowsChunk<4>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 3: scatterRowsChunk<3>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 2: scatterRowsChunk<2>(rows + c, g + c, ids, numIds, rowLength); break;
+  case 1: scatterRowsChunk<1>(rows + c, g + c, ids, numIds, rowLength); break;
+  default: break;
+  }
+  c += (rowLength - c) / 8 * 8;
   for (; c < rowLength; ++c)
     for (unsigned k = 0; k < numIds; ++k)
       rows[(unsigned long)(unsigned)ids[k] * rowLength + c] += g[c];
@@ -90,6 +109,43 @@ inline float rowDot(const WT *__restrict row, const float *__restrict g, unsigne
   for (; c < rowLength; ++c)
     sum += float(row[c]) * g[c];
   return sum;
+}
+
+// out[r] = sum_n rows[ids[r]][n] * g[n] for four listed rows at once: each
+// load of g serves four rows, and two accumulators per row (even and odd
+// vectors) keep eight independent chains in flight.
+template <typename WT>
+inline void rowDot4(const WT *__restrict rows, const int *__restrict ids,
+                    const float *__restrict g, unsigned rowLength, float *__restrict out) {
+  const WT *__restrict r[4];
+#pragma GCC unroll 4
+  for (unsigned k = 0; k < 4; ++k)
+    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+  f32x8 even[4] = {}, odd[4] = {};
+  unsigned c = 0;
+  for (; c + 16 <= rowLength; c += 16) {
+    const f32x8 g0 = load8(g + c), g1 = load8(g + c + 8);
+#pragma GCC unroll 4
+    for (unsigned k = 0; k < 4; ++k) {
+      even[k] += load8(r[k] + c) * g0;
+      odd[k] += load8(r[k] + c + 8) * g1;
+    }
+  }
+  if (c + 8 <= rowLength) {
+    const f32x8 g0 = load8(g + c);
+#pragma GCC unroll 4
+    for (unsigned k = 0; k < 4; ++k)
+      even[k] += load8(r[k] + c) * g0;
+    c += 8;
+  }
+#pragma GCC unroll 4
+  for (unsigned k = 0; k < 4; ++k) {
+    const f32x8 s = even[k] + odd[k];
+    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(r[k][n]) * g[n];
+    out[k] = sum;
+  }
 }
 
 } // namespace snn

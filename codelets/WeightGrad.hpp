@@ -43,7 +43,10 @@ public:
     const WT *w = &weights[0];
     const float *g = &currentGrad[0];
     const unsigned n = *numIds;
-    for (unsigned k = 0; k < n; ++k)
+    unsigned k = 0;
+    for (; k + 4 <= n; k += 4)
+      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
+    for (; k < n; ++k)
       partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
                                 rowLength);
     return true;

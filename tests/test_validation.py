@@ -27,13 +27,22 @@ def test_nan_inf_in_inputs(backend, bad):
         LIFLayer(5, 4, backend=backend)(x)
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("param", ["weight", "bias"])
-def test_nan_in_weights(backend, param):
+def test_nan_in_weights(backend, param, bad):
     layer = LIFLayer(5, 4, backend=backend)
     with torch.no_grad():
-        getattr(layer, param).view(-1)[0] = math.nan
+        getattr(layer, param).view(-1)[0] = bad
     with pytest.raises(ValueError, match=f"{param} contains NaN or inf"):
         layer(binary((3, 2, 5), 0.5, 0))
+
+
+def test_huge_finite_weights_are_not_reported_as_inf(backend):
+    # Their sum overflows to inf; the finiteness check must not mistake that for inf.
+    layer = LIFLayer(5, 4, backend=backend)
+    with torch.no_grad():
+        layer.weight.fill_(3e38)
+    layer(binary((3, 2, 5), 0.5, 0))
 
 
 def test_wrong_rank_and_features(backend):

@@ -260,36 +260,38 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
   }
 }
 
+// Tile-major over the thread's share of rows, so each tile's weight block is
+// read from cache rather than memory; each row's partials are added into
+// gradIn tile after tile, the same order as one PartialReduce over all tiles.
 template <typename WT>
 void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *gradIn) {
   const unsigned numTiles = layout_.numTiles(), B = shape_.batch;
   const unsigned Kin = in_.input.capacity;
   const std::size_t rows = std::size_t(shape_.steps) * B;
-  std::vector<float> partials(std::size_t(numTiles) * Kin);
+  std::vector<float> partials(Kin);
   InputSpikeGrad<WT> dot;
+  dot.partials.bind(partials.data(), Kin);
   PartialReduce reduce;
-  reduce.partials.bind(partials.data(), partials.size());
-  reduce.numPartials = numTiles;
+  reduce.partials.bind(partials.data(), Kin);
+  reduce.numPartials = 1;
   reduce.stride = Kin;
   const auto share = threadShare(rows, thread, numThreads);
-  for (std::size_t row = share.first; row < share.second; ++row) {
-    unsigned n = in_.input.listedAt(row);
-    if (n == 0)
-      continue;
-    const unsigned t = unsigned(row / B), b = unsigned(row % B);
-    dot.ids.bind(in_.input.idsAt(row), n);
-    dot.numIds.bind(&n);
-    for (unsigned i = 0; i < numTiles; ++i) {
-      const unsigned len = layout_.rowLength(i);
-      dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));
-      dot.currentGrad.bind(currentGradAt(i, t, b), len);
-      dot.partials.bind(partials.data() + std::size_t(i) * Kin, Kin);
-      dot.rowLength = len;
+  for (unsigned i = 0; i < numTiles; ++i) {
+    const unsigned len = layout_.rowLength(i);
+    dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));
+    dot.rowLength = len;
+    for (std::size_t row = share.first; row < share.second; ++row) {
+      unsigned n = in_.input.listedAt(row);
+      if (n == 0)
+        continue;
+      dot.ids.bind(in_.input.idsAt(row), n);
+      dot.numIds.bind(&n);
+      dot.currentGrad.bind(currentGradAt(i, unsigned(row / B), unsigned(row % B)), len);
       dot.compute();
+      reduce.out.bind(gradIn + row * Kin, n);
+      reduce.numOut.bind(&n);
+      reduce.compute();
     }
-    reduce.out.bind(gradIn + row * Kin, n);
-    reduce.numOut.bind(&n);
-    reduce.compute();
   }
 }
 
