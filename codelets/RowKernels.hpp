@@ -7,6 +7,10 @@
 
 namespace snn {
 
+#if !defined(__IPU__)
+constexpr unsigned kPrefetchAhead = 6; // rows
+#endif
+
 // V vectors of neurons starting at acc: acc += sum over the listed rows.
 template <unsigned V, typename WT>
 inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
@@ -16,6 +20,16 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
   for (unsigned v = 0; v < V; ++v)
     a[v] = load8(acc + 8 * v);
   for (unsigned k = 0; k < numIds; ++k) {
+#if !defined(__IPU__)
+    // Rows are scattered over the tile's block (in L2 at best): fetch a few ahead.
+    if (k + kPrefetchAhead < numIds) {
+      const char *ahead = reinterpret_cast<const char *>(
+          rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
+#pragma GCC unroll 8
+      for (unsigned line = 0; line < (V * 8 * sizeof(WT) + 63) / 64; ++line)
+        __builtin_prefetch(ahead + 64 * line);
+    }
+#endif
     const WT *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from snn_ipu import _C
+from snn_ipu import _C, SparseSpikes
+from snn_ipu.backends.emulator import spike_matmul
 
 LEAKY, SYNAPTIC, READOUT = 0, 1, 2
 SUBTRACT, ZERO, NONE = 0, 1, 2
@@ -553,3 +554,25 @@ def test_grad_current_matches_reference(model, recurrent, window):
     listed = np.arange(k)[None, None, :] < p["in_counts"][..., 1:]
     np.testing.assert_allclose(np.where(listed, np.take_along_axis(gx, p["in_ids"], 2), 0),
                                full["grad_in_values"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("plan_target", ["host", "ipu2"])
+def test_spike_matmul_kernel_matches_dense(dtype, plan_target):
+    gen = torch.Generator().manual_seed(3)
+    T, B, n_in, n_out = 7, 5, 90, 150
+    x = (torch.rand(T, B, n_in, generator=gen) < 0.2).float()
+    only = (torch.rand(T, B, n_in, generator=gen) < 0.1) & (x == 0)
+    spikes = SparseSpikes.from_dense(x, eligible=only)  # eligible-only entries add nothing
+    w = torch.randn(n_out, n_in, generator=gen).to(dtype)
+    currents, seconds, adds = spike_matmul(spikes, w, plan_target=plan_target)
+    expect = x.double().sum(0) @ w.double().t()
+    np.testing.assert_allclose(currents.numpy(), expect.numpy(), rtol=1e-5, atol=1e-4)
+    assert adds == int(x.sum()) * n_out
+    assert seconds > 0
+
+
+def test_spike_matmul_rejects_wrong_weight_shape():
+    spikes = SparseSpikes.from_dense(torch.zeros(2, 1, 4))
+    with pytest.raises(ValueError, match=r"weight must be \[out, 4\]"):
+        spike_matmul(spikes, torch.zeros(3, 5))

@@ -20,6 +20,7 @@
 #include "LayerBackward.hpp"
 #include "LayerForward.hpp"
 #include "NumpyArgs.hpp"
+#include "SpikeMatmulRun.hpp"
 #include "ThreadPool.hpp"
 #include "plan/PlanBindings.hpp"
 
@@ -278,6 +279,40 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                          : backward<float>(a, in, needs, threads);
 }
 
+// The spike-matmul kernel alone (benchmarks and tests): sum over t of the
+// listed input spikes times W^T, with the time spent in the vertex calls.
+py::dict spikeMatmul(const IntArray &tileStarts, const IntArray &inIds, const IntArray &inCounts,
+                     const py::array &weight_, int numThreads) {
+  const WeightArg weight = toWeight(weight_, "weight");
+  if (weight.array.ndim() != 2)
+    throw std::invalid_argument("weight must be [out, in]");
+  if (inIds.ndim() != 3)
+    throw std::invalid_argument("in_ids must be [T, B, K]");
+  const Shape shape{unsigned(inIds.shape(0)), unsigned(inIds.shape(1)),
+                    unsigned(weight.cols()), unsigned(weight.rows())};
+  checkSpikeList(inIds, inCounts, shape.steps, shape.batch, shape.inFeatures, false,
+                 "input list");
+  const TileLayout layout(tileStarts.data(), tileStarts.size(), shape.outFeatures);
+  FloatArray out = zeros({py::ssize_t(shape.batch), py::ssize_t(shape.outFeatures)});
+  float *o = out.mutable_data();
+  const SpikeListView input = listView(inIds, inCounts);
+  const unsigned threads = threadCount(numThreads);
+  SpikeMatmulTiming timing{};
+  {
+    py::gil_scoped_release release;
+    timing = weight.isHalf
+                 ? spikeMatmulOverTime(shape, layout, input,
+                                       static_cast<const half *>(weight.data()), threads, o)
+                 : spikeMatmulOverTime(shape, layout, input,
+                                       static_cast<const float *>(weight.data()), threads, o);
+  }
+  py::dict result;
+  result["currents"] = out;
+  result["kernel_seconds"] = timing.kernelSeconds;
+  result["adds"] = timing.adds;
+  return result;
+}
+
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -297,6 +332,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("out_counts"), py::arg("membrane"), py::arg("dense_membrane"),
         py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
         py::arg("num_threads") = 0, py::arg("return_grad_current") = false);
+  m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
+        py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
   m.def("hardware_threads", &hardwareThreads);
   registerPlanBindings(m);
 }

@@ -67,9 +67,11 @@ Target hostTarget(unsigned threads) {
   t.kind = TargetKind::Host;
   t.name = "host";
   t.numTiles = 0;
-  // A work item's weight block should stay within half of L2, leaving the
-  // other half for the state, the spike lists and the hardware prefetcher.
-  t.bytesPerTile = detectL2Bytes() / 2;
+  // A work item's footprint as the memory model counts it (weight block,
+  // its gradient block, state, lists) should fit one core's L2. Measured on
+  // the 2312-1466-1466 layers, this ran 1.2-1.5x faster than half of L2
+  // (fewer, wider tiles; the rows a step touches still come from L2).
+  t.bytesPerTile = detectL2Bytes();
   t.reservedBytesPerTile = 0;
   // Leave half of RAM to Python, PyTorch and the data pipeline.
   t.totalMemoryBytes = detectPhysicalBytes() / 2;

@@ -10,7 +10,7 @@ executor runs the tile plan that the planner makes for ``plan_target``
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import torch
@@ -27,7 +27,9 @@ except ImportError as exc:  # pragma: no cover - only without a build
         f"in the repository ({exc})"
     ) from exc
 
-__all__ = ["spiking_layer", "readout_layer", "set_num_threads", "get_num_threads"]
+__all__ = [
+    "spiking_layer", "readout_layer", "set_num_threads", "get_num_threads", "spike_matmul",
+]
 
 _EMPTY = np.zeros(0, dtype=np.float32)
 _num_threads = int(os.environ.get("SNN_IPU_NUM_THREADS", "0")) or default_threads()
@@ -259,3 +261,32 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tens
     return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
                             bias, beta)
 
+
+def spike_matmul(
+    spikes: SparseSpikes, weight: torch.Tensor, plan_target: str = "host"
+) -> Tuple[torch.Tensor, float, int]:
+    """The spike-matmul kernel on its own, for measuring it: ``sum_t x[t] @ W.T``.
+
+    Runs the SpikeMatmul vertex over every tile, step and sample of ``spikes`` (its
+    spike entries; eligible-only entries are not inputs) with ``weight`` [out, in]
+    (float32 or float16) under the planner's tiling for ``plan_target``.
+
+    Returns:
+        ``(currents [B, out], kernel_seconds, adds)``: the accumulated currents, the
+        wall time of the vertex calls alone (weight blocks are built before) and the
+        number of additions they made (spikes x out).
+    """
+    if weight.dim() != 2 or weight.shape[1] != spikes.num_neurons:
+        raise ValueError(
+            f"weight must be [out, {spikes.num_neurons}], got {list(weight.shape)}"
+        )
+    _check_cpu(spikes.values, weight)
+    spikes.check_bounds("spike_matmul")
+    tiles = tile_starts_for(
+        weight.shape[1], weight.shape[0], spikes.batch_size, spikes.num_steps,
+        capacity_in=spikes.capacity, capacity_out=weight.shape[0],
+        weight_bytes=weight.element_size(), target=plan_target,
+    )
+    res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _weights(weight),
+                          _num_threads)
+    return torch.from_numpy(res["currents"]), float(res["kernel_seconds"]), int(res["adds"])
