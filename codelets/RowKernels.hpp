@@ -7,9 +7,20 @@
 
 namespace snn {
 
+// Listed rows are scattered over the tile's block (in L2 at best), so the
+// host fetches the row a few ids ahead; the IPU's tile memory needs nothing.
+constexpr unsigned kPrefetchAhead = 6;
+
+template <unsigned V, int ForWrite, typename T> inline void prefetchRow(const T *row) {
 #if !defined(__IPU__)
-constexpr unsigned kPrefetchAhead = 6; // rows
+  const char *p = reinterpret_cast<const char *>(row);
+#pragma GCC unroll 8
+  for (unsigned line = 0; line < (V * 8 * sizeof(T) + 63) / 64; ++line)
+    __builtin_prefetch(p + 64 * line, ForWrite);
+#else
+  (void)row;
 #endif
+}
 
 // V vectors of neurons starting at acc: acc += sum over the listed rows.
 template <unsigned V, typename WT>
@@ -20,16 +31,8 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
   for (unsigned v = 0; v < V; ++v)
     a[v] = load8(acc + 8 * v);
   for (unsigned k = 0; k < numIds; ++k) {
-#if !defined(__IPU__)
-    // Rows are scattered over the tile's block (in L2 at best): fetch a few ahead.
-    if (k + kPrefetchAhead < numIds) {
-      const char *ahead = reinterpret_cast<const char *>(
-          rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
-#pragma GCC unroll 8
-      for (unsigned line = 0; line < (V * 8 * sizeof(WT) + 63) / 64; ++line)
-        __builtin_prefetch(ahead + 64 * line);
-    }
-#endif
+    if (k + kPrefetchAhead < numIds)
+      prefetchRow<V, 0>(rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
     const WT *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)
@@ -74,6 +77,8 @@ inline void scatterRowsChunk(float *__restrict rows, const float *__restrict g,
   for (unsigned v = 0; v < V; ++v)
     gv[v] = load8(g + 8 * v);
   for (unsigned k = 0; k < numIds; ++k) {
+    if (k + kPrefetchAhead < numIds)
+      prefetchRow<V, 1>(rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
     float *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)

@@ -13,20 +13,6 @@
 
 namespace snn {
 
-namespace {
-// std::lower_bound with conditional moves instead of unpredictable branches.
-inline const int32_t *lowerBound(const int32_t *first, const int32_t *last, int value) {
-  std::size_t len = std::size_t(last - first);
-  while (len > 0) {
-    const std::size_t half = len / 2;
-    const bool right = first[half] < value;
-    first = right ? first + half + 1 : first;
-    len = right ? len - half - 1 : half;
-  }
-  return first;
-}
-} // namespace
-
 template <typename WT>
 LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
                                  const TileLayout &layout, const BackwardInputs &in,
@@ -85,26 +71,41 @@ float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned t, unsigned b) {
 }
 
 // The output list is validated ascending within its spike part and within its
-// eligible part, so a tile's entries form one run in each.
+// eligible part, so a tile's entries form one run in each; one merge-like walk
+// per row finds where every tile's runs start.
+template <typename WT>
+void LayerBackward<WT>::splitRows(std::size_t firstRow, std::size_t endRow) {
+  const unsigned numTiles = layout_.numTiles();
+  for (std::size_t row = firstRow; row < endRow; ++row) {
+    const int32_t *ids = in_.output.idsAt(row);
+    auto split = [&](unsigned begin, unsigned end, unsigned *out) {
+      unsigned k = begin;
+      for (unsigned j = 0; j < numTiles; ++j) {
+        const int lo = int(layout_.first(j));
+        while (k < end && ids[k] < lo)
+          ++k;
+        out[j] = k;
+      }
+      out[numTiles] = end;
+    };
+    const std::size_t at = row * (numTiles + 1);
+    split(0, in_.output.spikesAt(row), spikeSplit_.data() + at);
+    split(in_.output.spikesAt(row), in_.output.listedAt(row), eligibleSplit_.data() + at);
+  }
+}
+
 template <typename WT>
 typename LayerBackward<WT>::Range LayerBackward<WT>::spikeRange(unsigned j,
                                                                 std::size_t row) const {
-  const int32_t *ids = in_.output.idsAt(row);
-  const unsigned n = in_.output.spikesAt(row);
-  const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
-  // The first tile's run starts at 0, the last tile's ends at n.
-  return {lo == 0 ? 0u : unsigned(lowerBound(ids, ids + n, lo) - ids),
-          j + 1 == layout_.numTiles() ? n : unsigned(lowerBound(ids, ids + n, hi) - ids)};
+  const unsigned *s = spikeSplit_.data() + row * (layout_.numTiles() + 1);
+  return {s[j], s[j + 1]};
 }
 
 template <typename WT>
 typename LayerBackward<WT>::Range LayerBackward<WT>::eligibleRange(unsigned j,
                                                                    std::size_t row) const {
-  const int32_t *ids = in_.output.idsAt(row);
-  const unsigned b = in_.output.spikesAt(row), e = in_.output.listedAt(row);
-  const int lo = int(layout_.first(j)), hi = lo + int(layout_.width(j));
-  return {lo == 0 ? b : unsigned(lowerBound(ids + b, ids + e, lo) - ids),
-          j + 1 == layout_.numTiles() ? e : unsigned(lowerBound(ids + b, ids + e, hi) - ids)};
+  const unsigned *s = eligibleSplit_.data() + row * (layout_.numTiles() + 1);
+  return {s[j], s[j + 1]};
 }
 
 template <typename WT>
@@ -324,6 +325,15 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
   const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
   ThreadPool &pool = ThreadPool::instance();
+  if (neuron_.model != MODEL_READOUT) {
+    const std::size_t rows = std::size_t(T) * shape_.batch;
+    spikeSplit_.resize(rows * (numTiles + 1));
+    eligibleSplit_.resize(rows * (numTiles + 1));
+    pool.run(effectiveThreads(numThreads_, rows), [&](unsigned thread, unsigned team) {
+      const auto share = threadShare(rows, thread, team);
+      splitRows(share.first, share.second);
+    });
+  }
   if (!recWeight_) {
     std::atomic<unsigned> next{0};
     pool.run(tileThreads, [&](unsigned, unsigned) {

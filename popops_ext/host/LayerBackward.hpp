@@ -66,6 +66,7 @@ private:
   void stepTile(unsigned j, unsigned t);
   unsigned gatherListed(unsigned j, std::size_t row, unsigned &numSpikes);
   void addRecurrentGrad(unsigned j, unsigned t, unsigned b, unsigned numListed);
+  void splitRows(std::size_t firstRow, std::size_t endRow);
   Range spikeRange(unsigned j, std::size_t row) const;
   Range eligibleRange(unsigned j, std::size_t row) const;
   float *currentGradAt(unsigned j, unsigned t, unsigned b);
@@ -85,6 +86,9 @@ private:
   GradBlocks weightGrad_, recWeightGrad_;
   std::vector<TileState> tiles_;
   std::vector<float> zeros_; // U[-1] and syn[-1]
+  // Where each tile's run starts in each row of the output list, spike part
+  // and eligible part: [rows x (numTiles + 1)] each (spiking layers only).
+  std::vector<unsigned> spikeSplit_, eligibleSplit_;
 };
 
 } // namespace snn
