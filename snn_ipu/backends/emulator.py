@@ -47,6 +47,17 @@ def get_num_threads() -> int:
     return _num_threads
 
 
+# Layers with less work than this (steps x samples x neurons) run on one thread: a
+# fork/join of the thread team costs more than it saves there, and on a loaded machine
+# a descheduled worker would stall every such call for a whole scheduler time slice.
+MIN_PARALLEL_WORK = 1 << 16
+
+
+def _threads_for(in_ids: torch.Tensor, out_features: int) -> int:
+    T, B = in_ids.shape[:2]
+    return _num_threads if T * B * out_features >= MIN_PARALLEL_WORK else 1
+
+
 def _np(t: Optional[torch.Tensor]) -> np.ndarray:
     if t is None:
         return _EMPTY
@@ -125,7 +136,8 @@ class _SpikingLayerFn(torch.autograd.Function):
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
             tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
-            _weights(rec_weight), _np(beta), _np(threshold), _np(alpha), _num_threads,
+            _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
+            _threads_for(in_ids, layer.out_features),
         )
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
@@ -173,7 +185,8 @@ class _SpikingLayerFn(torch.autograd.Function):
                 cfg.window, ctx.tiles, _np(in_ids), _np(in_counts), _weights(weight),
                 ctx.has_bias, _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
-                _np(grad_values.float()), call_needs, _num_threads,
+                _np(grad_values.float()), call_needs,
+                _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current,
             )
 
@@ -196,7 +209,7 @@ class _ReadoutFn(torch.autograd.Function):
         res = _C.layer_forward(
             2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
             _weights(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
-            _num_threads,
+            _threads_for(in_ids, layer.out_features),
         )
         membrane = torch.from_numpy(res["membrane"])
         layer.last_membrane = membrane.detach() if layer.record_membrane else None
@@ -217,7 +230,8 @@ class _ReadoutFn(torch.autograd.Function):
                 2, 2, 0, 2.0, 0.0, float("inf"), ctx.tiles, _np(in_ids), _np(in_counts),
                 _weights(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)),
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
-                _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs, _num_threads,
+                _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
+                _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current,
             )
 
