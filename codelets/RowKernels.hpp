@@ -22,17 +22,6 @@ template <unsigned V, int ForWrite, typename T> inline void prefetchRow(const T 
 #endif
 }
 
-template <typename T> inline void prefetchRow(const T *row, unsigned length) {
-#if !defined(__IPU__)
-  const char *p = reinterpret_cast<const char *>(row);
-  for (unsigned offset = 0; offset < length * sizeof(T); offset += 64)
-    __builtin_prefetch(p + offset);
-#else
-  (void)row;
-  (void)length;
-#endif
-}
-
 // V vectors of neurons starting at acc: acc += sum over the listed rows.
 template <unsigned V, typename WT>
 inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
@@ -143,19 +132,16 @@ inline float rowDot(const WT *__restrict row, const float *__restrict g, unsigne
 
 // out[r] = sum_n rows[ids[r]][n] * g[n] for four listed rows at once: each
 // load of g serves four rows, and two accumulators per row (even and odd
-// vectors) keep eight independent chains in flight. The next numAhead (<= 4)
-// listed rows, ids[4...], are prefetched meanwhile.
+// vectors) keep eight independent chains in flight. (Prefetching the next
+// rows here measured slower: whole rows are long, and four are read at once.)
 template <typename WT>
 inline void rowDot4(const WT *__restrict rows, const int *__restrict ids,
-                    const float *__restrict g, unsigned rowLength, float *__restrict out,
-                    unsigned numAhead) {
+                    const float *__restrict g, unsigned rowLength, float *__restrict out) {
   const WT *__restrict r[4];
 #pragma GCC unroll 4
   for (unsigned k = 0; k < 4; ++k)
     r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
-#pragma GCC unroll 4
-  for (unsigned k = 0; k < numAhead; ++k)
-    prefetchRow(rows + (unsigned long)(unsigned)ids[4 + k] * rowLength, rowLength);
+
   f32x8 even[4] = {}, odd[4] = {};
   unsigned c = 0;
   for (; c + 16 <= rowLength; c += 16) {

@@ -45,7 +45,7 @@ public:
     const unsigned n = *numIds;
     unsigned k = 0;
     for (; k + 4 <= n; k += 4)
-      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k], n - k - 4 < 4 ? n - k - 4 : 4);
+      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
     for (; k < n; ++k)
       partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
                                 rowLength);

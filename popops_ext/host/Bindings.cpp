@@ -153,16 +153,18 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
   IntArray ids({T, B, K});
   IntArray counts({T, B, py::ssize_t(2)});
   FloatArray membrane({T, B, K});
+  FloatArray values({T, B, K});
   int32_t *idsPtr = ids.mutable_data(), *countsPtr = counts.mutable_data();
-  float *membranePtr = membrane.mutable_data();
+  float *membranePtr = membrane.mutable_data(), *valuesPtr = values.mutable_data();
   {
     py::gil_scoped_release release;
-    layer.combine(idsPtr, countsPtr, membranePtr);
+    layer.combine(idsPtr, countsPtr, membranePtr, valuesPtr);
     stats = layer.stats();
   }
   result["ids"] = ids;
   result["counts"] = counts;
   result["membrane"] = membrane;
+  result["values"] = values;
   result["dense_membrane"] = denseMembrane;
   result["dense_syn"] = denseSyn;
   result["spikes_dropped"] = stats.spikesDropped;

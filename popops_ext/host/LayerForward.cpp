@@ -219,7 +219,8 @@ template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
 }
 
 template <typename WT>
-void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane) {
+void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
+                               float *values) {
   const unsigned B = shape_.batch, K = stats_.capacity, numTiles = layout_.numTiles();
   const std::size_t rows = std::size_t(shape_.steps) * B;
   std::vector<unsigned> rowCounts(4 * rows);
@@ -254,6 +255,9 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane) {
       v.compute();
       counts[2 * row] = int32_t(rowCounts[4 * row]);
       counts[2 * row + 1] = int32_t(rowCounts[4 * row + 1]);
+      float *v = values + row * K;
+      std::fill(v, v + rowCounts[4 * row], 1.0f);
+      std::fill(v + rowCounts[4 * row], v + K, 0.0f);
     }
   });
   for (std::size_t row = 0; row < rows; ++row) {

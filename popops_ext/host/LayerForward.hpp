@@ -51,8 +51,9 @@ public:
 
   // Spiking layers, after run(): decides K (stats().capacity) ...
   const ForwardStats &decideCapacity();
-  // ... then writes ids/membrane [T x B x K] and counts [T x B x 2].
-  void combine(int32_t *ids, int32_t *counts, float *membrane);
+  // ... then writes ids/membrane [T x B x K], counts [T x B x 2] and the
+  // spike values [T x B x K] (1 at the spike entries, 0 elsewhere).
+  void combine(int32_t *ids, int32_t *counts, float *membrane, float *values);
 
   const ForwardStats &stats() const { return stats_; }
 

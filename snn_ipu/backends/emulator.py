@@ -168,8 +168,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             torch.from_numpy(res.get("dense_syn", _EMPTY)),
         )
         ctx.mark_non_differentiable(ids, counts)
-        values = listed_mask(counts.long(), K, 0).float()
-        return values, ids, counts
+        return torch.from_numpy(res["values"]), ids, counts
 
     @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
