@@ -288,15 +288,17 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
   const LayerSpec s = resolveSpec(spec);
   const unsigned out = s.outFeatures;
   if (!t.isIpu()) {
-    // Largest multiple of the grain that keeps a work item's weights within
-    // the cache budget and still gives every thread at least one item.
+    // Work items within the cache budget, in whole rounds of the threads so
+    // that none idles in the last round (their per-sample cost hardly depends
+    // on the width, so 20 neurons run faster as 16 + 4 than as 8 + 8 + 4).
     const std::uint64_t rowBytes =
         std::uint64_t(s.inFeatures + (s.recurrent ? out : 0)) * s.weightBytes;
     const unsigned g = t.neuronGrain;
     const unsigned byCache =
         unsigned(std::max<std::uint64_t>(g, t.bytesPerTile / rowBytes / g * g));
-    const unsigned byThreads = std::max(g, out / t.parallelTiles / g * g);
-    return planWithTileSize(s, t, std::min(byCache, byThreads));
+    const unsigned rounds = unsigned(ceilDiv(ceilDiv(out, byCache), t.parallelTiles));
+    const unsigned items = rounds * t.parallelTiles;
+    return planWithTileSize(s, t, std::max(g, roundUp(unsigned(ceilDiv(out, items)), g)));
   }
   // Every distinct tile size from one tile to all of them.
   std::set<unsigned> sizes;
