@@ -36,23 +36,23 @@ public:
     const float *__restrict s = &spiked[0];
     const float *__restrict b = &beta[0];
     const float *__restrict thr = &threshold[0];
-    if (bias.size() != 0) {
-      const float *__restrict bi = &bias[0];
-      for (unsigned n = 0; n < numNeurons; ++n)
-        cur[n] += bi[n];
-    }
+    // One pass: the current (plus bias) is consumed and cleared as it is used.
+    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
+    auto input = [&](unsigned n) {
+      const float i = bi ? cur[n] + bi[n] : cur[n];
+      cur[n] = 0.0f;
+      return i;
+    };
     if (reset == snn::RESET_SUBTRACT) {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + cur[n] - s[n] * thr[n];
+        u[n] = b[n] * u[n] + input(n) - s[n] * thr[n];
     } else if (reset == snn::RESET_ZERO) {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * (1.0f - s[n]) * u[n] + cur[n];
+        u[n] = b[n] * (1.0f - s[n]) * u[n] + input(n);
     } else {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + cur[n];
+        u[n] = b[n] * u[n] + input(n);
     }
-    for (unsigned n = 0; n < numNeurons; ++n)
-      cur[n] = 0.0f;
     const snn::EmittedCounts c = snn::emitSpikeLists(
         u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
         &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
