@@ -204,26 +204,24 @@ py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds 
   const bool synaptic = a.neuron.model == MODEL_SYNAPTIC;
   py::dict result;
   BackwardOutputs out{};
+  // Outputs the executor writes whole (weight gradients from the tiles'
+  // blocks, dL/dI) skip the zero-fill; the others are accumulated into.
   auto add = [&](bool wanted, const char *key, std::initializer_list<py::ssize_t> shape,
-                 float *&ptr) {
+                 float *&ptr, bool writtenWhole = false) {
     if (!wanted)
       return;
-    FloatArray g = zeros(shape);
+    FloatArray g = writtenWhole ? FloatArray{std::vector<py::ssize_t>(shape)} : zeros(shape);
     ptr = g.mutable_data();
     result[key] = g;
   };
   add(needs.input, "grad_in_values", {T, B, py::ssize_t(a.inIds.shape(2))}, out.gradIn);
-  add(needs.weight, "grad_weight", {N, I}, out.gradWeight);
+  add(needs.weight, "grad_weight", {N, I}, out.gradWeight, true);
   add(needs.bias, "grad_bias", {N}, out.gradBias);
-  add(needs.recWeight, "grad_rec_weight", {N, N}, out.gradRecWeight);
+  add(needs.recWeight, "grad_rec_weight", {N, N}, out.gradRecWeight, true);
   add(needs.beta, "grad_beta", {N}, out.gradBeta);
   add(needs.threshold && spiking, "grad_threshold", {N}, out.gradThreshold);
   add(needs.alpha && synaptic, "grad_alpha", {N}, out.gradAlpha);
-  if (needs.current) { // every entry is written: no zero-fill
-    FloatArray g({T, B, N});
-    out.gradCurrent = g.mutable_data();
-    result["grad_current"] = g;
-  }
+  add(needs.current, "grad_current", {T, B, N}, out.gradCurrent, true);
   LayerBackward<WT> layer(s, a.neuron, *a.layout, in, a.weightData<WT>(),
                           a.recWeightData<WT>(), needs, numThreads);
   {
