@@ -16,7 +16,10 @@ the activity that is *reported* is the one measured during the timed steps.
 
 Methods (also written into the JSON under ``"method"``):
 
-* time: median wall time of repeated steps after one warm-up step; the input
+* time: median wall time of repeated steps after one warm-up step. The backends of
+  an activity (and the 1- and 2-thread emulator runs) are timed interleaved, one
+  step of each in turn per round, so that a slow spell of a shared machine hits all
+  of them alike and the ratios stay meaningful. The input
   conversion to SparseSpikes happens once, outside the timed region (snnTorch gets
   the dense tensor). Slow backends stop early (``--repeats`` or ``--max-seconds``,
   whichever comes first, at least one timed step). The learning rate is tiny
@@ -279,39 +282,54 @@ def build(problem: dict, backend: str, lr: float):
 
 
 # --------------------------------------------------------------------------- timing
-def time_steps(net, repeats: int, max_seconds: float, warmup: int = 1) -> dict:
-    for _ in range(warmup):
-        net.step()
-    times, acts = [], []
-    start = time.perf_counter()
-    while len(times) < repeats:
-        t0 = time.perf_counter()
-        net.step()
-        times.append(time.perf_counter() - t0)
-        acts.append(net.activity())
-        if time.perf_counter() - start > max_seconds:
-            break
-    mean_act = [statistics.fmean(a[i] for a in acts) for i in range(len(acts[0]))]
-    return {"median_s": statistics.median(times), "times_s": times, "repeats": len(times),
-            "activity": mean_act}
-
-
-def run_backend(problem: dict, backend: str, args, threads: Optional[int] = None) -> dict:
-    old = None
+def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str, dict]:
+    """Times several (key, backend, threads) entries side by side: after one warm-up
+    step each, every round times one step of every entry in turn, so a slow spell of
+    a shared machine hits all of them alike and their ratios stay meaningful. An entry
+    stops after ``args.repeats`` steps or ``args.max_seconds`` of its own steps."""
+    nets, out = {}, {}
+    old = emulator_threads()
     try:
-        if threads is not None:
-            old = emulator_threads()
-            set_emulator_threads(threads)
-        net = build(problem, backend, args.lr)
-        res = time_steps(net, args.repeats, args.max_seconds)
-        res["timed"] = True
-        return res
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=4)}
+        for key, backend, threads in entries:
+            try:
+                if threads is not None:
+                    set_emulator_threads(threads)
+                nets[key] = build(problem, backend, args.lr)
+                nets[key].step()  # warm-up
+            except Exception as exc:
+                out[key] = {"error": f"{type(exc).__name__}: {exc}",
+                            "traceback": traceback.format_exc(limit=4)}
+                nets.pop(key, None)
+            finally:
+                if old is not None:
+                    set_emulator_threads(old)
+        times = {key: [] for key in nets}
+        acts = {key: [] for key in nets}
+        for _ in range(args.repeats):
+            live = [(k, b, n) for k, b, n in entries
+                    if k in nets and (not times[k] or sum(times[k]) < args.max_seconds)]
+            if not live:
+                break
+            for key, _backend, threads in live:
+                if threads is not None:
+                    set_emulator_threads(threads)
+                try:
+                    t0 = time.perf_counter()
+                    nets[key].step()
+                    times[key].append(time.perf_counter() - t0)
+                    acts[key].append(nets[key].activity())
+                finally:
+                    if old is not None:
+                        set_emulator_threads(old)
+        for key in nets:
+            a = acts[key]
+            out[key] = {"median_s": statistics.median(times[key]), "times_s": times[key],
+                        "repeats": len(times[key]), "timed": True,
+                        "activity": [statistics.fmean(x[i] for x in a) for i in range(len(a[0]))]}
     finally:
-        if old is not None:
-            set_emulator_threads(old)
+        nets.clear()
         gc.collect()
+    return out
 
 
 # --------------------------------------------------------------------------- memory
@@ -444,7 +462,8 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
         "method": {
             "time": "median of repeated full training steps (forward, backward, Adam) after "
                     f"1 warm-up step; up to {args.repeats} repeats or {args.max_seconds}s per "
-                    "backend and activity; SparseSpikes input built once outside the timed region",
+                    "backend and activity; backends (and 1/2 emulator threads) interleaved one "
+                    "step each per round; SparseSpikes input built once outside the timed region",
             "memory": "subprocess per (backend, config, activity); glibc malloc mmap/trim "
                       "thresholds 128 KiB; before the measured step the RSS high-water mark "
                       "is reset "
@@ -488,6 +507,7 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
         problem_path = os.path.join(tmpdir, f"problem_{name}_{ai}.pt")
         torch.save(problem, problem_path)
 
+        to_time = []
         for backend in backends:
             fam = _family(backend)
             if status[fam] is not None:
@@ -503,7 +523,15 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
                     }
                     row["results"][backend].update(timed=False, reused_from=activities[src])
                     continue
-            res = run_backend(problem, backend, args)
+            to_time.append((backend, backend, None))
+        if thread_check:
+            to_time += [(f"threads={n}", "emulator_sparse", n) for n in (1, 2)]
+        timed = time_interleaved(problem, to_time, args)
+
+        for backend, _, threads in to_time:
+            if threads is not None:
+                continue
+            res = timed[backend]
             quick_mem = ai == 0 and backend in ("emulator_sparse", "reference")
             dense_again = backend in DENSE_BASELINES and ai != timed_baseline[0]
             skip_mem = (args.quick and not quick_mem) or (args.baseline_memory_once
@@ -517,7 +545,7 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
         if thread_check:
             row["threads"] = {}
             for n in (1, 2):
-                res = run_backend(problem, "emulator_sparse", args, threads=n)
+                res = timed[f"threads={n}"]
                 row["threads"][str(n)] = res
                 log(f"  [{name} {target:g}] emulator_sparse threads={n} " + _short(res))
             t1 = row["threads"]["1"].get("median_s")
