@@ -22,6 +22,31 @@ template <unsigned V, int ForWrite, typename T> inline void prefetchRow(const T 
 #endif
 }
 
+template <unsigned V> struct Vectors {
+  static constexpr unsigned count = V;
+};
+
+// Walks a row of rowLength floats in chunks of whole 8-float vectors: 64-float
+// chunks, then the remaining whole vectors as one more chunk (one more pass
+// over the ids, not one per vector). Calls chunk(Vectors<V>{}, offset) and
+// returns where the scalar tail starts.
+template <typename Chunk> inline unsigned forVectorChunks(unsigned rowLength, Chunk &&chunk) {
+  unsigned c = 0;
+  for (; c + 64 <= rowLength; c += 64)
+    chunk(Vectors<8>{}, c);
+  switch ((rowLength - c) / 8) {
+  case 7: chunk(Vectors<7>{}, c); break;
+  case 6: chunk(Vectors<6>{}, c); break;
+  case 5: chunk(Vectors<5>{}, c); break;
+  case 4: chunk(Vectors<4>{}, c); break;
+  case 3: chunk(Vectors<3>{}, c); break;
+  case 2: chunk(Vectors<2>{}, c); break;
+  case 1: chunk(Vectors<1>{}, c); break;
+  default: break;
+  }
+  return c + (rowLength - c) / 8 * 8;
+}
+
 // V vectors of neurons starting at acc: acc += sum over the listed rows.
 template <unsigned V, typename WT>
 inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
@@ -49,21 +74,9 @@ inline void addRows(float *__restrict acc, const WT *__restrict rows,
                     const int *__restrict ids, unsigned numIds, unsigned rowLength) {
   if (numIds == 0)
     return;
-  unsigned c = 0;
-  for (; c + 64 <= rowLength; c += 64)
-    addRowsChunk<8>(acc + c, rows + c, ids, numIds, rowLength);
-  // The remaining whole vectors in one more pass over the ids, not one per vector.
-  switch ((rowLength - c) / 8) {
-  case 7: addRowsChunk<7>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 6: addRowsChunk<6>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 5: addRowsChunk<5>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 4: addRowsChunk<4>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 3: addRowsChunk<3>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 2: addRowsChunk<2>(acc + c, rows + c, ids, numIds, rowLength); break;
-  case 1: addRowsChunk<1>(acc + c, rows + c, ids, numIds, rowLength); break;
-  default: break;
-  }
-  c += (rowLength - c) / 8 * 8;
+  unsigned c = forVectorChunks(rowLength, [&](auto v, unsigned at) {
+    addRowsChunk<decltype(v)::count>(acc + at, rows + at, ids, numIds, rowLength);
+  });
   for (; c < rowLength; ++c)
     for (unsigned k = 0; k < numIds; ++k)
       acc[c] += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
@@ -91,20 +104,9 @@ inline void scatterRows(float *__restrict rows, const float *__restrict g,
                         const int *__restrict ids, unsigned numIds, unsigned rowLength) {
   if (numIds == 0)
     return;
-  unsigned c = 0;
-  for (; c + 64 <= rowLength; c += 64)
-    scatterRowsChunk<8>(rows + c, g + c, ids, numIds, rowLength);
-  switch ((rowLength - c) / 8) {
-  case 7: scatterRowsChunk<7>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 6: scatterRowsChunk<6>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 5: scatterRowsChunk<5>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 4: scatterRowsChunk<4>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 3: scatterRowsChunk<3>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 2: scatterRowsChunk<2>(rows + c, g + c, ids, numIds, rowLength); break;
-  case 1: scatterRowsChunk<1>(rows + c, g + c, ids, numIds, rowLength); break;
-  default: break;
-  }
-  c += (rowLength - c) / 8 * 8;
+  unsigned c = forVectorChunks(rowLength, [&](auto v, unsigned at) {
+    scatterRowsChunk<decltype(v)::count>(rows + at, g + at, ids, numIds, rowLength);
+  });
   for (; c < rowLength; ++c)
     for (unsigned k = 0; k < numIds; ++k)
       rows[(unsigned long)(unsigned)ids[k] * rowLength + c] += g[c];
