@@ -49,6 +49,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -117,6 +118,19 @@ def emulator_threads() -> Optional[int]:
         return emulator.get_num_threads()
     except Exception:
         return None
+
+
+@contextlib.contextmanager
+def threads_for_emulator(n: Optional[int]):
+    """Runs the block with ``n`` emulator threads (None: unchanged), then restores."""
+    old = emulator_threads() if n is not None else None
+    if n is not None:
+        set_emulator_threads(n)
+    try:
+        yield
+    finally:
+        if old is not None:
+            set_emulator_threads(old)
 
 
 # --------------------------------------------------------------------------- problem
@@ -296,43 +310,40 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
     cost does not depend on that). An entry stops after ``args.repeats`` steps or
     ``args.max_seconds`` of its own steps."""
     nets, out, warm = {}, {}, {}
-    old = emulator_threads()
+
+    def failed(key: str, exc: Exception) -> None:
+        out[key] = {"error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(limit=4)}
+        nets.pop(key, None)
+
     try:
         for key, backend, threads in entries:
             try:
-                if threads is not None:
-                    set_emulator_threads(threads)
-                nets[key] = build(problem, backend, args.lr)
-                t0 = time.perf_counter()
-                nets[key].step()  # warm-up
-                warm[key] = time.perf_counter() - t0 < WARM_BELOW_S
+                with threads_for_emulator(threads):
+                    nets[key] = build(problem, backend, args.lr)
+                    t0 = time.perf_counter()
+                    nets[key].step()  # warm-up
+                    warm[key] = time.perf_counter() - t0 < WARM_BELOW_S
             except Exception as exc:
-                out[key] = {"error": f"{type(exc).__name__}: {exc}",
-                            "traceback": traceback.format_exc(limit=4)}
-                nets.pop(key, None)
-            finally:
-                if old is not None:
-                    set_emulator_threads(old)
+                failed(key, exc)
         times = {key: [] for key in nets}
         acts = {key: [] for key in nets}
         for _ in range(args.repeats):
-            live = [(k, b, n) for k, b, n in entries
+            live = [(k, n) for k, _b, n in entries
                     if k in nets and (not times[k] or sum(times[k]) < args.max_seconds)]
             if not live:
                 break
-            for key, _backend, threads in live:
-                if threads is not None:
-                    set_emulator_threads(threads)
+            for key, threads in live:
                 try:
-                    if warm[key]:
+                    with threads_for_emulator(threads):
+                        if warm[key]:
+                            nets[key].step()
+                        t0 = time.perf_counter()
                         nets[key].step()
-                    t0 = time.perf_counter()
-                    nets[key].step()
-                    times[key].append(time.perf_counter() - t0)
-                    acts[key].append(nets[key].activity())
-                finally:
-                    if old is not None:
-                        set_emulator_threads(old)
+                        times[key].append(time.perf_counter() - t0)
+                        acts[key].append(nets[key].activity())
+                except Exception as exc:
+                    failed(key, exc)
         for key in nets:
             a = acts[key]
             out[key] = {"median_s": statistics.median(times[key]), "times_s": times[key],
