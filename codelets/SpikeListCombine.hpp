@@ -2,7 +2,9 @@
 // fixed-capacity list: the spikes of all tiles in tile order (tiles own
 // ascending neuron ranges, so ids stay ascending), then the eligible-only
 // entries of all tiles. Entries past the capacity are dropped, spikes last;
-// the tail is zero-filled. counts = {listed spikes, listed, spikes, needed}.
+// the tail of ids is zero-filled, the tail of membrane is left as it is
+// (nothing reads membrane past the listed entries). counts = {listed spikes,
+// listed, spikes, needed}.
 #pragma once
 #include <poplar/Vertex.hpp>
 
@@ -33,10 +35,8 @@ public:
       needed += c;
       pos = append(eligibleIds[i], eligibleMembrane[i], c, pos, capacity);
     }
-    if (pos < capacity) {
+    if (pos < capacity)
       __builtin_memset(&ids[pos], 0, (capacity - pos) * sizeof(int));
-      __builtin_memset(&membrane[pos], 0, (capacity - pos) * sizeof(float));
-    }
     counts[0] = listedSpikes;
     counts[1] = pos;
     counts[2] = spikes;

@@ -138,8 +138,10 @@ class SparseSpikes:
         values: float ``[T, B, K]``; 1 for spikes, 0 elsewhere. Built when omitted.
         validate: check the invariants (leave on for anything built by hand).
 
-    Lists that were validated, or made by this package, skip the Python bounds
-    check before native code (which still bounds-checks every id it reads).
+    Lists that were validated, or made by this package, skip the bounds check
+    before native code as long as ``ids`` and ``counts`` are the same tensors, not
+    modified in place since (their version counters say so); anything else is
+    checked again.
     """
 
     def __init__(
@@ -157,7 +159,7 @@ class SparseSpikes:
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
         self.values = values
-        self.checked = False
+        self._checked_at: Optional[tuple] = None
         if validate:
             self.validate()
 
@@ -165,8 +167,20 @@ class SparseSpikes:
     def _trusted(cls, ids, counts, num_neurons, values) -> SparseSpikes:
         """For lists this package built itself: valid by construction."""
         out = cls(ids, counts, num_neurons, values, validate=False)
-        out.checked = True
+        out._mark_checked()
         return out
+
+    def _state(self) -> tuple:
+        # Which tensors, and how often they were modified in place.
+        return (id(self.ids), self.ids._version, id(self.counts), self.counts._version)
+
+    def _mark_checked(self) -> None:
+        self._checked_at = self._state()
+
+    @property
+    def checked(self) -> bool:
+        """The ids and counts were checked (or built here) and are unchanged since."""
+        return self._checked_at == self._state()
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -256,7 +270,7 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
-        self.checked = True
+        self._mark_checked()
         return self
 
     def check_bounds(self, where: str) -> None:
@@ -274,6 +288,7 @@ class SparseSpikes:
                 f"{where}: input spike ids out of range [0, {self.num_neurons}) "
                 "(was the SparseSpikes modified in place?)"
             )
+        self._mark_checked()
 
     # -- conversions ---------------------------------------------------------
     @classmethod
@@ -347,7 +362,7 @@ class SparseSpikes:
 
     def detach(self) -> SparseSpikes:
         out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
-        out.checked = self.checked
+        out._checked_at = out._state() if self.checked else None
         return out
 
 

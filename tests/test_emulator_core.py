@@ -231,9 +231,14 @@ def assert_grad(got, ref, name):
 
 
 def assert_same(a, b):
+    """Bit-identical results; the membrane list only at its listed entries (the
+    executor leaves the padding unwritten, nothing reads it)."""
     assert a.keys() == b.keys()
     for k in a:
-        if isinstance(a[k], np.ndarray):
+        if k == "membrane" and "counts" in a:
+            listed = np.arange(a[k].shape[2])[None, None, :] < a["counts"][..., 1:]
+            assert np.array_equal(a[k][listed], b[k][listed]), k
+        elif isinstance(a[k], np.ndarray):
             assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
         else:
             assert a[k] == b[k], k
@@ -284,9 +289,9 @@ def check_spiking(p, tilings, seed):
         assert fwd["total_spikes"] == int(S.sum())
         assert fwd["spikes_dropped"] == 0 and fwd["eligible_dropped"] == 0
         assert fwd["overflow_at"] is None
-        expect_membrane = np.where(listed, np.take_along_axis(Un, ids, axis=2), 0)
-        assert not fwd["membrane"][~listed].any()
-        np.testing.assert_allclose(fwd["membrane"], expect_membrane, atol=1e-5, rtol=0)
+        expect_membrane = np.take_along_axis(Un, ids, axis=2)
+        np.testing.assert_allclose(fwd["membrane"][listed], expect_membrane[listed], atol=1e-5,
+                                   rtol=0)
         np.testing.assert_allclose(fwd["dense_membrane"], Un, atol=1e-5, rtol=0)
         if p["model"] == SYNAPTIC:
             np.testing.assert_allclose(fwd["dense_syn"], syn.detach().numpy(), atol=1e-5,

@@ -258,3 +258,40 @@ def test_ids_corrupted_in_place_after_validation_raise():
     with pytest.raises((ValueError, IndexError)):
         layer(s)
 
+
+
+def test_list_made_by_a_layer_is_checked_again_after_in_place_edit_or_swap():
+    """Trust in a list ends when its tensors change: an in-place edit of a layer's own
+    output, or swapping in other tensors, brings the bounds check back."""
+    first = LIFLayer(IN, HID, backend="emulator")
+    second = LIFLayer(HID, HID, backend="emulator")
+    with torch.no_grad():
+        first.weight.mul_(4.0)
+    out = first(SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0)))
+    assert int(out.counts[..., 1].max()) > 0, "the test needs listed entries"
+    assert out.checked
+    second(out)  # trusted and unchanged: runs
+    t, b = (int(i) for i in (out.counts[..., 1] > 0).nonzero()[0])
+    out.ids[t, b, 0] = HID + 3
+    assert not out.checked
+    with pytest.raises(ValueError, match="out of range"):
+        second(out)
+    fresh = first(SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0)))
+    ids = fresh.ids.clone()
+    ids[t, b, 0] = -2
+    fresh.ids = ids
+    with pytest.raises(ValueError, match="out of range"):
+        second(fresh)
+
+
+def test_backward_refuses_a_list_edited_after_forward():
+    """The backward pass reads the saved lists without scanning them again; autograd's
+    saved-tensor versions are what stops an edit between forward and backward."""
+    layer = LIFLayer(IN, HID, backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
+    out = layer(x)
+    out.ids.zero_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.values.sum().backward()

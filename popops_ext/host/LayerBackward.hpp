@@ -51,7 +51,7 @@ public:
 
 private:
   struct TileState {
-    std::vector<float> carry, carrySynaptic, notSpiked; // [B x rowLength]
+    AlignedVector<float> carry, carrySynaptic, notSpiked; // [B x rowLength]
     RawVector<float> currentGrad; // [depth x B x rowLength]; padding zeroed
     std::vector<int> listIds;                           // [width]: one row's entries
     std::vector<float> listMembrane, listGrad;          // [width]

@@ -59,7 +59,7 @@ public:
 
 private:
   struct TileState {
-    std::vector<float> currents, membrane, synaptic, spiked; // [B x rowLength]
+    AlignedVector<float> currents, membrane, synaptic, spiked; // [B x rowLength]
     TileListHistory history;
     // Recurrent only: this tile's listed spikes of the last two steps,
     // [parity x B x width] and [parity x B].

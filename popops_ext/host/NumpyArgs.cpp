@@ -81,10 +81,13 @@ void requireCode(int value, int count, const char *name) {
 }
 
 void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name) {
+                    unsigned batch, unsigned numIds, bool sorted, const char *name,
+                    bool scanRows) {
   if (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch)
     throw std::invalid_argument(std::string(name) + " ids have shape " + describe(ids));
   requireShape(counts, {steps, batch, 2}, name);
+  if (!scanRows)
+    return;
   const std::size_t K = std::size_t(ids.shape(2)), rows = std::size_t(steps) * batch;
   const int32_t *id = ids.data(), *c = counts.data();
   for (std::size_t row = 0; row < rows; ++row) {

@@ -42,8 +42,12 @@ void requireCode(int value, int count, const char *name);
 // [0, numIds); with `sorted`, also ascending within the spike part and
 // within the eligible part, and no id in both (the executor relies on it to
 // find each tile's runs, at most one entry per neuron).
+// With scanRows false only the shapes are checked: for lists whose entries the
+// caller already checked and that cannot have changed since (autograd's saved
+// tensors, lists validated in Python right before the call).
 void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name);
+                    unsigned batch, unsigned numIds, bool sorted, const char *name,
+                    bool scanRows = true);
 
 inline SpikeListView listView(const IntArray &ids, const IntArray &counts) {
   return {ids.data(), counts.data(), unsigned(ids.shape(2))};

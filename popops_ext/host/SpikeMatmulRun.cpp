@@ -21,7 +21,7 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
   const unsigned threads = effectiveThreads(numThreads, numTiles);
   TileBlocks<WT> blocks;
   blocks.resize(numTiles);
-  std::vector<std::vector<float>> currents(numTiles);
+  std::vector<AlignedVector<float>> currents(numTiles);
   ThreadPool &pool = ThreadPool::instance();
   pool.run(threads, [&](unsigned thread, unsigned team) {
     const auto share = threadShare(numTiles, thread, team);

@@ -55,7 +55,7 @@ void GradBlocks::allocate(const TileLayout &layout, unsigned j, unsigned rows) {
 void GradBlocks::writeMatrix(const TileLayout &layout, unsigned j, unsigned rows,
                              float *matrix) const {
   const unsigned len = layout.rowLength(j), width = layout.width(j);
-  const std::vector<float> &b = blocks_[j];
+  const RawVector<float> &b = blocks_[j];
   float *dst = matrix + std::size_t(layout.first(j)) * rows;
   for (unsigned n = 0; n < width; ++n)
     for (unsigned i = 0; i < rows; ++i)

@@ -48,7 +48,7 @@ public:
   void writeMatrix(const TileLayout &layout, unsigned j, unsigned rows, float *matrix) const;
 
 private:
-  std::vector<std::vector<float>> blocks_;
+  std::vector<RawVector<float>> blocks_;
 };
 
 } // namespace snn

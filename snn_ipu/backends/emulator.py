@@ -1,8 +1,10 @@
 """The IPU emulator backend: the codelets run on the CPU by the C++ host executor.
 
-One autograd Function per layer kind over ``snn_ipu._C``. Inputs are validated
-in Python before the call (lists built by this package are valid by
-construction); the C++ side still bounds-checks every index it reads. The
+One autograd Function per layer kind over ``snn_ipu._C``. Input lists are
+bounds-checked in Python before the call (lists built by this package, and
+lists checked before, are skipped while unmodified), so the executor is told
+not to scan them again (``check_lists=False``); in backward the lists are
+autograd's saved tensors, which autograd guards against in-place changes. The
 executor runs the tile plan that the planner makes for ``plan_target``
 (``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
 """
@@ -137,7 +139,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
             tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
             _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
-            _threads_for(in_ids, layer.out_features),
+            _threads_for(in_ids, layer.out_features), check_lists=False,
         )
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
@@ -186,7 +188,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current,
+                return_grad_current=return_grad_current, check_lists=False,
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -208,7 +210,7 @@ class _ReadoutFn(torch.autograd.Function):
         res = _C.layer_forward(
             2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
             _weights(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
-            _threads_for(in_ids, layer.out_features),
+            _threads_for(in_ids, layer.out_features), check_lists=False,
         )
         membrane = torch.from_numpy(res["membrane"])
         layer.last_membrane = membrane.detach() if layer.record_membrane else None
@@ -231,7 +233,7 @@ class _ReadoutFn(torch.autograd.Function):
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current,
+                return_grad_current=return_grad_current, check_lists=False,
             )
 
         res, grad_in, grad_w = _backward_input_side(
