@@ -171,4 +171,51 @@ inline void rowDot4(const WT *__restrict rows, const int *__restrict ids,
   }
 }
 
+// {sum of a[k]'s lanes} for k = 0..7, as one vector: on the host a transpose
+// by horizontal adds (9 instructions for 8 rows instead of ~8 per row).
+inline f32x8 laneSums8(const f32x8 *a) {
+#if defined(__AVX__) && !defined(__IPU__)
+  const __m256 t0 = _mm256_hadd_ps((__m256)a[0], (__m256)a[1]);
+  const __m256 t1 = _mm256_hadd_ps((__m256)a[2], (__m256)a[3]);
+  const __m256 t2 = _mm256_hadd_ps((__m256)a[4], (__m256)a[5]);
+  const __m256 t3 = _mm256_hadd_ps((__m256)a[6], (__m256)a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return (f32x8)_mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                              _mm256_permute2f128_ps(u0, u1, 0x31));
+#else
+  f32x8 out;
+  for (unsigned k = 0; k < 8; ++k)
+    out[k] = ((a[k][0] + a[k][1]) + (a[k][2] + a[k][3])) +
+             ((a[k][4] + a[k][5]) + (a[k][6] + a[k][7]));
+  return out;
+#endif
+}
+
+// rowDot4 for eight listed rows: one accumulator per row (eight independent
+// chains), each load of g serving eight rows, and one transposing reduction.
+template <typename WT>
+inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
+                    const float *__restrict g, unsigned rowLength, float *__restrict out) {
+  const WT *__restrict r[8];
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < 8; ++k)
+    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+  f32x8 a[8] = {};
+  unsigned c = 0;
+  for (; c + 8 <= rowLength; c += 8) {
+    const f32x8 gv = load8(g + c);
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < 8; ++k)
+      a[k] += load8(r[k] + c) * gv;
+  }
+  const f32x8 s = laneSums8(a);
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < 8; ++k) {
+    float sum = s[k];
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(r[k][n]) * g[n];
+    out[k] = sum;
+  }
+}
+
 } // namespace snn

@@ -1,9 +1,9 @@
 // Emission of a tile's spike list and eligible-only list for one sample and
 // step, straight from the updated membrane: ascending ids, spikes strictly
 // above threshold, eligible-only strictly above threshold - gradWindow.
-// Host (AVX2): branch-free compare + compress per group of 8 neurons (a lane
-// mask selects a packing permutation; 8 lanes are stored and the list end
-// advances by the popcount). Elsewhere: groups with nothing to list are
+// Host (AVX2): a compare pass over groups of 8 neurons, then a compress
+// (lane mask -> packing permutation; 8 lanes stored, the list end advances by
+// the popcount) of only the groups with something to list. Elsewhere: groups with nothing to list are
 // skipped after one vector test, and within a group every neuron is written
 // at the current end of both lists, which only advance when it belongs
 // there. Either way each list needs capacity for all numNeurons entries.
@@ -64,32 +64,50 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   };
   unsigned n = 0;
 #if defined(__AVX2__) && !defined(__IPU__)
-  // Branch-free compare + compress: each group's lane masks select a
-  // permutation that packs the listed lanes (ascending) to the front; all 8
-  // lanes are stored at the end of the list, which advances by the popcount.
+  // Two passes per block of 64 groups of 8 neurons. The first compares every
+  // group (branch-free, no dependence between groups) and notes the groups
+  // with anything to list in a bit mask; the second packs only those: a lane
+  // mask selects a permutation that moves the listed lanes (ascending) to the
+  // front, all 8 lanes are stored at the end of the list, which advances by
+  // the popcount. At a few percent activity most groups list nothing.
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 window = _mm256_set1_ps(gradWindow);
   const int *table = compressTable();
-  for (; n + 8 <= numNeurons; n += 8) {
-    const __m256 u = (__m256)load8(membrane + n);
-    const __m256 thr = (__m256)load8(threshold + n);
-    const __m256 sGt = _mm256_cmp_ps(u, thr, _CMP_GT_OQ);
-    const __m256 eGt = _mm256_cmp_ps(u, _mm256_sub_ps(thr, window), _CMP_GT_OQ);
-    store8(spiked + n, (f32x8)_mm256_and_ps(sGt, one));
-    const unsigned ms = unsigned(_mm256_movemask_ps(sGt));
-    const unsigned me = unsigned(_mm256_movemask_ps(eGt)) & ~ms;
-    const __m256i idv = _mm256_add_epi32(lane, _mm256_set1_epi32(int(firstNeuron + n)));
-    const __m256i ps = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * ms));
-    const __m256i pe = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * me));
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(spikeIds + ns),
-                        _mm256_permutevar8x32_epi32(idv, ps));
-    _mm256_storeu_ps(spikeMembrane + ns, _mm256_permutevar8x32_ps(u, ps));
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(eligibleIds + ne),
-                        _mm256_permutevar8x32_epi32(idv, pe));
-    _mm256_storeu_ps(eligibleMembrane + ne, _mm256_permutevar8x32_ps(u, pe));
-    ns += unsigned(__builtin_popcount(ms));
-    ne += unsigned(__builtin_popcount(me));
+  unsigned char spikeMask[64], eligibleMask[64];
+  while (n + 8 <= numNeurons) {
+    const unsigned groups = (numNeurons - n) / 8 < 64 ? (numNeurons - n) / 8 : 64;
+    unsigned long long busy = 0;
+    for (unsigned g = 0; g < groups; ++g) {
+      const unsigned at = n + 8 * g;
+      const __m256 u = (__m256)load8(membrane + at);
+      const __m256 thr = (__m256)load8(threshold + at);
+      const __m256 sGt = _mm256_cmp_ps(u, thr, _CMP_GT_OQ);
+      const __m256 eGt = _mm256_cmp_ps(u, _mm256_sub_ps(thr, window), _CMP_GT_OQ);
+      store8(spiked + at, (f32x8)_mm256_and_ps(sGt, one));
+      const unsigned ms = unsigned(_mm256_movemask_ps(sGt));
+      const unsigned me = unsigned(_mm256_movemask_ps(eGt)) & ~ms;
+      spikeMask[g] = (unsigned char)ms;
+      eligibleMask[g] = (unsigned char)me;
+      busy |= (unsigned long long)((ms | me) != 0) << g;
+    }
+    for (; busy != 0; busy &= busy - 1) {
+      const unsigned g = unsigned(__builtin_ctzll(busy)), at = n + 8 * g;
+      const unsigned ms = spikeMask[g], me = eligibleMask[g];
+      const __m256 u = (__m256)load8(membrane + at);
+      const __m256i idv = _mm256_add_epi32(lane, _mm256_set1_epi32(int(firstNeuron + at)));
+      const __m256i ps = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * ms));
+      const __m256i pe = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(table + 8 * me));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(spikeIds + ns),
+                          _mm256_permutevar8x32_epi32(idv, ps));
+      _mm256_storeu_ps(spikeMembrane + ns, _mm256_permutevar8x32_ps(u, ps));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(eligibleIds + ne),
+                          _mm256_permutevar8x32_epi32(idv, pe));
+      _mm256_storeu_ps(eligibleMembrane + ne, _mm256_permutevar8x32_ps(u, pe));
+      ns += unsigned(__builtin_popcount(ms));
+      ne += unsigned(__builtin_popcount(me));
+    }
+    n += 8 * groups;
   }
 #else
   for (; n + 8 <= numNeurons; n += 8) {

@@ -44,6 +44,8 @@ public:
     const float *g = &currentGrad[0];
     const unsigned n = *numIds;
     unsigned k = 0;
+    for (; k + 8 <= n; k += 8)
+      snn::rowDot8(w, &ids[k], g, rowLength, &partials[k]);
     for (; k + 4 <= n; k += 4)
       snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
     for (; k < n; ++k)
