@@ -132,6 +132,14 @@ inline float rowDot(const WT *__restrict row, const float *__restrict g, unsigne
   return sum;
 }
 
+// r[k] = the start of listed row ids[k], k < R.
+template <unsigned R, typename WT>
+inline void listedRows(const WT *rows, const int *ids, unsigned rowLength, const WT **r) {
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k)
+    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+}
+
 // out[r] = sum_n rows[ids[r]][n] * g[n] for four listed rows at once: each
 // load of g serves four rows, and two accumulators per row (even and odd
 // vectors) keep eight independent chains in flight. (Prefetching the next
@@ -139,10 +147,8 @@ inline float rowDot(const WT *__restrict row, const float *__restrict g, unsigne
 template <typename WT>
 inline void rowDot4(const WT *__restrict rows, const int *__restrict ids,
                     const float *__restrict g, unsigned rowLength, float *__restrict out) {
-  const WT *__restrict r[4];
-#pragma GCC unroll 4
-  for (unsigned k = 0; k < 4; ++k)
-    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+  const WT *r[4];
+  listedRows<4>(rows, ids, rowLength, r);
 
   f32x8 even[4] = {}, odd[4] = {};
   unsigned c = 0;
@@ -196,10 +202,8 @@ inline f32x8 laneSums8(const f32x8 *a) {
 template <typename WT>
 inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
                     const float *__restrict g, unsigned rowLength, float *__restrict out) {
-  const WT *__restrict r[8];
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < 8; ++k)
-    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+  const WT *r[8];
+  listedRows<8>(rows, ids, rowLength, r);
   f32x8 a[8] = {};
   unsigned c = 0;
   for (; c + 8 <= rowLength; c += 8) {
