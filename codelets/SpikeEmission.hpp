@@ -3,10 +3,11 @@
 // above threshold, eligible-only strictly above threshold - gradWindow.
 // Host (AVX2): a compare pass over groups of 8 neurons, then a compress
 // (lane mask -> packing permutation; 8 lanes stored, the list end advances by
-// the popcount) of only the groups with something to list. Elsewhere: groups with nothing to list are
-// skipped after one vector test, and within a group every neuron is written
-// at the current end of both lists, which only advance when it belongs
-// there. Either way each list needs capacity for all numNeurons entries.
+// the popcount) of only the groups with something to list. Elsewhere: groups
+// with nothing to list are skipped after one vector test, and within a group
+// every neuron is written at the current end of both lists, which only
+// advance when it belongs there. Either way each list needs capacity for all
+// numNeurons entries.
 #pragma once
 #include "VectorOps.hpp"
 

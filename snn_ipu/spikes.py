@@ -170,17 +170,19 @@ class SparseSpikes:
         out._mark_checked()
         return out
 
-    def _state(self) -> tuple:
-        # Which tensors, and how often they were modified in place.
-        return (id(self.ids), self.ids._version, id(self.counts), self.counts._version)
-
     def _mark_checked(self) -> None:
-        self._checked_at = self._state()
+        # The tensors themselves (not their id(), which a later tensor could reuse)
+        # and how often they had been modified in place.
+        self._checked_at = (self.ids, self.ids._version, self.counts, self.counts._version)
 
     @property
     def checked(self) -> bool:
         """The ids and counts were checked (or built here) and are unchanged since."""
-        return self._checked_at == self._state()
+        if self._checked_at is None:
+            return False
+        ids, ids_version, counts, counts_version = self._checked_at
+        return (ids is self.ids and counts is self.counts and ids._version == ids_version
+                and counts._version == counts_version)
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -362,7 +364,8 @@ class SparseSpikes:
 
     def detach(self) -> SparseSpikes:
         out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
-        out._checked_at = out._state() if self.checked else None
+        if self.checked:
+            out._mark_checked()
         return out
 
 
