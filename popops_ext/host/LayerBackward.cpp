@@ -6,6 +6,7 @@
 
 #include <poplar/HalfFloat.hpp>
 
+#include "Prefetch.hpp"
 #include "StateGrad.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
@@ -168,6 +169,25 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned t, unsigned b,
   reduce.compute();
 }
 
+// What stepTile reads of one row outside the tile's own state.
+template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size_t row) {
+  const unsigned B = shape_.batch;
+  if (neuron_.model != MODEL_READOUT) {
+    const std::size_t base = row * in_.output.capacity;
+    for (const Range r : {spikeRange(j, row), eligibleRange(j, row)}) {
+      prefetchRun(in_.output.ids + base, r.begin, r.end);
+      prefetchRun(in_.membrane + base, r.begin, r.end);
+      prefetchRun(in_.gradOut + base, r.begin, r.end);
+    }
+    if (row >= B) {
+      const Range prev = spikeRange(j, row - B);
+      prefetchRun(in_.output.idsAt(row - B), prev.begin, prev.end);
+    }
+  }
+  if (needs_.weight)
+    prefetchRun(in_.input.idsAt(row), 0, in_.input.spikesAt(row));
+}
+
 template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) {
   TileState &s = tiles_[j];
   const unsigned B = shape_.batch, N = shape_.outFeatures, T = shape_.steps;
@@ -176,6 +196,11 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
 
   for (unsigned b = 0; b < B; ++b) {
     const std::size_t row = std::size_t(t) * B + b;
+    // Rows run b upwards within a step and steps downwards.
+    if (b + kRowsAhead < B)
+      prefetchRow(j, row + kRowsAhead);
+    else if (t > 0 && b + kRowsAhead - B < B)
+      prefetchRow(j, row + kRowsAhead - 2 * std::size_t(B));
     float *currentGrad = currentGradAt(j, t, b);
     float *carry = s.carry.data() + std::size_t(b) * len;
     // U[t-1] or syn[t-1] of the tile; unbound when its gradient is not needed.
@@ -296,6 +321,11 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
     dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));
     dot.rowLength = len;
     for (std::size_t row = share.first; row < share.second; ++row) {
+      if (row + kRowsAhead < share.second) {
+        const std::size_t ahead = row + kRowsAhead;
+        prefetchRun(in_.input.idsAt(ahead), 0, in_.input.listedAt(ahead));
+        prefetchRun(gradIn + ahead * Kin, 0, in_.input.listedAt(ahead));
+      }
       unsigned n = in_.input.listedAt(row);
       if (n == 0)
         continue;

@@ -63,6 +63,7 @@ private:
   };
 
   void prepareTile(unsigned j);
+  void prefetchRow(unsigned j, std::size_t row);
   void stepTile(unsigned j, unsigned t);
   unsigned gatherListed(unsigned j, std::size_t row, unsigned &numSpikes);
   void addRecurrentGrad(unsigned j, unsigned t, unsigned b, unsigned numListed);

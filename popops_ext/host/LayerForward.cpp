@@ -8,6 +8,7 @@
 #include <poplar/HalfFloat.hpp>
 
 #include "NeuronUpdate.hpp"
+#include "Prefetch.hpp"
 #include "SpikeListCombine.hpp"
 #include "SpikeMatmul.hpp"
 #include "ThreadPool.hpp"
@@ -100,8 +101,11 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
   mm.rowLength = len;
 
+  const std::size_t rows = std::size_t(shape_.steps) * B;
   for (unsigned b = 0; b < B; ++b) {
     const std::size_t row = std::size_t(t) * B + b;
+    if (row + kRowsAhead < rows)
+      prefetchRun(input_.idsAt(row + kRowsAhead), 0, input_.spikesAt(row + kRowsAhead));
     float *currents = s.currents.data() + std::size_t(b) * len;
     float *membrane = s.membrane.data() + std::size_t(b) * len;
     mm.ids.bind(input_.idsAt(row), input_.capacity);

@@ -7,6 +7,7 @@
 
 #include <poplar/HalfFloat.hpp>
 
+#include "Prefetch.hpp"
 #include "SpikeMatmul.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
@@ -42,6 +43,8 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
       for (unsigned t = 0; t < T; ++t)
         for (unsigned b = 0; b < B; ++b) {
           const std::size_t row = std::size_t(t) * B + b;
+          if (row + kRowsAhead < std::size_t(T) * B)
+            prefetchRun(input.idsAt(row + kRowsAhead), 0, input.spikesAt(row + kRowsAhead));
           mm.ids.bind(input.idsAt(row), input.capacity);
           mm.numIds.bind(reinterpret_cast<const unsigned *>(&input.counts[2 * row]));
           mm.currents.bind(currents[j].data() + std::size_t(b) * len, len);
