@@ -26,6 +26,10 @@ Methods (also written into the JSON under ``"method"``):
   whichever comes first, at least one timed step). The learning rate is tiny
   (``--lr``, default 1e-5) so that the weights, and with them the activity, stay at
   the calibrated point over the repeats; the cost of an Adam step does not depend on it.
+  Adam is PyTorch's fused CPU implementation for every backend (``--adam fused``, the
+  default; ``--adam default`` for torch's per-parameter passes). The JSON's
+  ``"optimizer"`` records one step of each over the config's parameters: ~2.5 vs ~13 ms
+  on L here, the same for every backend but 1/10 of a sparse step.
 * peak memory: one subprocess per (backend, config, activity) with glibc's malloc
   told to hand big blocks back to the OS (``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``
   = 128 KiB); code paths are warmed up on a 2-step, 1-sample slice and Adam's state
@@ -213,8 +217,45 @@ def calibrate(problem: dict, backend: str, tol: float = 0.1, max_iter: int = 12)
 
 
 # --------------------------------------------------------------------------- models
+def make_adam(params, lr: float, kind: str) -> torch.optim.Optimizer:
+    """The optimizer, the same for every backend. ``"fused"``: PyTorch's fused CPU Adam
+    (one pass over each parameter, torch >= 2.4), or the default where the installed torch
+    lacks it; ``"default"``: torch's default implementation (several passes per parameter)."""
+    if kind == "fused":
+        try:
+            return torch.optim.Adam(params, lr=lr, fused=True)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.Adam(params, lr=lr)
+
+
+def adam_step_cost(cfg: dict, reps: int = 7) -> dict:
+    """Median time of one Adam step over the config's parameters, per implementation:
+    the same for every backend, and with the default one a sizeable part of a sparse step."""
+    sizes = cfg["sizes"]
+    params = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        params += [torch.nn.Parameter(torch.randn(n_out, n_in)),
+                   torch.nn.Parameter(torch.zeros(n_out))]
+    for prm in params:
+        prm.grad = torch.randn_like(prm)
+    out = {}
+    for kind in ("default", "fused"):
+        opt = make_adam(params, 1e-5, kind)
+        opt.step()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+        out[f"{kind}_ms"] = 1000 * statistics.median(times)
+        out[f"{kind}_is_fused"] = bool(opt.defaults.get("fused"))
+    return out
+
+
 class OursNet:
-    def __init__(self, problem: dict, backend: str, grad_window: Optional[float], lr: float):
+    def __init__(self, problem: dict, backend: str, grad_window: Optional[float], lr: float,
+                 adam: str):
         sizes = problem["sizes"]
         self.layers = []
         for i, w in enumerate(weights_of(problem)):
@@ -225,7 +266,7 @@ class OursNet:
                 layer.bias.zero_()
             self.layers.append(layer)
         self.params = [p for layer in self.layers for p in layer.parameters()]
-        self.opt = torch.optim.Adam(self.params, lr=lr)
+        self.opt = make_adam(self.params, lr, adam)
         self.x = SparseSpikes.from_dense(problem["x"])  # once, outside the timed region
         self.y = problem["y"]
 
@@ -244,7 +285,7 @@ class OursNet:
 
 
 class SnnTorchNet:
-    def __init__(self, problem: dict, lr: float):
+    def __init__(self, problem: dict, lr: float, adam: str):
         import snntorch as snn
         from snntorch import surrogate
 
@@ -259,7 +300,7 @@ class SnnTorchNet:
             self.lifs.append(snn.Leaky(beta=BETA, threshold=THRESHOLD,
                                        spike_grad=surrogate.atan(), reset_mechanism="subtract"))
         self.params = [p for fc in self.fcs for p in fc.parameters()]
-        self.opt = torch.optim.Adam(self.params, lr=lr)
+        self.opt = make_adam(self.params, lr, adam)
         self.x = problem["x"]
         self.y = problem["y"]
         self._spikes = [0.0] * len(self.fcs)
@@ -286,15 +327,15 @@ class SnnTorchNet:
         return [s / (T * B * fc.out_features) for s, fc in zip(self._spikes, self.fcs)]
 
 
-def build(problem: dict, backend: str, lr: float):
+def build(problem: dict, backend: str, lr: float, adam: str):
     if backend == "emulator_sparse":
-        return OursNet(problem, "emulator", SPARSE_WINDOW, lr)
+        return OursNet(problem, "emulator", SPARSE_WINDOW, lr, adam)
     if backend == "emulator_exact":
-        return OursNet(problem, "emulator", None, lr)
+        return OursNet(problem, "emulator", None, lr, adam)
     if backend == "reference":
-        return OursNet(problem, "reference", None, lr)
+        return OursNet(problem, "reference", None, lr, adam)
     if backend == "snntorch":
-        return SnnTorchNet(problem, lr)
+        return SnnTorchNet(problem, lr, adam)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -322,7 +363,7 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
         for key, backend, threads in entries:
             try:
                 with threads_for_emulator(threads):
-                    nets[key] = build(problem, backend, args.lr)
+                    nets[key] = build(problem, backend, args.lr, args.adam)
                     t0 = time.perf_counter()
                     nets[key].step()  # warm-up
                     warm[key] = time.perf_counter() - t0 < WARM_BELOW_S
@@ -366,16 +407,16 @@ def _proc_status_kb(key: str) -> int:
     raise KeyError(key)
 
 
-def memory_worker(problem_path: str, backend: str, lr: float) -> dict:
+def memory_worker(problem_path: str, backend: str, lr: float, adam: str) -> dict:
     """Runs in a fresh process: RSS high-water delta of one training step."""
     problem = torch.load(problem_path, weights_only=False)
     # Warm up the code paths on a tiny slice (2 steps, 1 sample), so that lazily loaded
     # code is in place but the heap holds no freed activations of a full-size step.
     tiny = dict(problem, x=problem["x"][:2, :1].contiguous(), y=problem["y"][:1])
-    warm = build(tiny, backend, lr)
+    warm = build(tiny, backend, lr, adam)
     warm.step()
     del warm
-    net = build(problem, backend, lr)
+    net = build(problem, backend, lr, adam)
     # Adam's state (2 x parameters) exists before the measured step: a zero-gradient step.
     for prm in net.params:
         prm.grad = torch.zeros_like(prm)
@@ -395,10 +436,11 @@ def memory_worker(problem_path: str, backend: str, lr: float) -> dict:
             "hwm_bytes": hwm * 1024, "hwm_reset": reset_ok}
 
 
-def measure_memory(problem_path: str, backend: str, lr: float, timeout: float) -> dict:
+def measure_memory(problem_path: str, backend: str, lr: float, adam: str,
+                   timeout: float) -> dict:
     env = dict(os.environ, **MALLOC_ENV)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_memory-worker", problem_path,
-           backend, "--lr", str(lr)]
+           backend, "--lr", str(lr), "--adam", adam]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -495,6 +537,8 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
         "config": name, "sizes": list(cfg["sizes"]), "T": cfg["T"], "B": cfg["B"],
         "beta": BETA, "threshold": THRESHOLD, "sparse_grad_window": SPARSE_WINDOW,
         "lr": args.lr, "seed": args.seed,
+        "optimizer": dict(requested=f"Adam ({args.adam}), every backend",
+                          **adam_step_cost(cfg)),
         "machine": {"platform": platform.platform(), "processor": _cpu_model(),
                     "cpus_available": mach_threads, "torch_threads": torch.get_num_threads(),
                     "emulator_threads": emulator_threads(), "torch": torch.__version__,
@@ -580,7 +624,8 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
             skip_mem = (args.quick and not quick_mem) or (args.baseline_memory_once
                                                            and dense_again)
             if args.memory and "error" not in res and not skip_mem:
-                mem = measure_memory(problem_path, backend, args.lr, args.memory_timeout)
+                mem = measure_memory(problem_path, backend, args.lr, args.adam,
+                                     args.memory_timeout)
                 res["memory"] = mem
             row["results"][backend] = res
             log(f"  [{name} {target:g}] {backend:16s} " + _short(res))
@@ -785,6 +830,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=None, help="override T")
     p.add_argument("--batch", type=int, default=None, help="override B")
     p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--adam", choices=("fused", "default"), default="fused",
+                   help="Adam implementation, the same for every backend (fused: PyTorch's "
+                        "fused CPU kernel where the installed torch has it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true",
                    help="CI smoke: S only, 2 activities, T=20, B=32, 1 repeat")
@@ -806,7 +854,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args._memory_worker:
-        res = memory_worker(args._memory_worker[0], args._memory_worker[1], args.lr)
+        res = memory_worker(args._memory_worker[0], args._memory_worker[1], args.lr,
+                            args.adam)
         print(json.dumps(res))
         return 0
     out = Path(args.out)
