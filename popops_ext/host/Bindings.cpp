@@ -209,7 +209,8 @@ py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds 
   py::dict result;
   BackwardOutputs out{};
   // Outputs the executor writes whole (weight gradients from the tiles'
-  // blocks, dL/dI) skip the zero-fill; the others are accumulated into.
+  // blocks, dL/dI, dL/d(input values) zeroed by its threads) skip the
+  // zero-fill here; the others are accumulated into.
   auto add = [&](bool wanted, const char *key, std::initializer_list<py::ssize_t> shape,
                  float *&ptr, bool writtenWhole = false) {
     if (!wanted)
@@ -218,7 +219,7 @@ py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds 
     ptr = g.mutable_data();
     result[key] = g;
   };
-  add(needs.input, "grad_in_values", {T, B, py::ssize_t(a.inIds.shape(2))}, out.gradIn);
+  add(needs.input, "grad_in_values", {T, B, py::ssize_t(a.inIds.shape(2))}, out.gradIn, true);
   add(needs.weight, "grad_weight", {N, I}, out.gradWeight, true);
   add(needs.bias, "grad_bias", {N}, out.gradBias);
   add(needs.recWeight, "grad_rec_weight", {N, N}, out.gradRecWeight, true);

@@ -316,6 +316,8 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
   reduce.numPartials = 1;
   reduce.stride = Kin;
   const auto share = threadShare(rows, thread, numThreads);
+  // The list padding must read 0 too; each thread clears its own rows.
+  std::memset(gradIn + share.first * Kin, 0, (share.second - share.first) * Kin * sizeof(float));
   for (unsigned i = 0; i < numTiles; ++i) {
     const unsigned len = layout_.rowLength(i);
     dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));

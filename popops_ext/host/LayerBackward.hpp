@@ -35,7 +35,7 @@ struct BackwardInputs {
 
 // Every pointer may be null when the gradient is not needed.
 struct BackwardOutputs {
-  float *gradIn;     // [T x B x Kin], zero-filled by the caller
+  float *gradIn;     // [T x B x Kin], written whole
   float *gradWeight; // [out x in]
   float *gradBias, *gradBeta, *gradThreshold, *gradAlpha; // [out]
   float *gradRecWeight;                                   // [out x out]
