@@ -1,6 +1,6 @@
 // Forward state update of one tile's neurons for one sample and one step
-// (snnTorch semantics, see the numerics contract). Each vertex consumes and
-// clears the tile's accumulated synaptic currents, adds the bias, and the
+// (snnTorch semantics, see the numerics contract). Each vertex reads the
+// tile's synaptic currents of the step (set by SpikeMatmul), adds the bias, and the
 // spiking ones emit the tile's spike and eligible-only lists with the
 // membrane at those entries, so no dense spike tensor is ever formed.
 #pragma once
@@ -14,7 +14,7 @@ enum ResetKind : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 }
 
 class LifUpdate : public poplar::Vertex {
 public:
-  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> currents;
   poplar::Input<poplar::Vector<float>> bias; // empty: no bias
   poplar::Input<poplar::Vector<float>> beta;
   poplar::Input<poplar::Vector<float>> threshold;
@@ -31,18 +31,14 @@ public:
   float gradWindow;
 
   bool compute() {
-    float *__restrict cur = &currents[0];
+    const float *__restrict cur = &currents[0];
     float *__restrict u = &membrane[0];
     const float *__restrict s = &spiked[0];
     const float *__restrict b = &beta[0];
     const float *__restrict thr = &threshold[0];
-    // One pass: the current (plus bias) is consumed and cleared as it is used.
+    // The next step's SpikeMatmul sets the currents anew (no clearing here).
     const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
-    auto input = [&](unsigned n) {
-      const float i = bi ? cur[n] + bi[n] : cur[n];
-      cur[n] = 0.0f;
-      return i;
-    };
+    auto input = [&](unsigned n) { return bi ? cur[n] + bi[n] : cur[n]; };
     if (reset == snn::RESET_SUBTRACT) {
       for (unsigned n = 0; n < numNeurons; ++n)
         u[n] = b[n] * u[n] + input(n) - s[n] * thr[n];
@@ -64,7 +60,7 @@ public:
 
 class SynapticUpdate : public poplar::Vertex {
 public:
-  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> currents;
   poplar::Input<poplar::Vector<float>> bias; // empty: no bias
   poplar::Input<poplar::Vector<float>> alpha;
   poplar::Input<poplar::Vector<float>> beta;
@@ -83,7 +79,7 @@ public:
   float gradWindow;
 
   bool compute() {
-    float *__restrict cur = &currents[0];
+    const float *__restrict cur = &currents[0];
     float *__restrict syn = &synaptic[0];
     float *__restrict u = &membrane[0];
     const float *__restrict s = &spiked[0];
@@ -93,11 +89,10 @@ public:
     if (bias.size() != 0) {
       const float *__restrict bi = &bias[0];
       for (unsigned n = 0; n < numNeurons; ++n)
-        cur[n] += bi[n];
-    }
-    for (unsigned n = 0; n < numNeurons; ++n) {
-      syn[n] = a[n] * syn[n] + cur[n];
-      cur[n] = 0.0f;
+        syn[n] = a[n] * syn[n] + (cur[n] + bi[n]);
+    } else {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        syn[n] = a[n] * syn[n] + cur[n];
     }
     if (reset == snn::RESET_SUBTRACT) {
       for (unsigned n = 0; n < numNeurons; ++n)
@@ -121,7 +116,7 @@ public:
 // Non-spiking leaky integrator; its membrane is the layer output.
 class ReadoutUpdate : public poplar::Vertex {
 public:
-  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<float>> currents;
   poplar::Input<poplar::Vector<float>> bias; // empty: no bias
   poplar::Input<poplar::Vector<float>> beta;
   poplar::InOut<poplar::Vector<float>> membrane;
@@ -129,19 +124,14 @@ public:
   unsigned numNeurons;
 
   bool compute() {
-    float *__restrict cur = &currents[0];
+    const float *__restrict cur = &currents[0];
     float *__restrict u = &membrane[0];
     float *__restrict out = &membraneOut[0];
     const float *__restrict b = &beta[0];
-    if (bias.size() != 0) {
-      const float *__restrict bi = &bias[0];
-      for (unsigned n = 0; n < numNeurons; ++n)
-        cur[n] += bi[n];
-    }
+    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
     for (unsigned n = 0; n < numNeurons; ++n) {
-      u[n] = b[n] * u[n] + cur[n];
+      u[n] = b[n] * u[n] + (bi ? cur[n] + bi[n] : cur[n]);
       out[n] = u[n];
-      cur[n] = 0.0f;
     }
     return true;
   }

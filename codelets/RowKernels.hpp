@@ -47,14 +47,14 @@ template <typename Chunk> inline unsigned forVectorChunks(unsigned rowLength, Ch
   return c + (rowLength - c) / 8 * 8;
 }
 
-// V vectors of neurons starting at acc: acc += sum over the listed rows.
-template <unsigned V, typename WT>
+// V vectors of neurons starting at acc: acc (+)= sum over the listed rows.
+template <bool Accumulate, unsigned V, typename WT>
 inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
                          const int *__restrict ids, unsigned numIds, unsigned rowLength) {
   f32x8 a[V];
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v)
-    a[v] = load8(acc + 8 * v);
+    a[v] = Accumulate ? load8(acc + 8 * v) : f32x8{};
   for (unsigned k = 0; k < numIds; ++k) {
     if (k + kPrefetchAhead < numIds)
       prefetchRow<V, 0>(rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
@@ -68,18 +68,21 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
     store8(acc + 8 * v, a[v]);
 }
 
-// acc[n] += sum_k rows[ids[k]][n]
-template <typename WT>
+// acc[n] += sum_k rows[ids[k]][n] (Accumulate), or acc[n] = that sum.
+template <bool Accumulate, typename WT>
 inline void addRows(float *__restrict acc, const WT *__restrict rows,
                     const int *__restrict ids, unsigned numIds, unsigned rowLength) {
-  if (numIds == 0)
+  if (Accumulate && numIds == 0)
     return;
   unsigned c = forVectorChunks(rowLength, [&](auto v, unsigned at) {
-    addRowsChunk<decltype(v)::count>(acc + at, rows + at, ids, numIds, rowLength);
+    addRowsChunk<Accumulate, decltype(v)::count>(acc + at, rows + at, ids, numIds, rowLength);
   });
-  for (; c < rowLength; ++c)
+  for (; c < rowLength; ++c) {
+    float sum = Accumulate ? acc[c] : 0.0f;
     for (unsigned k = 0; k < numIds; ++k)
-      acc[c] += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
+      sum += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
+    acc[c] = sum;
+  }
 }
 
 template <unsigned V>

@@ -75,6 +75,7 @@ void LayerForward<WT>::addRecurrentInput(unsigned j, unsigned t, unsigned b, flo
   mm.weights.bind(recBlocks_.block(j), recBlocks_.blockSize(j));
   mm.currents.bind(currents, layout_.rowLength(j));
   mm.rowLength = layout_.rowLength(j);
+  mm.accumulate = 1; // onto the feed-forward input
   mm.compute();
 }
 
@@ -100,6 +101,7 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   SpikeMatmul<WT> mm;
   mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
   mm.rowLength = len;
+  mm.accumulate = 0; // the step's first input sets the currents
 
   const std::size_t rows = std::size_t(shape_.steps) * B;
   for (unsigned b = 0; b < B; ++b) {

@@ -40,6 +40,7 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
       const unsigned len = layout.rowLength(j);
       mm.weights.bind(blocks.block(j), blocks.blockSize(j));
       mm.rowLength = len;
+      mm.accumulate = 0;
       for (unsigned t = 0; t < T; ++t)
         for (unsigned b = 0; b < B; ++b) {
           const std::size_t row = std::size_t(t) * B + b;

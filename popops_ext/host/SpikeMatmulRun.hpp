@@ -1,7 +1,8 @@
 // The SpikeMatmul vertex on its own over a whole call, for measuring the
-// kernel's add rate and checking it against a dense matmul: every tile adds
-// the weight rows of the listed input spikes of all T steps into its
-// per-sample currents, so the result is sum_t x[t] W^T ([B x out]).
+// kernel's add rate and checking it against a dense matmul: every tile sets
+// its per-sample currents to the weight rows' sum of the listed input spikes
+// at each of the T steps, as a feed-forward layer runs it, so the result is
+// the last step's x[T-1] W^T ([B x out]).
 #pragma once
 #include "LayerViews.hpp"
 #include "TileLayout.hpp"

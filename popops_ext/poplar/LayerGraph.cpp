@@ -232,7 +232,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const Tensor idsT = stepSlice(body, in.inIds, t, "inIds[t]");
   const Tensor cntT = stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT);
 
-  // I[t] += W x[t]: rows of the input spikes.
+  // I[t] = W x[t]: rows of the input spikes.
   ComputeSet mm = graph_.addComputeSet({dnai_, "spikeMatmul"});
   const double spikesIn = std::min<double>(capacityIn_, plan_.spec.activity * inFeatures_);
   for (unsigned j = 0; j < tiles_.size(); ++j) {
@@ -242,6 +242,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
           mm, "SpikeMatmul<" + wt + ">",
           {{"ids", idsT[b]}, {"numIds", cntT[b][0]}, {"weights", W[j]}, {"currents", cur[j][b]}});
       graph_.setInitialValue(v["rowLength"], tile.rowLength);
+      graph_.setInitialValue(v["accumulate"], 0u); // sets I[t]
       graph_.setTileMapping(v, tile.index);
       estimate(v, plan::cost::spikeMatmulCycles(1, spikesIn, tile.rowLength, floatW, floatW ? 2 : 4,
                                                 workers));
@@ -260,6 +261,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
                                    {"weights", V[j]},
                                    {"currents", cur[j][b]}});
         graph_.setInitialValue(v["rowLength"], tile.rowLength);
+        graph_.setInitialValue(v["accumulate"], 1u);
         graph_.setTileMapping(v, tile.index);
         estimate(v, plan::cost::spikeMatmulCycles(1, plan_.spec.activity * N, tile.rowLength,
                                                   floatW, floatW ? 2 : 4, workers));

@@ -280,16 +280,17 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tens
 def spike_matmul(
     spikes: SparseSpikes, weight: torch.Tensor, plan_target: str = "host"
 ) -> Tuple[torch.Tensor, float, int]:
-    """The spike-matmul kernel on its own, for measuring it: ``sum_t x[t] @ W.T``.
+    """The spike-matmul kernel on its own, for measuring it.
 
     Runs the SpikeMatmul vertex over every tile, step and sample of ``spikes`` (its
     spike entries; eligible-only entries are not inputs) with ``weight`` [out, in]
-    (float32 or float16) under the planner's tiling for ``plan_target``.
+    (float32 or float16) under the planner's tiling for ``plan_target``, as a
+    feed-forward layer runs it: each step sets the tiles' currents ``x[t] @ W.T``.
 
     Returns:
-        ``(currents [B, out], kernel_seconds, adds)``: the accumulated currents, the
-        wall time of the vertex calls alone (weight blocks are built before) and the
-        number of additions they made (spikes x out).
+        ``(currents [B, out], kernel_seconds, adds)``: the currents of the last step,
+        the wall time of the vertex calls alone (weight blocks are built before) and
+        the number of additions they made (spikes x out, over all steps).
     """
     if weight.dim() != 2 or weight.shape[1] != spikes.num_neurons:
         raise ValueError(
