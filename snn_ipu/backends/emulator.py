@@ -170,10 +170,14 @@ class _SpikingLayerFn(torch.autograd.Function):
             torch.from_numpy(res.get("dense_syn", _EMPTY)),
         )
         ctx.mark_non_differentiable(ids, counts)
+        # No zero "gradients" of ids and counts ([T, B, K] int32 each) for backward.
+        ctx.set_materialize_grads(False)
         return torch.from_numpy(res["values"]), ids, counts
 
     @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
+        if grad_values is None:  # nothing downstream used the values
+            return (None,) * 12
         (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
          membrane, dense_membrane, dense_syn) = ctx.saved_tensors
         cfg = ctx.cfg
