@@ -28,8 +28,8 @@ Methods (also written into the JSON under ``"method"``):
   the calibrated point over the repeats; the cost of an Adam step does not depend on it.
   Adam is PyTorch's fused CPU implementation for every backend (``--adam fused``, the
   default; ``--adam default`` for torch's per-parameter passes). The JSON's
-  ``"optimizer"`` records one step of each over the config's parameters: ~2.5 vs ~13 ms
-  on L here, the same for every backend but 1/10 of a sparse step.
+  ``"optimizer"`` records one step of each over the config's parameters: ~2.5-4.5 vs
+  ~11-13 ms on L here, the same for every backend but 1/10 of a sparse step.
 * peak memory: one subprocess per (backend, config, activity) with glibc's malloc
   told to hand big blocks back to the OS (``MALLOC_MMAP_THRESHOLD_``/``MALLOC_TRIM_THRESHOLD_``
   = 128 KiB); code paths are warmed up on a 2-step, 1-sample slice and Adam's state
