@@ -10,7 +10,12 @@
 
 namespace snn {
 enum ResetKind : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
+
+// The step's input of neuron n: its current, plus the bias when there is one.
+inline float input(const float *__restrict cur, const float *__restrict bias, unsigned n) {
+  return bias ? cur[n] + bias[n] : cur[n];
 }
+} // namespace snn
 
 class LifUpdate : public poplar::Vertex {
 public:
@@ -38,16 +43,15 @@ public:
     const float *__restrict thr = &threshold[0];
     // The next step's SpikeMatmul sets the currents anew (no clearing here).
     const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
-    auto input = [&](unsigned n) { return bi ? cur[n] + bi[n] : cur[n]; };
     if (reset == snn::RESET_SUBTRACT) {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + input(n) - s[n] * thr[n];
+        u[n] = b[n] * u[n] + snn::input(cur, bi, n) - s[n] * thr[n];
     } else if (reset == snn::RESET_ZERO) {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * (1.0f - s[n]) * u[n] + input(n);
+        u[n] = b[n] * (1.0f - s[n]) * u[n] + snn::input(cur, bi, n);
     } else {
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + input(n);
+        u[n] = b[n] * u[n] + snn::input(cur, bi, n);
     }
     const snn::EmittedCounts c = snn::emitSpikeLists(
         u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
@@ -86,14 +90,9 @@ public:
     const float *__restrict a = &alpha[0];
     const float *__restrict b = &beta[0];
     const float *__restrict thr = &threshold[0];
-    if (bias.size() != 0) {
-      const float *__restrict bi = &bias[0];
-      for (unsigned n = 0; n < numNeurons; ++n)
-        syn[n] = a[n] * syn[n] + (cur[n] + bi[n]);
-    } else {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        syn[n] = a[n] * syn[n] + cur[n];
-    }
+    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
+    for (unsigned n = 0; n < numNeurons; ++n)
+      syn[n] = a[n] * syn[n] + snn::input(cur, bi, n);
     if (reset == snn::RESET_SUBTRACT) {
       for (unsigned n = 0; n < numNeurons; ++n)
         u[n] = b[n] * u[n] + syn[n] - s[n] * thr[n];
@@ -130,7 +129,7 @@ public:
     const float *__restrict b = &beta[0];
     const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
     for (unsigned n = 0; n < numNeurons; ++n) {
-      u[n] = b[n] * u[n] + (bi ? cur[n] + bi[n] : cur[n]);
+      u[n] = b[n] * u[n] + snn::input(cur, bi, n);
       out[n] = u[n];
     }
     return true;

@@ -259,7 +259,6 @@ def test_ids_corrupted_in_place_after_validation_raise():
         layer(s)
 
 
-
 def test_list_made_by_a_layer_is_checked_again_after_in_place_edit_or_swap():
     """Trust in a list ends when its tensors change: an in-place edit of a layer's own
     output, or swapping in other tensors, brings the bounds check back."""
