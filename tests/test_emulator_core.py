@@ -331,11 +331,12 @@ def test_spiking_layer_matches_reference(model, reset, recurrent, window):
 
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_wide_tiles_match_reference(recurrent):
-    # Tile widths whose padded rows take every vector-chunk size of the row kernels
-    # (8, 7, 5 and 3 vectors after whole 64-float chunks) and lists long enough for
-    # the four-row dot product.
+    # Tile widths whose padded rows take the row kernels' chunk sizes: whole chunks
+    # then a shorter one (19 vectors = 16 + 3 in the adds, 8 + 8 + 3 in the
+    # scatters), single chunks of 15, 11, 8, 7, 5 and 4 vectors, and lists long
+    # enough for the four-row dot product.
     p = solvable_problem(900, LEAKY, SUBTRACT, recurrent, 0.3, T=4, B=2, n_in=40, n_out=150)
-    check_spiking(p, [[0, 150], [0, 56, 113, 150], [0, 64, 150]], 9)
+    check_spiking(p, [[0, 150], [0, 56, 113, 150], [0, 64, 150], [0, 120, 150]], 9)
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -46,6 +46,9 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
           const std::size_t row = std::size_t(t) * B + b;
           if (row + kRowsAhead < std::size_t(T) * B)
             prefetchRun(input.idsAt(row + kRowsAhead), 0, input.spikesAt(row + kRowsAhead));
+          if (row + 1 < std::size_t(T) * B)
+            prefetchListedRows<kPrefetchAhead>(blocks.block(j), input.idsAt(row + 1),
+                                               input.spikesAt(row + 1), len);
           mm.ids.bind(input.idsAt(row), input.capacity);
           mm.numIds.bind(reinterpret_cast<const unsigned *>(&input.counts[2 * row]));
           mm.currents.bind(currents[j].data() + std::size_t(b) * len, len);
