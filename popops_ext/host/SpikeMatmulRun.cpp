@@ -34,26 +34,29 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
   // Tile-major, as the feed-forward layer runs.
   const auto start = std::chrono::steady_clock::now();
   std::atomic<unsigned> next{0};
-  pool.run(threads, [&](unsigned, unsigned) {
+  pool.run(threads, [&, B, T](unsigned, unsigned) {
+    // Loop invariants as locals: through the lambda's captured references
+    // they were reloaded from memory after every (opaque) vertex call.
+    const SpikeListView in = input;
+    const std::size_t rows = std::size_t(T) * B;
     SpikeMatmul<WT> mm;
     for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
       const unsigned len = layout.rowLength(j);
-      mm.weights.bind(blocks.block(j), blocks.blockSize(j));
+      const WT *block = blocks.block(j);
+      float *tileCurrents = currents[j].data();
+      mm.weights.bind(block, blocks.blockSize(j));
       mm.rowLength = len;
       mm.accumulate = 0;
-      for (unsigned t = 0; t < T; ++t)
-        for (unsigned b = 0; b < B; ++b) {
-          const std::size_t row = std::size_t(t) * B + b;
-          if (row + kRowsAhead < std::size_t(T) * B)
-            prefetchRun(input.idsAt(row + kRowsAhead), 0, input.spikesAt(row + kRowsAhead));
-          if (row + 1 < std::size_t(T) * B)
-            prefetchListedRows<kPrefetchAhead>(blocks.block(j), input.idsAt(row + 1),
-                                               input.spikesAt(row + 1), len);
-          mm.ids.bind(input.idsAt(row), input.capacity);
-          mm.numIds.bind(reinterpret_cast<const unsigned *>(&input.counts[2 * row]));
-          mm.currents.bind(currents[j].data() + std::size_t(b) * len, len);
-          mm.compute();
-        }
+      for (std::size_t row = 0, b = 0; row < rows; ++row, b = b + 1 == B ? 0 : b + 1) {
+        if (row + kRowsAhead < rows)
+          prefetchRun(in.idsAt(row + kRowsAhead), 0, in.spikesAt(row + kRowsAhead));
+        if (row + 1 < rows)
+          prefetchListedRows<kPrefetchAhead>(block, in.idsAt(row + 1), in.spikesAt(row + 1), len);
+        mm.ids.bind(in.idsAt(row), in.capacity);
+        mm.numIds.bind(reinterpret_cast<const unsigned *>(&in.counts[2 * row]));
+        mm.currents.bind(tileCurrents + b * len, len);
+        mm.compute();
+      }
     }
   });
   const double seconds =
