@@ -470,7 +470,7 @@ def dense_matmul_rate(cfg: dict, reps: int = 5) -> dict:
             "torch_threads": torch.get_num_threads()}
 
 
-def spike_matmul_rate(problem: dict, reps: int = 9) -> dict:
+def spike_matmul_rate(problem: dict, reps: int = 21) -> dict:
     """The spike-matmul kernel alone (``emulator.spike_matmul``) on layer 1's input and
     weights, against ``torch.mm`` of the same dense shape timed in turn with it (one of
     each per round), so a slow spell of the machine hits both: adds/s = input spikes x
