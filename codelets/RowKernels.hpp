@@ -92,7 +92,7 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
 // accumulators, the rows are read as memory operands), so a host tile's row
 // is one pass over the ids, and one loop exit (mispredicted when a call has a
 // few ids) per call instead of two. With the next call's rows fetched ahead
-// (Prefetch.hpp): kernel 0.91-0.96 of the time at 1-5% activity, training
+// (Prefetch.hpp): kernel 0.89-0.96 of the time at 1-5% activity, training
 // steps 0.96 at 1% (A/B; neutral at 0.5%).
 template <bool Accumulate, typename WT>
 inline void addRows(float *__restrict acc, const WT *__restrict rows,

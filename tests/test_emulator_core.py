@@ -329,13 +329,14 @@ def test_spiking_layer_matches_reference(model, reset, recurrent, window):
     check_spiking(p, partitions(p["W"].shape[0], np.random.default_rng(seed)), seed)
 
 
-@pytest.mark.parametrize("recurrent", [False, True])
-def test_wide_tiles_match_reference(recurrent):
+@pytest.mark.parametrize("recurrent,half", [(False, False), (True, False), (True, True)])
+def test_wide_tiles_match_reference(recurrent, half):
     # Tile widths whose padded rows take the row kernels' chunk sizes: whole chunks
     # then a shorter one (19 vectors = 16 + 3 in the adds, 8 + 8 + 3 in the
     # scatters), single chunks of 15, 11, 8, 7, 5 and 4 vectors, and lists long
-    # enough for the four-row dot product.
-    p = solvable_problem(900, LEAKY, SUBTRACT, recurrent, 0.3, T=4, B=2, n_in=40, n_out=150)
+    # enough for the four-row dot product; half weights take the same chunks.
+    p = solvable_problem(900, LEAKY, SUBTRACT, recurrent, 0.3, T=4, B=2, n_in=40, n_out=150,
+                         half=half)
     check_spiking(p, [[0, 150], [0, 56, 113, 150], [0, 64, 150], [0, 120, 150]], 9)
 
 

@@ -25,9 +25,9 @@ template <typename T> inline void prefetchRun(const T *p, std::size_t begin, std
 // core does not run ahead to start the next call's reads from L2 by itself.
 // Rows = the kernel's own prefetch distance, so together they fetch every
 // row. Always Rows prefetches (repeating the last row), with no branch on the
-// count to mispredict (a loop to the count measured slower than none). The
-// first line is enough for the hardware to follow; whole rows measured slower
-// in a microbenchmark.
+// count to mispredict: GCC unrolled a loop to the count into a chain of
+// data-dependent compares. The first line is enough for the hardware to
+// follow; whole rows measured slower in a microbenchmark.
 template <unsigned Rows, typename WT>
 inline void prefetchListedRows(const WT *block, const int *ids, unsigned count,
                                unsigned rowLength) {
