@@ -106,11 +106,7 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   const std::size_t rows = std::size_t(shape_.steps) * B;
   for (unsigned b = 0; b < B; ++b) {
     const std::size_t row = std::size_t(t) * B + b;
-    if (row + kRowsAhead < rows)
-      prefetchRun(input_.idsAt(row + kRowsAhead), 0, input_.spikesAt(row + kRowsAhead));
-    if (row + 1 < rows)
-      prefetchListedRows<kPrefetchAhead>(blocks_.block(j), input_.idsAt(row + 1),
-                                         input_.spikesAt(row + 1), len);
+    prefetchSpikeMatmul(input_, blocks_.block(j), row, rows, len);
     float *currents = s.currents.data() + std::size_t(b) * len;
     float *membrane = s.membrane.data() + std::size_t(b) * len;
     mm.ids.bind(input_.idsAt(row), input_.capacity);

@@ -6,6 +6,9 @@
 #pragma once
 #include <cstddef>
 
+#include "LayerViews.hpp"
+#include "RowKernels.hpp"
+
 namespace snn {
 
 constexpr unsigned kRowsAhead = 2;
@@ -38,6 +41,18 @@ inline void prefetchListedRows(const WT *block, const int *ids, unsigned count,
     const unsigned at = k < count ? k : count - 1;
     __builtin_prefetch(block + std::size_t(unsigned(ids[at])) * rowLength);
   }
+}
+
+// Before the SpikeMatmul call of list row `row` (of `rows`) on a tile's weight
+// block: the list entries of the row kRowsAhead on, and the next call's rows.
+template <typename WT>
+inline void prefetchSpikeMatmul(const SpikeListView &in, const WT *block, std::size_t row,
+                                std::size_t rows, unsigned rowLength) {
+  if (row + kRowsAhead < rows)
+    prefetchRun(in.idsAt(row + kRowsAhead), 0, in.spikesAt(row + kRowsAhead));
+  if (row + 1 < rows)
+    prefetchListedRows<kPrefetchAhead>(block, in.idsAt(row + 1), in.spikesAt(row + 1),
+                                       rowLength);
 }
 
 } // namespace snn

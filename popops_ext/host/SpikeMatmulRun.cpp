@@ -48,10 +48,7 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
       mm.rowLength = len;
       mm.accumulate = 0;
       for (std::size_t row = 0, b = 0; row < rows; ++row, b = b + 1 == B ? 0 : b + 1) {
-        if (row + kRowsAhead < rows)
-          prefetchRun(in.idsAt(row + kRowsAhead), 0, in.spikesAt(row + kRowsAhead));
-        if (row + 1 < rows)
-          prefetchListedRows<kPrefetchAhead>(block, in.idsAt(row + 1), in.spikesAt(row + 1), len);
+        prefetchSpikeMatmul(in, block, row, rows, len);
         mm.ids.bind(in.idsAt(row), in.capacity);
         mm.numIds.bind(reinterpret_cast<const unsigned *>(&in.counts[2 * row]));
         mm.currents.bind(tileCurrents + b * len, len);
