@@ -176,6 +176,27 @@ def test_half_weights_against_float32():
     assert_rel_close(emu.weight.grad.float(), ref.weight.grad, 2e-3, "half weight grad")
 
 
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_half_recurrent_grad_is_float32_grad_rounded_once(backend):
+    """dL/dV of a half recurrent layer is the float32 gradient rounded once, not a sum
+    in half of every step's (the reference once summed it so: 1.25e-1 off here)."""
+    torch.manual_seed(5)
+    half = LIFLayer(IN, HID, backend=backend, recurrent=True, dtype=torch.float16)
+    full = LIFLayer(IN, HID, backend="reference", recurrent=True)
+    with torch.no_grad():
+        half.weight.mul_(4.0)
+        half.rec_weight.mul_(2.0)
+        for name in ("weight", "rec_weight", "bias"):
+            getattr(full, name).copy_(getattr(half, name).float())
+    x = binary((100, B, IN), 0.25, 5)
+    readout = torch.randn(100, B, HID, generator=torch.Generator().manual_seed(5))
+    for layer in (half, full):
+        (layer(x).to_dense() * readout).sum().backward()
+    expected = full.rec_weight.grad.half().float()
+    err = (half.rec_weight.grad.float() - expected).abs().max()
+    assert err <= float(expected.abs().max()) * 2.0**-10, f"max error {err:.3e}"
+
+
 def busy_layer(policy, max_spikes, backend="emulator", recurrent=False):
     torch.manual_seed(4)
     layer = LIFLayer(IN, HID, backend=backend, max_spikes=max_spikes, overflow=policy,

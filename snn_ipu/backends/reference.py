@@ -70,11 +70,13 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
     syn = current.new_zeros(B, N)
     s_prev = current.new_zeros(B, N)  # reset signal: detached previous spikes
     r_prev = current.new_zeros(B, N)  # recurrent input: listed previous spikes
+    # Cast once: a cast per step would also sum a half V's gradient in half, step by step.
+    rec_t = rec_weight.float().t() if cfg.recurrent else None
     S_all, spk_all, elig_all, U_all = [], [], [], []
     for t in range(T):
         drive = current[t]
         if cfg.recurrent:
-            drive = drive + r_prev @ rec_weight.float().t()
+            drive = drive + r_prev @ rec_t
         if cfg.model == "synaptic":
             syn = alpha * syn + drive
             drive = syn
