@@ -19,6 +19,11 @@ The equations are snnTorch's, so a model written as ``nn.Linear`` followed by
               none:     U[t] = beta U[t-1] + syn[t]
     S[t] = H(U[t] - threshold)   (strict >; surrogate gradient in backward)
 
+A recurrent layer is snnTorch's ``RLeaky`` / ``RSynaptic`` (all-to-all ``V``,
+``V``'s bias folded into ``b``), with one exception: ``RLeaky``'s zero reset
+also zeroes the step's input, ``(1 - S[t-1]) (beta U[t-1] + I[t])``, while a
+recurrent ``LIFLayer`` keeps ``Leaky``'s form above.
+
 With a finite ``grad_window`` the surrogate derivative is zero wherever
 ``U <= threshold - grad_window``; only neurons above that line are listed as
 gradient-eligible and the backward pass costs O(eligible), not O(neurons).
@@ -278,7 +283,8 @@ class LIFLayer(_SpikingLayer):
         reset: ``"subtract"`` | ``"zero"`` | ``"none"``.
         surrogate: an :mod:`snn_ipu.surrogate` instance or name (default ATan(2)).
         grad_window: surrogate support below threshold; ``None`` = exact gradients.
-        recurrent: add ``V S[t-1]`` with a learned ``[out, out]`` matrix ``rec_weight``.
+        recurrent: add ``V S[t-1]`` with a learned ``[out, out]`` matrix ``rec_weight``
+            (snnTorch ``RLeaky``, except for its zero reset: see the module docstring).
         max_spikes: capacity of the output spike list per (t, b); ``None`` sizes it to
             fit on CPU backends (the IPU needs a static capacity).
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small.

@@ -125,3 +125,70 @@ def test_learned_beta_and_threshold_match_snntorch(backend, reset):
     assert_rel_close(layer.beta.grad, lif.beta.grad, 1e-4, "beta grad")
     assert_rel_close(layer.threshold.grad, lif.threshold.grad, 1e-4, "threshold grad")
     assert_rel_close(layer.weight.grad, fc.weight.grad, 1e-4, "weight grad")
+
+
+@pytest.mark.parametrize("model, reset", [
+    ("leaky", "subtract"), ("leaky", "none"),
+    ("synaptic", "subtract"), ("synaptic", "zero"), ("synaptic", "none"),
+])
+def test_recurrent_matches_snntorch_rleaky_rsynaptic(backend, model, reset):
+    """recurrent=True against nn.Linear + snntorch.RLeaky / RSynaptic (all-to-all V,
+    its bias zeroed): V S[t-1] enters the step's input, with S[t-1] differentiable.
+    (RLeaky's reset="zero" also zeroes that step's input; LIFLayer keeps Leaky's.)"""
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    kw = dict(reset=reset, beta=0.85, threshold=1.0, recurrent=True, backend=backend)
+    if model == "synaptic":
+        kw["alpha"] = 0.7
+    for seed in range(20):
+        torch.manual_seed(seed)
+        layer = cls(IN, HID, **kw)
+        with torch.no_grad():
+            layer.weight.mul_(4.0)
+            layer.rec_weight.mul_(2.0)
+        layer.record_membrane = True
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            layer(x)
+        if margin(layer.last_membrane, 1.0) > 1e-4:
+            break
+    else:
+        pytest.fail("no tie-free seed found")
+
+    fc = torch.nn.Linear(IN, HID)
+    fc.weight = torch.nn.Parameter(layer.weight.detach().clone())
+    fc.bias = torch.nn.Parameter(layer.bias.detach().clone())
+    common = dict(beta=0.85, threshold=1.0, reset_mechanism=reset,
+                  spike_grad=snn.surrogate.atan(2.0), linear_features=HID)
+    neuron = (snn.RSynaptic(alpha=0.7, **common) if model == "synaptic"
+              else snn.RLeaky(**common))
+    neuron.recurrent.weight = torch.nn.Parameter(layer.rec_weight.detach().clone())
+    neuron.recurrent.bias = torch.nn.Parameter(torch.zeros(HID), requires_grad=False)
+    x_ref = x.clone().requires_grad_()
+    spikes, mems = [], []
+    if model == "synaptic":
+        spk, syn, mem = neuron.reset_mem()
+    else:
+        spk, mem = neuron.reset_mem()
+    for t in range(T):
+        if model == "synaptic":
+            spk, syn, mem = neuron(fc(x_ref[t]), spk, syn, mem)
+        else:
+            spk, mem = neuron(fc(x_ref[t]), spk, mem)
+        spikes.append(spk)
+        mems.append(mem)
+    ref_spikes, ref_mems = torch.stack(spikes), torch.stack(mems)
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
+    (ref_spikes * readout).sum().backward()
+
+    x_ours = x.clone().requires_grad_()
+    out = layer(x_ours)
+    (out.to_dense() * readout).sum().backward()
+
+    assert 0.01 < float(ref_spikes.detach().mean()) < 0.6
+    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
+    # rtol too: the synaptic membranes reach ~40 here, where float32 spacing is 4e-6
+    torch.testing.assert_close(layer.last_membrane, ref_mems.detach(), atol=1e-5, rtol=1e-6)
+    assert_rel_close(layer.rec_weight.grad, neuron.recurrent.weight.grad, 1e-4, "V grad")
+    assert_rel_close(layer.weight.grad, fc.weight.grad, 1e-4, "weight grad")
+    assert_rel_close(layer.bias.grad, fc.bias.grad, 1e-4, "bias grad")
+    assert_rel_close(x_ours.grad, x_ref.grad, 1e-4, "input grad")
