@@ -2,9 +2,10 @@
 // executor walks t downwards). Carries are dense per neuron; the surrogate
 // is evaluated only at the tile's listed entries of step t (spikes first,
 // then eligible-only), which is where dL/dS can be non-zero. The reset
-// masks need S[t-1]: `notSpiked` holds 1 - S[t-1] and is kept up to date
-// sparsely (re-set the step-t spikes, clear the step t-1 spikes), so the
-// caller initialises it to ones once.
+// masks need S[t-1]: every spike of step t-1 on the tile, including any the
+// list's capacity dropped (they reset their neuron all the same). `notSpiked`
+// is all ones between calls (the caller sets it once); a call clears it at
+// those spikes, so it holds 1 - S[t-1], and sets them back before returning.
 #pragma once
 #include <poplar/Vertex.hpp>
 
@@ -68,13 +69,10 @@ inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict ca
   }
 }
 
-inline void updateNotSpiked(float *__restrict notSpiked, const int *__restrict spikeIds,
-                            unsigned numSpikes, const int *__restrict prevSpikeIds,
-                            unsigned numPrevSpikes, unsigned firstNeuron) {
-  for (unsigned k = 0; k < numSpikes; ++k)
-    notSpiked[unsigned(spikeIds[k]) - firstNeuron] = 1.0f;
-  for (unsigned k = 0; k < numPrevSpikes; ++k)
-    notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 0.0f;
+inline void setAt(float *__restrict out, const int *__restrict ids, unsigned numIds,
+                  unsigned firstNeuron, float value) {
+  for (unsigned k = 0; k < numIds; ++k)
+    out[unsigned(ids[k]) - firstNeuron] = value;
 }
 
 } // namespace snn
@@ -84,15 +82,14 @@ public:
   poplar::Input<poplar::Vector<int>> listIds; // global ids: spikes, then eligible-only
   poplar::Input<poplar::Vector<float>> listMembrane;
   poplar::Input<poplar::Vector<float>> listGrad; // dL/dS at the listed entries
-  poplar::Input<unsigned> numSpikes;
   poplar::Input<unsigned> numListed;
-  poplar::Input<poplar::Vector<int>> prevSpikeIds; // listed spikes of step t-1
+  poplar::Input<poplar::Vector<int>> prevSpikeIds; // all spikes of step t-1
   poplar::Input<unsigned> numPrevSpikes;
   poplar::Input<poplar::Vector<float>> beta;
   poplar::Input<poplar::Vector<float>> threshold;
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::InOut<poplar::Vector<float>> carry;        // dL/dU[t] flowing into step t-1
-  poplar::InOut<poplar::Vector<float>> notSpiked;
+  poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
   poplar::Output<poplar::Vector<float>> currentGrad;
   poplar::InOut<poplar::Vector<float>> betaGrad;
   poplar::InOut<poplar::Vector<float>> thresholdGrad;
@@ -104,12 +101,18 @@ public:
   float surrogateP1;
 
   bool compute() {
+    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 0.0f);
+    update();
+    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 1.0f);
+    return true;
+  }
+
+private:
+  void update() {
     float *__restrict gU = &currentGrad[0];
     float *__restrict c = &carry[0];
     float *__restrict gthr = &thresholdGrad[0];
     const float *__restrict b = &beta[0];
-    snn::updateNotSpiked(&notSpiked[0], &listIds[0], *numSpikes, &prevSpikeIds[0],
-                         *numPrevSpikes, firstNeuron);
     snn::listedSurrogateGrad(gU, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
                              &listGrad[0], *numListed, numNeurons, firstNeuron,
                              surrogateKind, surrogateP0, surrogateP1);
@@ -134,7 +137,6 @@ public:
     else
       for (unsigned n = 0; n < numNeurons; ++n)
         c[n] = b[n] * gU[n];
-    return true;
   }
 };
 
@@ -143,9 +145,8 @@ public:
   poplar::Input<poplar::Vector<int>> listIds; // global ids: spikes, then eligible-only
   poplar::Input<poplar::Vector<float>> listMembrane;
   poplar::Input<poplar::Vector<float>> listGrad; // dL/dS at the listed entries
-  poplar::Input<unsigned> numSpikes;
   poplar::Input<unsigned> numListed;
-  poplar::Input<poplar::Vector<int>> prevSpikeIds; // listed spikes of step t-1
+  poplar::Input<poplar::Vector<int>> prevSpikeIds; // all spikes of step t-1
   poplar::Input<unsigned> numPrevSpikes;
   poplar::Input<poplar::Vector<float>> alpha;
   poplar::Input<poplar::Vector<float>> beta;
@@ -154,7 +155,7 @@ public:
   poplar::Input<poplar::Vector<float>> prevSynaptic; // syn[t-1]; empty: no alpha grad
   poplar::InOut<poplar::Vector<float>> carry;        // into U[t-1]
   poplar::InOut<poplar::Vector<float>> carrySynaptic; // into syn[t-1]
-  poplar::InOut<poplar::Vector<float>> notSpiked;
+  poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
   poplar::Output<poplar::Vector<float>> currentGrad;
   poplar::InOut<poplar::Vector<float>> alphaGrad;
   poplar::InOut<poplar::Vector<float>> betaGrad;
@@ -167,14 +168,20 @@ public:
   float surrogateP1;
 
   bool compute() {
+    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 0.0f);
+    update();
+    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 1.0f);
+    return true;
+  }
+
+private:
+  void update() {
     float *__restrict g = &currentGrad[0];
     float *__restrict c = &carry[0];
     float *__restrict cs = &carrySynaptic[0];
     float *__restrict gthr = &thresholdGrad[0];
     const float *__restrict a = &alpha[0];
     const float *__restrict b = &beta[0];
-    snn::updateNotSpiked(&notSpiked[0], &listIds[0], *numSpikes, &prevSpikeIds[0],
-                         *numPrevSpikes, firstNeuron);
     // g holds dL/dU[t] until it is overwritten by dL/dI[t] below.
     snn::listedSurrogateGrad(g, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
                              &listGrad[0], *numListed, numNeurons, firstNeuron,
@@ -205,7 +212,6 @@ public:
       for (unsigned n = 0; n < numNeurons; ++n)
         ga[n] += g[n] * sp[n];
     }
-    return true;
   }
 };
 

@@ -505,6 +505,20 @@ def test_hostile_arguments_raise():
     twice["ids"][0, 0, :2] = (4, 4)
     with pytest.raises(ValueError):
         run_backward(p, [0, 13], twice, grad_out)
+    T, B = good["counts"].shape[:2]
+
+    def first_row(n):
+        counts = np.zeros((T, B), np.int32)
+        counts[0, 0] = n
+        return counts
+
+    for ids, counts in [([3], first_row(0)),            # counts do not sum to the ids
+                        ([13], first_row(1)),           # id out of range
+                        ([5, 2], first_row(2)),         # not ascending
+                        ([1], np.ones(T, np.int32))]:   # counts not [T, B]
+        with pytest.raises(ValueError, match="dropped"):
+            run_backward(p, [0, 13], good, grad_out, dropped_ids=np.array(ids, np.int32),
+                         dropped_counts=counts)
     with pytest.raises(ValueError):
         _C.layer_forward(0, 0, 0, 2.0, 0.0, INF, 0, 2, False, np.array([0, 13], np.int32),
                          p["in_ids"], p["in_counts"], np.zeros((13, 20), np.int64),

@@ -229,6 +229,33 @@ def test_overflow_drop_keeps_first_entries_and_warns_once(recurrent):
     assert emu.stats["total_spikes_dropped"] == 2 * emu.stats["spikes_dropped"]
 
 
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_overflow_drop_gradients_match_reference(reset, recurrent):
+    """A dropped spike is not passed on but still resets its neuron: the backward pass
+    must follow that reset too (it once saw only the listed spikes: dL/dthreshold and
+    the zero reset's gating were off wherever a spike was dropped)."""
+    torch.manual_seed(6)
+    ref = LIFLayer(IN, HID, backend="reference", max_spikes=3, overflow="drop",
+                   grad_window=0.2, reset=reset, recurrent=recurrent, learn_threshold=True)
+    with torch.no_grad():
+        ref.weight.mul_(5.0)
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    x = binary((T, B, IN), 0.4, 6)
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(6))
+    grads = []
+    for layer in (ref, emu):
+        xg = x.clone().requires_grad_()
+        with pytest.warns(RuntimeWarning, match="dropped"):
+            (layer(xg).to_dense() * readout).sum().backward()
+        grads.append(xg.grad)
+    assert emu.stats["spikes_dropped"] > 0
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(grads[1], grads[0], 1e-4, "input grad")
+
+
 def test_overflow_grow_equals_large_capacity():
     x = binary((T, B, IN), 0.4, 4)
     grown = busy_layer("grow", 2)

@@ -2,14 +2,14 @@
 
 The other comparison tests fix one shape and vary one option at a time; here
 each seed draws the whole configuration: sizes from 1 to 300 neurons, T and B
-down to 1, neuron model, reset, recurrence, window, bias, learned decays and
-thresholds, a readout layer, half weights, tile plan and threads. Spike lists
-must be identical and gradients close. Gradients are compared at 1e-3 of each
-tensor's largest entry, not 1e-4 as elsewhere: over 40 steps the float32
-reference's own rounding reached 1.4e-3 of a threshold gradient whose terms
-cancel (seed 53 of a 450-seed run; against a float64 reference the emulator was
-the closer of the two). A wrong index or a missed term is far larger: a carry
-wrong in one neuron of the synaptic state gradient fails 44 of these seeds.
+down to 1, neuron model, reset, recurrence, each layer's window, capacity and
+overflow policy, bias, learned decays and thresholds, a readout layer, half
+weights, tile plan and threads. Spike lists must equal the float32
+reference's and membranes match it; gradients are held against a float64 run
+of the reference. Once capacity and overflow were drawn too, this found that
+the backward pass missed the resets of spikes a full list had dropped (19 of
+1000 seeds; fixed), and that where a gradient is far smaller than its terms
+the float32 reference can be the less accurate of the two.
 """
 
 import copy
@@ -17,7 +17,7 @@ import random
 
 import pytest
 import torch
-from conftest import assert_rel_close, binary, margin
+from conftest import binary, margin
 
 from snn_ipu import LIFLayer, ReadoutLayer, SynapticLayer
 from snn_ipu import surrogate as sg
@@ -33,7 +33,9 @@ def draw(seed: int) -> dict:
         T=rng.choice([1, 2, 5, 17, 40]), B=rng.choice([1, 2, 3, 7]),
         sizes=[rng.choice([1, 3, 8, 9, 33, 130, 300]) for _ in range(rng.choice([2, 3]))],
         model=rng.choice(["leaky", "synaptic"]), reset=rng.choice(["subtract", "zero", "none"]),
-        recurrent=rng.random() < 0.4, window=rng.choice([None, 0.0, 0.1, 0.5]),
+        recurrent=rng.random() < 0.4,
+        windows=[rng.choice([None, 0.0, 0.1, 0.5]) for _ in range(3)],
+        max_spikes=rng.choice([None, None, None, 1, 4]), overflow=rng.choice(["grow", "drop"]),
         alpha=rng.choice([0.6, 0.95]), learn_alpha=rng.random() < 0.3,
         bias=rng.random() < 0.5, learn_beta=rng.random() < 0.3,
         learn_threshold=rng.random() < 0.3, readout=rng.random() < 0.4,
@@ -61,7 +63,8 @@ def build(c: dict, seed: int) -> torch.nn.Sequential:
             extra = dict(alpha=c["alpha"], learn_alpha=c["learn_alpha"]) if synaptic else {}
             layer = cls(sizes[i], sizes[i + 1], beta=c["beta"], threshold=c["threshold"],
                         bias=c["bias"], reset=c["reset"], surrogate=c["surrogate"],
-                        grad_window=c["window"], recurrent=c["recurrent"] and i == 0,
+                        grad_window=c["windows"][i], recurrent=c["recurrent"] and i == 0,
+                        max_spikes=c["max_spikes"], overflow=c["overflow"],
                         learn_beta=c["learn_beta"], learn_threshold=c["learn_threshold"],
                         backend="reference", dtype=dtype, plan_target=c["target"], **extra)
         with torch.no_grad():
@@ -69,6 +72,10 @@ def build(c: dict, seed: int) -> torch.nn.Sequential:
         layer.record_membrane = True
         layers.append(layer)
     return torch.nn.Sequential(*layers)
+
+
+def absmax(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
 
 
 def run(net, x, readout):
@@ -91,13 +98,14 @@ def tie_free(c: dict, seed: int):
         with torch.no_grad():
             net(x)
         spiking = [layer for layer in net if not isinstance(layer, ReadoutLayer)]
-        if all(margin(layer.last_membrane, c["threshold"], c["window"]) > 1e-4
+        if all(margin(layer.last_membrane, c["threshold"], layer.grad_window) > 1e-4
                for layer in spiking):
             return net, x
     pytest.skip("no tie-free input in 10 draws")
 
 
-@pytest.mark.parametrize("seed", range(300))
+@pytest.mark.filterwarnings("ignore:.*spike list capacity:RuntimeWarning")
+@pytest.mark.parametrize("seed", range(400))
 def test_random_network_matches_reference(seed):
     c = draw(seed)
     ref, x = tie_free(c, seed)
@@ -123,21 +131,35 @@ def test_random_network_matches_reference(seed):
         assert torch.equal(e.values.detach(), r.values.detach()), f"layer {i} values ({c})"
         torch.testing.assert_close(emu[i].last_membrane, ref[i].last_membrane, atol=1e-4,
                                    rtol=1e-5, msg=f"layer {i} membrane ({c})")
-    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
-        if p_ref.grad is None or float(p_ref.grad.abs().max()) == 0:
-            # Nothing reached it in the reference, so nothing may here either, but for
-            # rounding residue: where the reference's terms cancel exactly, the host
-            # build's fused multiply-adds leave ~1e-13 (seed 333).
-            assert p_emu.grad is None or float(p_emu.grad.abs().max()) <= 1e-9, name
+    # Gradients against a float64 run of the reference (the same network, .double()):
+    # the emulator must be about as close to it as the float32 reference is. Plain
+    # float32 agreement is too strict where a gradient is much smaller than its terms
+    # (they cancel): seeds 405, 760, 974 of 1000 left the float32 reference up to 3e-7
+    # off there, while the emulator was within 1e-12 of float64.
+    f64 = copy.deepcopy(ref).double()
+    for p in f64.parameters():
+        p.grad = None
+    gx_64, _ = run(f64, x.double(), readout.double())
+    grads = [(name, p64.grad, p_ref.grad, p_emu.grad) for (name, p64), (_, p_ref), (_, p_emu)
+             in zip(f64.named_parameters(), ref.named_parameters(), emu.named_parameters())]
+    grads.append(("input", gx_64, gx_ref, gx_emu))
+    floor = 1e-7 * max(absmax(g) for _, g, _, _ in grads if g is not None)
+    for name, g64, g_ref, g_emu in grads:
+        if g64 is None:
+            assert g_emu is None or absmax(g_emu) <= floor, f"{name} ({c})"
             continue
-        assert p_emu.grad is not None, f"{name}: no gradient ({c})"
-        g_ref, g_emu = p_ref.grad.float(), p_emu.grad.float()
-        # Half weights' gradients overflow to inf where they exceed 65504; in both alike.
+        assert g_emu is not None, f"{name}: no gradient ({c})"
+        # Half weights' gradients overflow to inf beyond 65504, in both alike.
         finite = torch.isfinite(g_ref)
         assert torch.equal(torch.isfinite(g_emu), finite), f"{name}: overflow ({c})"
-        if finite.any():
-            assert_rel_close(g_emu[finite], g_ref[finite], 1e-3, f"{name} ({c})")
-    if float(gx_ref.abs().max()) > 0:
-        assert_rel_close(gx_emu, gx_ref, 1e-3, f"input grad ({c})")
-    else:
-        assert float(gx_emu.abs().max()) == 0, "input grad"
+        g64, g_ref, g_emu = g64[finite], g_ref.double()[finite], g_emu.double()[finite]
+        rtol = 1e-3 if g_emu.numel() and p_is_half(name, ref) else 1e-4
+        err, ref_err, scale = absmax(g_emu - g64), absmax(g_ref - g64), absmax(g64)
+        assert err <= rtol * scale + 10 * ref_err + floor, (
+            f"{name}: error {err:.3e} (float32 reference {ref_err:.3e}), scale {scale:.3e} ({c})")
+
+
+def p_is_half(name: str, net: torch.nn.Module) -> bool:
+    """Whether the named gradient is stored in half (rounded to ~5e-4 of itself)."""
+    params = dict(net.named_parameters())
+    return name in params and params[name].dtype == torch.float16

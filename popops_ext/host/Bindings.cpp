@@ -165,8 +165,21 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
     layer.combine(idsPtr, countsPtr, membranePtr, valuesPtr);
     stats = layer.stats();
   }
+  // Dropped spikes (overflow "drop") as a CSR list for the backward: ids, [T, B] counts.
+  std::vector<int32_t> dropped;
+  IntArray droppedCounts({py::ssize_t(0)});
+  if (stats.spikesDropped > 0) {
+    droppedCounts = IntArray({T, B});
+    int32_t *dc = droppedCounts.mutable_data();
+    py::gil_scoped_release release;
+    layer.droppedSpikes(countsPtr, dropped, dc);
+  }
+  IntArray droppedIds({py::ssize_t(dropped.size())});
+  std::copy(dropped.begin(), dropped.end(), droppedIds.mutable_data());
   result["ids"] = ids;
   result["counts"] = counts;
+  result["dropped_ids"] = droppedIds;
+  result["dropped_counts"] = droppedCounts;
   result["membrane"] = membrane;
   result["values"] = values;
   result["dense_membrane"] = denseMembrane;
@@ -197,6 +210,29 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
   const ForwardOptions options{unsigned(capacity), overflow, keepDenseState,
                                threadCount(numThreads)};
   return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
+}
+
+// Row starts of the dropped-spike list, after checking it: counts [T, B] >= 0
+// summing to the number of ids, each row's ids ascending and < N.
+std::vector<std::size_t> droppedRows(const IntArray &ids, const IntArray &counts,
+                                     py::ssize_t T, py::ssize_t B, py::ssize_t N) {
+  requireShape(counts, {T, B}, "dropped_counts");
+  if (ids.ndim() != 1)
+    throw std::invalid_argument("dropped_ids must be 1-D");
+  const int32_t *c = counts.data(), *id = ids.data();
+  const std::size_t rows = std::size_t(T) * std::size_t(B), total = std::size_t(ids.size());
+  std::vector<std::size_t> start(rows + 1, 0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (c[r] < 0 || start[r] + std::size_t(c[r]) > total)
+      throw std::invalid_argument("dropped_counts must be >= 0 and sum to len(dropped_ids)");
+    start[r + 1] = start[r] + std::size_t(c[r]);
+    for (std::size_t k = start[r]; k < start[r + 1]; ++k)
+      if (id[k] < 0 || id[k] >= N || (k > start[r] && id[k] <= id[k - 1]))
+        throw std::invalid_argument("dropped_ids must ascend within a row, in [0, out)");
+  }
+  if (start[rows] != total)
+    throw std::invalid_argument("dropped_counts must be >= 0 and sum to len(dropped_ids)");
+  return start;
 }
 
 template <typename WT>
@@ -245,7 +281,8 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        const FloatArray &membrane, const FloatArray &denseMembrane,
                        const FloatArray &denseSyn, const FloatArray &gradOut,
                        const std::vector<bool> &needsList, int numThreads,
-                       bool returnGradCurrent, bool checkLists) {
+                       bool returnGradCurrent, bool checkLists, const IntArray &droppedIds,
+                       const IntArray &droppedCounts) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, noBias, recWeight, beta, threshold, alpha, checkLists);
@@ -276,6 +313,16 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
       throw std::invalid_argument("grad of beta needs dense_membrane (keep_dense_state)");
     if (needs.alpha && !in.denseSynaptic)
       throw std::invalid_argument("grad of alpha needs dense_syn (keep_dense_state)");
+  }
+  std::vector<std::size_t> droppedStart;
+  if (droppedCounts.size() != 0) {
+    if (model == MODEL_READOUT)
+      throw std::invalid_argument("the readout has no spike list to drop from");
+    droppedStart = droppedRows(droppedIds, droppedCounts, T, B, N);
+    in.droppedIds = droppedIds.data();
+    in.droppedStart = droppedStart.data();
+  } else if (droppedIds.size() != 0) {
+    throw std::invalid_argument("dropped_ids given without dropped_counts");
   }
   in.membrane = membrane.data();
   in.gradOut = gradOut.data();
@@ -338,7 +385,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("out_counts"), py::arg("membrane"), py::arg("dense_membrane"),
         py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
         py::arg("num_threads") = 0, py::arg("return_grad_current") = false,
-        py::arg("check_lists") = true);
+        py::arg("check_lists") = true, py::arg("dropped_ids") = IntArray(py::ssize_t(0)),
+        py::arg("dropped_counts") = IntArray(py::ssize_t(0)));
   m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
   m.def("hardware_threads", &hardwareThreads);

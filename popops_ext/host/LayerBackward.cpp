@@ -45,7 +45,7 @@ template <typename WT> void LayerBackward<WT>::prepareTile(unsigned j) {
   s.carry.assign(std::size_t(B) * len, 0.0f);
   if (neuron_.model == MODEL_SYNAPTIC)
     s.carrySynaptic.assign(std::size_t(B) * len, 0.0f);
-  s.notSpiked.assign(std::size_t(B) * len, 1.0f);
+  s.notSpiked.assign(len, 1.0f);
   // The state-grad vertices write every neuron of a slot before it is read;
   // only the padding (read by the whole-row kernels) must be zero.
   s.currentGrad.resize(std::size_t(depth_) * B * len);
@@ -127,7 +127,7 @@ void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsig
 } // namespace
 
 template <typename WT>
-unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row, unsigned &numSpikes) {
+unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row) {
   TileState &s = tiles_[j];
   const std::size_t base = row * in_.output.capacity;
   const int32_t *ids = in_.output.ids + base;
@@ -139,9 +139,27 @@ unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row, unsigned &
     n += m;
   };
   append(spikeRange(j, row));
-  numSpikes = n;
   append(eligibleRange(j, row));
   return n;
+}
+
+// The tile's listed spikes of a row (ids, numIds) and its dropped ones
+// together: points ids at the tile's copy of both where any were dropped.
+template <typename WT>
+unsigned LayerBackward<WT>::withDropped(unsigned j, std::size_t row, const int32_t *&ids,
+                                        unsigned numIds) {
+  const int32_t *all = in_.droppedIds + in_.droppedStart[row];
+  const int32_t *allEnd = in_.droppedIds + in_.droppedStart[row + 1];
+  const int first = int(layout_.first(j));
+  const int32_t *begin = std::lower_bound(all, allEnd, first);
+  const int32_t *end = std::lower_bound(begin, allEnd, first + int(layout_.width(j)));
+  if (begin == end)
+    return numIds;
+  std::vector<int> &s = tiles_[j].prevSpikes;
+  s.assign(ids, ids + numIds);
+  s.insert(s.end(), begin, end);
+  ids = s.data();
+  return unsigned(s.size());
 }
 
 template <typename WT>
@@ -223,8 +241,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       v.numNeurons = width;
       v.compute();
     } else {
-      unsigned numSpikes = 0;
-      unsigned numListed = gatherListed(j, row, numSpikes);
+      unsigned numListed = gatherListed(j, row);
       if (recWeight_ && t + 1 < T)
         addRecurrentGrad(j, t, b, numListed);
       Range prev{0, 0};
@@ -234,11 +251,12 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
         prevIds = in_.output.idsAt(row - B) + prev.begin;
       }
       unsigned numPrev = prev.end - prev.begin;
+      if (t > 0 && in_.droppedStart)
+        numPrev = withDropped(j, row - B, prevIds, numPrev);
       auto bindCommon = [&](auto &v) {
         v.listIds.bind(s.listIds.data(), numListed);
         v.listMembrane.bind(s.listMembrane.data(), numListed);
         v.listGrad.bind(s.listGrad.data(), numListed);
-        v.numSpikes.bind(&numSpikes);
         v.numListed.bind(&numListed);
         v.prevSpikeIds.bind(prevIds, numPrev);
         v.numPrevSpikes.bind(&numPrev);
@@ -247,7 +265,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
         const auto prevU = prevDense(in_.denseMembrane, needs_.beta);
         v.prevMembrane.bind(prevU.first, prevU.second);
         v.carry.bind(carry, width);
-        v.notSpiked.bind(s.notSpiked.data() + std::size_t(b) * len, width);
+        v.notSpiked.bind(s.notSpiked.data(), width);
         v.currentGrad.bind(currentGrad, width);
         v.betaGrad.bind(s.betaGrad.data(), width);
         v.thresholdGrad.bind(s.thresholdGrad.data(), width);

@@ -31,6 +31,11 @@ struct BackwardInputs {
   const float *gradOut;
   const float *denseMembrane; // [T x B x out] or null
   const float *denseSynaptic; // [T x B x out] or null
+  // Spikes the output list's capacity dropped (overflow "drop"), which still
+  // reset their neurons: row r's ids (ascending) are droppedIds[droppedStart[r]
+  // .. droppedStart[r + 1]). Null when none were dropped.
+  const int32_t *droppedIds;
+  const std::size_t *droppedStart; // [T x B + 1]
 };
 
 // Every pointer may be null when the gradient is not needed.
@@ -51,11 +56,13 @@ public:
 
 private:
   struct TileState {
-    AlignedVector<float> carry, carrySynaptic, notSpiked; // [B x rowLength]
+    AlignedVector<float> carry, carrySynaptic; // [B x rowLength]
+    AlignedVector<float> notSpiked;            // [rowLength]: the state-grad vertex's scratch
     RawVector<float> currentGrad; // [depth x B x rowLength]; padding zeroed
     std::vector<int> listIds;                           // [width]: one row's entries
     std::vector<float> listMembrane, listGrad;          // [width]
     std::vector<float> partials;                        // recurrent: [numTiles x width]
+    std::vector<int> prevSpikes; // a row's listed and dropped spikes, where any were dropped
     std::vector<float> betaGrad, thresholdGrad, alphaGrad, biasGrad; // [rowLength]
   };
   struct Range {
@@ -65,7 +72,8 @@ private:
   void prepareTile(unsigned j);
   void prefetchRow(unsigned j, std::size_t row);
   void stepTile(unsigned j, unsigned t);
-  unsigned gatherListed(unsigned j, std::size_t row, unsigned &numSpikes);
+  unsigned gatherListed(unsigned j, std::size_t row);
+  unsigned withDropped(unsigned j, std::size_t row, const int32_t *&ids, unsigned numIds);
   void addRecurrentGrad(unsigned j, unsigned t, unsigned b, unsigned numListed);
   void splitRows(std::size_t firstRow, std::size_t endRow);
   Range spikeRange(unsigned j, std::size_t row) const;

@@ -274,6 +274,27 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
   }
 }
 
+template <typename WT>
+void LayerForward<WT>::droppedSpikes(const int32_t *counts, std::vector<int32_t> &dropped,
+                                     int32_t *droppedCounts) const {
+  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
+  for (std::size_t row = 0; row < rows; ++row) {
+    // The list kept the row's first counts[2 * row] spikes in tile order.
+    unsigned rank = 0;
+    const unsigned kept = unsigned(counts[2 * row]);
+    const std::size_t before = dropped.size();
+    for (const TileState &s : tiles_) {
+      const TileListHistory &h = s.history;
+      const unsigned n = h.counts[2 * row];
+      const int *ids = h.spikeIds.data() + h.spikeStart[row];
+      for (unsigned k = rank < kept ? std::min(n, kept - rank) : 0; k < n; ++k)
+        dropped.push_back(ids[k]);
+      rank += n;
+    }
+    droppedCounts[row] = int32_t(dropped.size() - before);
+  }
+}
+
 template class LayerForward<float>;
 template class LayerForward<half>;
 

@@ -54,6 +54,11 @@ public:
   // ... then writes ids/membrane [T x B x K], counts [T x B x 2] and the
   // spike values [T x B x K] (1 at the spike entries, 0 elsewhere).
   void combine(int32_t *ids, int32_t *counts, float *membrane, float *values);
+  // ... and where the capacity dropped spikes, each row's dropped spike ids
+  // (ascending; appended to `dropped`) and their number, droppedCounts [T x B]:
+  // a dropped spike still reset its neuron, which the backward must know.
+  void droppedSpikes(const int32_t *counts, std::vector<int32_t> &dropped,
+                     int32_t *droppedCounts) const;
 
   const ForwardStats &stats() const { return stats_; }
 

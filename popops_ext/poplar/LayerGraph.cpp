@@ -595,7 +595,6 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.connect(v["listIds"], listIds[j][b]);
         graph_.connect(v["listMembrane"], listMem[j][b]);
         graph_.connect(v["listGrad"], listGrad[j][b]);
-        graph_.connect(v["numSpikes"], nums[j][b][0]);
         graph_.connect(v["numListed"], nums[j][b][1]);
         graph_.connect(v["prevSpikeIds"], prevList[j][b]);
         graph_.connect(v["numPrevSpikes"], prevNums[j][b][0]);

@@ -168,6 +168,9 @@ class _SpikingLayerFn(torch.autograd.Function):
             torch.from_numpy(res["membrane"]),
             dense_membrane,
             torch.from_numpy(res.get("dense_syn", _EMPTY)),
+            # spikes past the capacity (overflow "drop"): they reset their neurons
+            torch.from_numpy(res["dropped_ids"]),
+            torch.from_numpy(res["dropped_counts"]),
         )
         ctx.mark_non_differentiable(ids, counts)
         # No zero "gradients" of ids and counts ([T, B, K] int32 each) for backward.
@@ -179,7 +182,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         if grad_values is None:  # nothing downstream used the values
             return (None,) * 12
         (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
-         membrane, dense_membrane, dense_syn) = ctx.saved_tensors
+         membrane, dense_membrane, dense_syn, dropped_ids, dropped_counts) = ctx.saved_tensors
         cfg = ctx.cfg
         sur = cfg.surrogate
         needs = tuple(ctx.needs_input_grad[5:12])
@@ -193,6 +196,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
+                dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
             )
 
         res, grad_in, grad_w = _backward_input_side(

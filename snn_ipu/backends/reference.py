@@ -52,9 +52,16 @@ def _keep_first(
     return spikes & (spk_rank < capacity), only & (only_rank < capacity)
 
 
+def _compute_dtype(weight: torch.Tensor) -> torch.dtype:
+    """float32 for the layers' float32 and float16 weights; float64 weights (a layer
+    converted with ``.double()``, as the tests' float64 yardstick) compute in float64."""
+    return torch.float64 if weight.dtype == torch.float64 else torch.float32
+
+
 def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
-    x = spikes.to_dense().float()
-    current = x @ weight.float().t()
+    dtype = _compute_dtype(weight)
+    x = spikes.to_dense().to(dtype)
+    current = x @ weight.to(dtype).t()
     return current if bias is None else current + bias
 
 
@@ -71,7 +78,7 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
     s_prev = current.new_zeros(B, N)  # reset signal: detached previous spikes
     r_prev = current.new_zeros(B, N)  # recurrent input: listed previous spikes
     # Cast once: a cast per step would also sum a half V's gradient in half, step by step.
-    rec_t = rec_weight.float().t() if cfg.recurrent else None
+    rec_t = rec_weight.to(current.dtype).t() if cfg.recurrent else None
     S_all, spk_all, elig_all, U_all = [], [], [], []
     for t in range(T):
         drive = current[t]
