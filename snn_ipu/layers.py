@@ -287,7 +287,8 @@ class LIFLayer(_SpikingLayer):
             (snnTorch ``RLeaky``, except for its zero reset: see the module docstring).
         max_spikes: capacity of the output spike list per (t, b); ``None`` sizes it to
             fit on CPU backends (the IPU needs a static capacity).
-        overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small.
+        overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
+            (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.
         backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu"``.
         dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
