@@ -17,7 +17,8 @@ the activity that is *reported* is the one measured during the timed steps.
 Methods (also written into the JSON under ``"method"``):
 
 * time: median wall time of repeated steps after one warm-up step. The backends of
-  an activity (and the 1- and 2-thread emulator runs) are timed interleaved, one
+  an activity (and the emulator's step on 1 and on 2 threads: its executor and
+  torch's intra-op threads both) are timed interleaved, one
   step of each in turn per round, so that a slow spell of a shared machine hits all
   of them alike and the ratios stay meaningful; a backend whose step is under 1 s
   runs an untimed step right before each timed one (warm caches, as in training). The input
@@ -127,16 +128,22 @@ def emulator_threads() -> Optional[int]:
 
 
 @contextlib.contextmanager
-def threads_for_emulator(n: Optional[int]):
-    """Runs the block with ``n`` emulator threads (None: unchanged), then restores."""
-    old = emulator_threads() if n is not None else None
-    if n is not None:
-        set_emulator_threads(n)
+def threads_for_step(n: Optional[int]):
+    """Runs the block on ``n`` threads (None: unchanged), then restores: the emulator's
+    executor and torch's intra-op threads alike (Adam, the loss, and the BLAS paths a
+    layer takes at high activity), so that "1 thread" is a training step on one core."""
+    if n is None:
+        yield
+        return
+    old_emulator, old_torch = emulator_threads(), torch.get_num_threads()
+    set_emulator_threads(n)
+    torch.set_num_threads(n)
     try:
         yield
     finally:
-        if old is not None:
-            set_emulator_threads(old)
+        torch.set_num_threads(old_torch)
+        if old_emulator is not None:
+            set_emulator_threads(old_emulator)
 
 
 # --------------------------------------------------------------------------- problem
@@ -362,7 +369,7 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
     try:
         for key, backend, threads in entries:
             try:
-                with threads_for_emulator(threads):
+                with threads_for_step(threads):
                     nets[key] = build(problem, backend, args.lr, args.adam)
                     t0 = time.perf_counter()
                     nets[key].step()  # warm-up
@@ -378,7 +385,7 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
                 break
             for key, threads in live:
                 try:
-                    with threads_for_emulator(threads):
+                    with threads_for_step(threads):
                         if warm[key]:
                             nets[key].step()
                         t0 = time.perf_counter()
@@ -548,8 +555,10 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
         "method": {
             "time": "median of repeated full training steps (forward, backward, Adam) after "
                     f"1 warm-up step; up to {args.repeats} repeats or {args.max_seconds}s per "
-                    "backend and activity; backends (and 1/2 emulator threads) interleaved one "
+                    "backend and activity; backends (and 1/2 threads) interleaved one "
                     "timed step each per round, steps under 1 s preceded by an untimed one; "
+                    "1 vs 2 threads: the emulator's executor and torch's intra-op threads "
+                    "(Adam, loss, BLAS paths) both set to 1 or 2; "
                     "SparseSpikes input built once outside the timed region",
             "memory": "subprocess per (backend, config, activity); glibc malloc mmap/trim "
                       "thresholds 128 KiB; before the measured step the RSS high-water mark "
