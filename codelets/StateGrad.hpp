@@ -69,10 +69,17 @@ inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict ca
   }
 }
 
-inline void setAt(float *__restrict out, const int *__restrict ids, unsigned numIds,
-                  unsigned firstNeuron, float value) {
-  for (unsigned k = 0; k < numIds; ++k)
-    out[unsigned(ids[k]) - firstNeuron] = value;
+// Runs update() with notSpiked = 1 - S[t-1]: cleared at the step t-1 spikes,
+// which are set back to one afterwards.
+template <typename Update>
+inline void withPrevSpikesCleared(float *notSpiked, const int *prevSpikeIds,
+                                  unsigned numPrevSpikes, unsigned firstNeuron,
+                                  Update &&update) {
+  for (unsigned k = 0; k < numPrevSpikes; ++k)
+    notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 0.0f;
+  update();
+  for (unsigned k = 0; k < numPrevSpikes; ++k)
+    notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 1.0f;
 }
 
 } // namespace snn
@@ -101,9 +108,8 @@ public:
   float surrogateP1;
 
   bool compute() {
-    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 0.0f);
-    update();
-    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 1.0f);
+    snn::withPrevSpikesCleared(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron,
+                               [this] { update(); });
     return true;
   }
 
@@ -168,9 +174,8 @@ public:
   float surrogateP1;
 
   bool compute() {
-    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 0.0f);
-    update();
-    snn::setAt(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron, 1.0f);
+    snn::withPrevSpikesCleared(&notSpiked[0], &prevSpikeIds[0], *numPrevSpikes, firstNeuron,
+                               [this] { update(); });
     return true;
   }
 
