@@ -15,7 +15,9 @@ T, B, IN, HID, OUT = 25, 4, 40, 24, 10
 
 
 def snntorch_net(layers, x, model):
-    """Runs copies of our layers as nn.Linear + snnTorch neurons; returns spikes, mems."""
+    """Runs copies of our layers as nn.Linear + snnTorch neurons (RLeaky / RSynaptic
+    with all-to-all V, its bias zeroed, for recurrent ones); returns fcs, neurons,
+    spikes, mems."""
     fcs, neurons = [], []
     for layer in layers:
         fc = torch.nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
@@ -24,19 +26,30 @@ def snntorch_net(layers, x, model):
             fc.bias = torch.nn.Parameter(layer.bias.detach().clone())
         kw = dict(beta=float(layer.beta), threshold=float(layer.threshold),
                   reset_mechanism=layer.reset, spike_grad=snn.surrogate.atan(2.0))
-        if model == "synaptic":
-            neurons.append(snn.Synaptic(alpha=float(layer.alpha), **kw))
+        if layer.recurrent:
+            kw["linear_features"] = layer.out_features
+            neuron = (snn.RSynaptic(alpha=float(layer.alpha), **kw) if model == "synaptic"
+                      else snn.RLeaky(**kw))
+            neuron.recurrent.weight = torch.nn.Parameter(layer.rec_weight.detach().clone())
+            neuron.recurrent.bias = torch.nn.Parameter(torch.zeros(layer.out_features),
+                                                       requires_grad=False)
+        elif model == "synaptic":
+            neuron = snn.Synaptic(alpha=float(layer.alpha), **kw)
         else:
-            neurons.append(snn.Leaky(**kw))
+            neuron = snn.Leaky(**kw)
+        neurons.append(neuron)
         fcs.append(fc)
-    states = [None] * len(layers)
+    states = [n.reset_mem() if layer.recurrent else None for n, layer in zip(neurons, layers)]
     spikes = [[] for _ in layers]
     mems = [[] for _ in layers]
     for t in range(x.shape[0]):
         h = x[t]
         for i, (fc, neuron) in enumerate(zip(fcs, neurons)):
             cur = fc(h)
-            if model == "synaptic":
+            if layers[i].recurrent:  # state: (spk, mem) or (spk, syn, mem)
+                states[i] = neuron(cur, *states[i])
+                h, mem = states[i][0], states[i][-1]
+            elif model == "synaptic":
                 syn, mem = states[i] if states[i] is not None else (None, None)
                 h, syn, mem = neuron(cur, syn, mem) if syn is not None else neuron(cur)
                 states[i] = (syn, mem)
@@ -45,7 +58,7 @@ def snntorch_net(layers, x, model):
                 states[i] = mem
             spikes[i].append(h)
             mems[i].append(mem)
-    return fcs, [torch.stack(s) for s in spikes], [torch.stack(m) for m in mems]
+    return fcs, neurons, [torch.stack(s) for s in spikes], [torch.stack(m) for m in mems]
 
 
 def make_layers(model, reset, bias, backend, seed):
@@ -70,7 +83,7 @@ def test_matches_snntorch(backend, model, reset, bias):
     for seed in range(20):  # first seed whose membranes stay clear of the threshold
         layers = make_layers(model, reset, bias, backend, seed)
         x = binary((T, B, IN), 0.25, seed)
-        fcs, ref_spikes, ref_mems = snntorch_net(layers, x, model)
+        fcs, _, ref_spikes, ref_mems = snntorch_net(layers, x, model)
         if min(margin(m, 1.0) for m in ref_mems) > 1e-4:
             break
     else:
@@ -79,7 +92,7 @@ def test_matches_snntorch(backend, model, reset, bias):
     assert float(ref_spikes[1].detach().sum()) > 0
 
     x_ref = x.clone().requires_grad_()
-    fcs, ref_spikes, ref_mems = snntorch_net(layers, x_ref, model)
+    fcs, _, ref_spikes, ref_mems = snntorch_net(layers, x_ref, model)
     readout = torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
     (ref_spikes[1] * readout).sum().backward()
 
@@ -154,29 +167,8 @@ def test_recurrent_matches_snntorch_rleaky_rsynaptic(backend, model, reset):
     else:
         pytest.fail("no tie-free seed found")
 
-    fc = torch.nn.Linear(IN, HID)
-    fc.weight = torch.nn.Parameter(layer.weight.detach().clone())
-    fc.bias = torch.nn.Parameter(layer.bias.detach().clone())
-    common = dict(beta=0.85, threshold=1.0, reset_mechanism=reset,
-                  spike_grad=snn.surrogate.atan(2.0), linear_features=HID)
-    neuron = (snn.RSynaptic(alpha=0.7, **common) if model == "synaptic"
-              else snn.RLeaky(**common))
-    neuron.recurrent.weight = torch.nn.Parameter(layer.rec_weight.detach().clone())
-    neuron.recurrent.bias = torch.nn.Parameter(torch.zeros(HID), requires_grad=False)
     x_ref = x.clone().requires_grad_()
-    spikes, mems = [], []
-    if model == "synaptic":
-        spk, syn, mem = neuron.reset_mem()
-    else:
-        spk, mem = neuron.reset_mem()
-    for t in range(T):
-        if model == "synaptic":
-            spk, syn, mem = neuron(fc(x_ref[t]), spk, syn, mem)
-        else:
-            spk, mem = neuron(fc(x_ref[t]), spk, mem)
-        spikes.append(spk)
-        mems.append(mem)
-    ref_spikes, ref_mems = torch.stack(spikes), torch.stack(mems)
+    (fc,), (neuron,), (ref_spikes,), (ref_mems,) = snntorch_net([layer], x_ref, model)
     readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
     (ref_spikes * readout).sum().backward()
 
