@@ -3,6 +3,8 @@
 // across the (sparse) rows. The summation order of every neuron is the order
 // of the listed ids, whatever the chunking.
 #pragma once
+#include <cstddef>
+
 #include "VectorOps.hpp"
 
 namespace snn {
@@ -64,49 +66,64 @@ inline __attribute__((always_inline)) unsigned forVectorChunks(unsigned rowLengt
   return c + (rowLength - c) / 8 * 8;
 }
 
-// V vectors of neurons starting at acc: acc (+)= sum over the listed rows.
-// Only the first line of a row ahead is fetched: the hardware follows on with
-// the rest, and fetching every line measured slower in a microbenchmark.
+// V vectors of neurons of each sample: acc[b] (+)= the sum of sample b's
+// listed rows, for the samples whose lists follow one another in ids
+// (sample b's are ids[ends[b-1], ends[b]), ends[-1] = 0). Walking one list
+// of all samples, rows are fetched kPrefetchAhead ids ahead across the
+// samples' boundaries: a sample adds a few rows at low activity, fewer than
+// the distance that hides a row's read from L2. (Only the first line of a
+// row is fetched: the hardware follows on with the rest.)
 template <bool Accumulate, unsigned V, typename WT>
 inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
-                         const int *__restrict ids, unsigned numIds, unsigned rowLength) {
-  f32x8 a[V];
-#pragma GCC unroll 16
-  for (unsigned v = 0; v < V; ++v)
-    a[v] = Accumulate ? load8(acc + 8 * v) : f32x8{};
-  for (unsigned k = 0; k < numIds; ++k) {
-    if (k + kPrefetchAhead < numIds)
-      prefetchRow<1, 0>(rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
-    const WT *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+                         const int *__restrict ids, const unsigned *__restrict ends,
+                         unsigned numSamples, unsigned rowLength) {
+  const unsigned total = ends[numSamples - 1];
+  unsigned k = 0;
+  for (unsigned b = 0; b < numSamples; ++b, acc += rowLength) {
+    f32x8 a[V];
 #pragma GCC unroll 16
     for (unsigned v = 0; v < V; ++v)
-      a[v] += load8(row + 8 * v);
-  }
+      a[v] = Accumulate ? load8(acc + 8 * v) : f32x8{};
+    for (const unsigned end = ends[b]; k < end; ++k) {
+      if (k + kPrefetchAhead < total)
+        prefetchRow<1, 0>(rows + (unsigned long)(unsigned)ids[k + kPrefetchAhead] * rowLength);
+      const WT *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
 #pragma GCC unroll 16
-  for (unsigned v = 0; v < V; ++v)
-    store8(acc + 8 * v, a[v]);
+      for (unsigned v = 0; v < V; ++v)
+        a[v] += load8(row + 8 * v);
+    }
+#pragma GCC unroll 16
+    for (unsigned v = 0; v < V; ++v)
+      store8(acc + 8 * v, a[v]);
+  }
 }
 
-// acc[n] += sum_k rows[ids[k]][n] (Accumulate), or acc[n] = that sum.
-// Chunks of up to 16 vectors (128 neurons: all 16 AVX registers hold
-// accumulators, the rows are read as memory operands), so a host tile's row
-// is one pass over the ids, and one loop exit (mispredicted when a call has a
-// few ids) per call instead of two. With the next call's rows fetched ahead
-// (Prefetch.hpp): kernel 0.89-0.96 of the time at 1-5% activity, training
-// steps 0.96 at 1% (A/B; neutral at 0.5%).
+// acc[b][n] += sum over sample b's listed k of rows[ids[k]][n] (Accumulate),
+// or acc[b][n] = that sum; acc is [numSamples x rowLength]. Chunks of up to
+// 16 vectors (128 neurons: all 16 AVX registers hold accumulators, the rows
+// are read as memory operands), so a host tile's row is one pass over the
+// ids. One call for a step's samples, not one per sample: the per-call work
+// and the separate per-sample lists measured 1.13-1.24x slower (S and L at
+// 0.5% activity).
 template <bool Accumulate, typename WT>
 inline void addRows(float *__restrict acc, const WT *__restrict rows,
-                    const int *__restrict ids, unsigned numIds, unsigned rowLength) {
-  if (Accumulate && numIds == 0)
+                    const int *__restrict ids, const unsigned *__restrict ends,
+                    unsigned numSamples, unsigned rowLength) {
+  if (numSamples == 0 || (Accumulate && ends[numSamples - 1] == 0))
     return;
   unsigned c = forVectorChunks<16>(rowLength, [&](auto v, unsigned at) {
-    addRowsChunk<Accumulate, decltype(v)::count>(acc + at, rows + at, ids, numIds, rowLength);
+    addRowsChunk<Accumulate, decltype(v)::count>(acc + at, rows + at, ids, ends, numSamples,
+                                                 rowLength);
   });
   for (; c < rowLength; ++c) {
-    float sum = Accumulate ? acc[c] : 0.0f;
-    for (unsigned k = 0; k < numIds; ++k)
-      sum += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
-    acc[c] = sum;
+    unsigned k = 0;
+    for (unsigned b = 0; b < numSamples; ++b) {
+      float *out = acc + std::size_t(b) * rowLength + c;
+      float sum = Accumulate ? *out : 0.0f;
+      for (; k < ends[b]; ++k)
+        sum += float(rows[(unsigned long)(unsigned)ids[k] * rowLength + c]);
+      *out = sum;
+    }
   }
 }
 

@@ -449,6 +449,30 @@ def test_threads_bit_identical_on_larger_layer():
     assert_same(bwd[1], bwd[2])
 
 
+@pytest.mark.parametrize("capacity", [3, 8, 17])
+def test_input_rows_of_every_length_reach_the_currents(capacity):
+    # The executor repacks the input list's spikes step by step (block copies of
+    # 8 ids, then the rest, split between threads by step): rows from empty to
+    # full, with eligible-only entries after the spikes that must add nothing,
+    # compared with the dense float64 reference at every step and sample.
+    T, B, n_in = 9, 5, 24
+    p = make_problem(31, LEAKY, NONE, False, INF, T=T, B=B, n_in=n_in, n_out=40)
+    rng = np.random.default_rng(capacity)
+    ids = np.zeros((T, B, capacity), np.int32)
+    counts = np.zeros((T, B, 2), np.int32)
+    for r in range(T * B):
+        t, b = divmod(r, B)
+        listed = r % (capacity + 1)  # every length from 0 to capacity, all spikes
+        spikes = listed if r < T * B // 2 else rng.integers(0, listed + 1)
+        ids[t, b, :listed] = np.sort(rng.choice(n_in, listed, replace=False))
+        counts[t, b] = (spikes, listed)
+    p["in_ids"], p["in_counts"] = ids, counts
+    U, _, _ = reference(p, in_values(p))
+    for threads in (1, 2):
+        fwd = run_forward(p, [0, 16, 40], threads=threads)
+        np.testing.assert_allclose(fwd["dense_membrane"], U.detach().numpy(), atol=1e-5, rtol=0)
+
+
 def test_needs_select_outputs():
     p = solvable_problem(700, SYNAPTIC, ZERO, True, INF)
     fwd = run_forward(p, [0, 13])

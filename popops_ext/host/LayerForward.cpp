@@ -8,7 +8,6 @@
 #include <poplar/HalfFloat.hpp>
 
 #include "NeuronUpdate.hpp"
-#include "Prefetch.hpp"
 #include "SpikeListCombine.hpp"
 #include "SpikeMatmul.hpp"
 #include "ThreadPool.hpp"
@@ -71,7 +70,7 @@ void LayerForward<WT>::addRecurrentInput(unsigned j, unsigned t, unsigned b, flo
   }
   SpikeMatmul<WT> mm;
   mm.ids.bind(gathered, taken);
-  mm.numIds.bind(&taken);
+  mm.ends.bind(&taken, 1);
   mm.weights.bind(recBlocks_.block(j), recBlocks_.blockSize(j));
   mm.currents.bind(currents, layout_.rowLength(j));
   mm.rowLength = layout_.rowLength(j);
@@ -99,20 +98,18 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   const std::size_t biasSize = bias ? width : 0;
 
   SpikeMatmul<WT> mm;
+  mm.ids.bind(inputLists_.ids(t), inputLists_.spikes(t));
+  mm.ends.bind(inputLists_.ends(t), B);
   mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
+  mm.currents.bind(s.currents.data(), s.currents.size());
   mm.rowLength = len;
   mm.accumulate = 0; // the step's first input sets the currents
+  mm.compute();
 
-  const std::size_t rows = std::size_t(shape_.steps) * B;
   for (unsigned b = 0; b < B; ++b) {
     const std::size_t row = std::size_t(t) * B + b;
-    prefetchSpikeMatmul(input_, blocks_.block(j), row, rows, len);
     float *currents = s.currents.data() + std::size_t(b) * len;
     float *membrane = s.membrane.data() + std::size_t(b) * len;
-    mm.ids.bind(input_.idsAt(row), input_.capacity);
-    mm.numIds.bind(reinterpret_cast<const unsigned *>(&input_.counts[2 * row]));
-    mm.currents.bind(currents, len);
-    mm.compute();
     if (recWeight_ && t > 0)
       addRecurrentInput(j, t, b, currents);
 
@@ -175,6 +172,7 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
   const unsigned numThreads = effectiveThreads(options_.numThreads, numTiles);
   ThreadPool &pool = ThreadPool::instance();
+  inputLists_.build(input_, T, shape_.batch, options_.numThreads);
   if (!recWeight_) {
     std::atomic<unsigned> next{0};
     pool.run(numThreads, [&](unsigned, unsigned) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "LayerViews.hpp"
+#include "StepLists.hpp"
 #include "TileLayout.hpp"
 #include "TileListHistory.hpp"
 
@@ -82,6 +83,7 @@ private:
   NeuronSpec neuron_;
   const TileLayout &layout_;
   SpikeListView input_;
+  StepLists inputLists_; // input_ repacked for SpikeMatmul, by run()
   const WT *weight_;
   const WT *recWeight_;
   ForwardOptions options_;

@@ -7,8 +7,8 @@
 
 #include <poplar/HalfFloat.hpp>
 
-#include "Prefetch.hpp"
 #include "SpikeMatmul.hpp"
+#include "StepLists.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
 
@@ -31,27 +31,21 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
       currents[j].assign(std::size_t(B) * layout.rowLength(unsigned(j)), 0.0f);
     }
   });
-  // Tile-major, as the feed-forward layer runs.
+  // Tile-major, as the feed-forward layer runs, repacking the list as it does.
   const auto start = std::chrono::steady_clock::now();
+  StepLists lists;
+  lists.build(input, T, B, threads);
   std::atomic<unsigned> next{0};
-  pool.run(threads, [&, B, T](unsigned, unsigned) {
-    // Loop invariants as locals: through the lambda's captured references
-    // they were reloaded from memory after every (opaque) vertex call.
-    const SpikeListView in = input;
-    const std::size_t rows = std::size_t(T) * B;
+  pool.run(threads, [&, T](unsigned, unsigned) {
     SpikeMatmul<WT> mm;
+    mm.accumulate = 0;
     for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
-      const unsigned len = layout.rowLength(j);
-      const WT *block = blocks.block(j);
-      float *tileCurrents = currents[j].data();
-      mm.weights.bind(block, blocks.blockSize(j));
-      mm.rowLength = len;
-      mm.accumulate = 0;
-      for (std::size_t row = 0, b = 0; row < rows; ++row, b = b + 1 == B ? 0 : b + 1) {
-        prefetchSpikeMatmul(in, block, row, rows, len);
-        mm.ids.bind(in.idsAt(row), in.capacity);
-        mm.numIds.bind(reinterpret_cast<const unsigned *>(&in.counts[2 * row]));
-        mm.currents.bind(tileCurrents + b * len, len);
+      mm.weights.bind(blocks.block(j), blocks.blockSize(j));
+      mm.currents.bind(currents[j].data(), currents[j].size());
+      mm.rowLength = layout.rowLength(j);
+      for (unsigned t = 0; t < T; ++t) {
+        mm.ids.bind(lists.ids(t), lists.spikes(t));
+        mm.ends.bind(lists.ends(t), B);
         mm.compute();
       }
     }

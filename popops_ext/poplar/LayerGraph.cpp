@@ -238,9 +238,12 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   for (unsigned j = 0; j < tiles_.size(); ++j) {
     const Tile &tile = tiles_[j];
     for (unsigned b = 0; b < B; ++b) {
-      auto v = graph_.addVertex(
-          mm, "SpikeMatmul<" + wt + ">",
-          {{"ids", idsT[b]}, {"numIds", cntT[b][0]}, {"weights", W[j]}, {"currents", cur[j][b]}});
+      // One sample per vertex (ends = {its count}): the tile's workers share the samples.
+      auto v = graph_.addVertex(mm, "SpikeMatmul<" + wt + ">",
+                                {{"ids", idsT[b]},
+                                 {"ends", cntT[b].slice(0, 1)},
+                                 {"weights", W[j]},
+                                 {"currents", cur[j][b]}});
       graph_.setInitialValue(v["rowLength"], tile.rowLength);
       graph_.setInitialValue(v["accumulate"], 0u); // sets I[t]
       graph_.setTileMapping(v, tile.index);
@@ -257,7 +260,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       for (unsigned b = 0; b < B; ++b) {
         auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
                                   {{"ids", stepIds[b]},
-                                   {"numIds", stepCounts[b][0]},
+                                   {"ends", stepCounts[b].slice(0, 1)},
                                    {"weights", V[j]},
                                    {"currents", cur[j][b]}});
         graph_.setInitialValue(v["rowLength"], tile.rowLength);
