@@ -102,9 +102,10 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
 // or acc[b][n] = that sum; acc is [numSamples x rowLength]. Chunks of up to
 // 16 vectors (128 neurons: all 16 AVX registers hold accumulators, the rows
 // are read as memory operands), so a host tile's row is one pass over the
-// ids. One call for a step's samples, not one per sample: the per-call work
-// and the separate per-sample lists measured 1.13-1.24x slower (S and L at
-// 0.5% activity).
+// ids. One call for a step's samples over one dense run of their ids, not
+// one call per sample over the [T, B, K] list: 1.12-1.24x faster at 0.5%
+// activity, 1.02-1.06x with the host's repack of the list (StepLists.hpp)
+// counted in.
 template <bool Accumulate, typename WT>
 inline void addRows(float *__restrict acc, const WT *__restrict rows,
                     const int *__restrict ids, const unsigned *__restrict ends,
