@@ -36,7 +36,7 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
   StepLists lists;
   lists.build(input, T, B, threads);
   std::atomic<unsigned> next{0};
-  pool.run(threads, [&, T](unsigned, unsigned) {
+  pool.run(threads, [&](unsigned, unsigned) {
     SpikeMatmul<WT> mm;
     mm.accumulate = 0;
     for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
