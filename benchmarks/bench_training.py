@@ -40,8 +40,10 @@ Methods (also written into the JSON under ``"method"``):
   ``--quick`` measures memory at the first activity only, for emulator_sparse and
   reference.
 * spike-matmul rate: the SpikeMatmul kernel alone (``emulator.spike_matmul``: the
-  vertex calls over every tile, step and sample, timed inside the extension) on
-  layer 1's input spikes and weights; adds = input spikes x out neurons. Compared
+  vertex calls over every tile, step and sample, timed inside the extension, each
+  tile's weight block built by its thread right before its steps as in the layer,
+  the builds untimed) on layer 1's input spikes and weights; adds = input spikes x
+  out neurons. Compared
   with ``torch.mm`` of the same dense shape ``[T*B, in] x [in, out]``, timed in turn
   with the kernel at each activity (one of each per round, median of the per-round
   ratios); the config's header also reports one torch.mm rate measured at its start.
@@ -507,7 +509,8 @@ def spike_matmul_rate(problem: dict, reps: int = 21) -> dict:
             "dense_macs_per_s": macs / statistics.median(dense_s),
             "ratio_to_dense_macs": statistics.median(ratios) if ratios else float("nan"),
             "method": "SpikeMatmul vertex calls over every tile, step and sample of layer 1 "
-                      "(host plan, emulator threads), weight blocks built beforehand; torch.mm "
+                      "(host plan, emulator threads), each tile's weight block built (untimed) by "
+                      "its thread right before its steps; torch.mm "
                       f"of the dense [T*B, in] x [in, out] timed in turn with it, {reps} rounds"}
 
 
@@ -570,8 +573,11 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
                         f"pass ({calib_backend}); reported activity = mean over the timed steps "
                         "(layer.stats['activity'], spikes / (T*B*N))",
             "spike_matmul": "the SpikeMatmul kernel alone (emulator.spike_matmul) on layer 1's "
-                            "input and weights: vertex calls over every tile, step and sample, "
-                            "timed in the extension; adds = input spikes x out neurons",
+                            "input and weights: the input list's repack and the vertex calls "
+                            "over every tile, step and sample (busiest thread), timed in the "
+                            "extension; each tile's weight block is built by its thread right "
+                            "before its steps, as in the layer, untimed; adds = input spikes "
+                            "x out neurons",
         },
         "baseline_timing": (
             "dense baselines (reference, snnTorch) timed at each activity" if mode == "each"

@@ -10,7 +10,9 @@
 namespace snn {
 
 struct SpikeMatmulTiming {
-  double kernelSeconds; // the vertex calls only; weight blocks are built before
+  // The input list's repack and the vertex calls (on the busiest thread); not
+  // the building of the weight blocks.
+  double kernelSeconds;
   long long adds;       // listed input spikes x out
 };
 

@@ -294,11 +294,14 @@ def spike_matmul(
     spike entries; eligible-only entries are not inputs) with ``weight`` [out, in]
     (float32 or float16) under the planner's tiling for ``plan_target``, as a
     feed-forward layer runs it: each step sets the tiles' currents ``x[t] @ W.T``.
+    As in the layer, a thread builds a tile's weight block right before the tile's
+    steps, so the block is in that core's cache.
 
     Returns:
-        ``(currents [B, out], kernel_seconds, adds)``: the currents of the last step,
-        the wall time of the vertex calls alone (weight blocks are built before) and
-        the number of additions they made (spikes x out, over all steps).
+        ``(currents [B, out], kernel_seconds, adds)``: the currents of the last step;
+        the seconds of the input list's repack plus the busiest thread's vertex calls
+        (the block builds are not timed); and the number of additions the calls made
+        (spikes x out, over all steps).
     """
     if weight.dim() != 2 or weight.shape[1] != spikes.num_neurons:
         raise ValueError(
