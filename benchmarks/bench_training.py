@@ -40,13 +40,13 @@ Methods (also written into the JSON under ``"method"``):
   ``--quick`` measures memory at the first activity only, for emulator_sparse and
   reference.
 * spike-matmul rate: the SpikeMatmul kernel alone (``emulator.spike_matmul``: the
-  vertex calls over every tile, step and sample, timed inside the extension, each
-  tile's weight block built by its thread right before its steps as in the layer,
-  the builds untimed) on layer 1's input spikes and weights; adds = input spikes x
-  out neurons. Compared
-  with ``torch.mm`` of the same dense shape ``[T*B, in] x [in, out]``, timed in turn
-  with the kernel at each activity (one of each per round, median of the per-round
-  ratios); the config's header also reports one torch.mm rate measured at its start.
+  input list's repack and the vertex calls over every tile, step and sample, on the
+  busiest thread, timed inside the extension; as in the layer, each tile's weight
+  block is built by its thread right before its steps, untimed) on layer 1's input
+  spikes and weights; adds = input spikes x out neurons. Compared with ``torch.mm``
+  of the same dense shape ``[T*B, in] x [in, out]``, timed in turn with the kernel at
+  each activity (one of each per round, median of the per-round ratios); the
+  config's header also reports one torch.mm rate measured at its start.
 
 Usage::
 
