@@ -27,7 +27,7 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
   ThreadPool &pool = ThreadPool::instance();
   const auto start = std::chrono::steady_clock::now();
   StepLists lists;
-  lists.build(input, T, B, threads);
+  lists.build(input, T, B, numThreads); // split by step, as the layer does: not capped by tiles
   const double repackSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Tile-major, as the feed-forward layer runs: a thread builds a tile's block
