@@ -468,7 +468,7 @@ def test_input_rows_of_every_length_reach_the_currents(capacity):
         counts[t, b] = (spikes, listed)
     p["in_ids"], p["in_counts"] = ids, counts
     U, _, _ = reference(p, in_values(p))
-    for threads in (1, 2):
+    for threads in (1, 2, 3):
         fwd = run_forward(p, [0, 16, 40], threads=threads)
         np.testing.assert_allclose(fwd["dense_membrane"], U.detach().numpy(), atol=1e-5, rtol=0)
 
