@@ -24,9 +24,12 @@ Methods (also written into the JSON under ``"method"``):
   runs an untimed step right before each timed one (warm caches, as in training). The input
   conversion to SparseSpikes happens once, outside the timed region (snnTorch gets
   the dense tensor). Slow backends stop early (``--repeats`` or ``--max-seconds``,
-  whichever comes first, at least one timed step). The learning rate is tiny
-  (``--lr``, default 1e-5) so that the weights, and with them the activity, stay at
-  the calibrated point over the repeats; the cost of an Adam step does not depend on it.
+  whichever comes first, at least one timed step). The two thread counts run more
+  rounds (``--thread-repeats``, 15), the later ones between the two alone: a 2-thread
+  step needs both vCPUs free, and on this VM a few of 7 steps often were not. The
+  learning rate is tiny (``--lr``, default 1e-5) so that the weights, and with them
+  the activity, stay at the calibrated point over the repeats; the cost of an Adam
+  step does not depend on it.
   Adam is PyTorch's fused CPU implementation for every backend (``--adam fused``, the
   default; ``--adam default`` for torch's per-parameter passes). The JSON's
   ``"optimizer"`` records one step of each over the config's parameters: ~2.5-4.5 vs
@@ -353,13 +356,13 @@ WARM_BELOW_S = 1.0
 
 
 def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str, dict]:
-    """Times several (key, backend, threads) entries side by side: after one warm-up
+    """Times several (key, backend, threads, repeats) entries side by side: after one warm-up
     step each, every round times one step of every entry in turn, so a slow spell of
     a shared machine hits all of them alike and their ratios stay meaningful. Entries
     whose step takes under ``WARM_BELOW_S`` run one untimed step right before each
     timed one, so that they are timed with warm caches and allocator as in a training
     loop rather than straight after another backend's step (a second-long step's
-    cost does not depend on that). An entry stops after ``args.repeats`` steps or
+    cost does not depend on that). An entry stops after its ``repeats`` steps or
     ``args.max_seconds`` of its own steps."""
     nets, out, warm = {}, {}, {}
 
@@ -369,7 +372,7 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
         nets.pop(key, None)
 
     try:
-        for key, backend, threads in entries:
+        for key, backend, threads, _ in entries:
             try:
                 with threads_for_step(threads):
                     nets[key] = build(problem, backend, args.lr, args.adam)
@@ -380,9 +383,10 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
                 failed(key, exc)
         times = {key: [] for key in nets}
         acts = {key: [] for key in nets}
-        for _ in range(args.repeats):
-            live = [(k, n) for k, _b, n in entries
-                    if k in nets and (not times[k] or sum(times[k]) < args.max_seconds)]
+        for _ in range(max(reps for *_, reps in entries)):
+            live = [(k, n) for k, _b, n, reps in entries
+                    if k in nets and len(times[k]) < reps
+                    and (not times[k] or sum(times[k]) < args.max_seconds)]
             if not live:
                 break
             for key, threads in live:
@@ -561,7 +565,9 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
                     "backend and activity; backends (and 1/2 threads) interleaved one "
                     "timed step each per round, steps under 1 s preceded by an untimed one; "
                     "1 vs 2 threads: the emulator's executor and torch's intra-op threads "
-                    "(Adam, loss, BLAS paths) both set to 1 or 2; "
+                    "(Adam, loss, BLAS paths) both set to 1 or 2, up to "
+                    f"{args.thread_repeats} repeats each (the rounds after the backends' "
+                    "last time the two thread counts only); "
                     "SparseSpikes input built once outside the timed region",
             "memory": "subprocess per (backend, config, activity); glibc malloc mmap/trim "
                       "thresholds 128 KiB; before the measured step the RSS high-water mark "
@@ -625,12 +631,13 @@ def run_config(name: str, args, status: Dict[str, Optional[str]], log=print,
                     }
                     row["results"][backend].update(timed=False, reused_from=activities[src])
                     continue
-            to_time.append((backend, backend, None))
+            to_time.append((backend, backend, None, args.repeats))
         if thread_check:
-            to_time += [(f"threads={n}", "emulator_sparse", n) for n in (1, 2)]
+            to_time += [(f"threads={n}", "emulator_sparse", n, args.thread_repeats)
+                        for n in (1, 2)]
         timed = time_interleaved(problem, to_time, args)
 
-        for backend, _, threads in to_time:
+        for backend, _, threads, _ in to_time:
             if threads is not None:
                 continue
             res = timed[backend]
@@ -839,6 +846,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="measure dense baselines' peak memory at their first activity only")
     p.add_argument("--thread-configs", nargs="*", default=["L"],
                    help="configs on which emulator 1 vs 2 threads is timed")
+    p.add_argument("--thread-repeats", type=int, default=15,
+                   help="timed steps per thread count (max): a 2-thread step needs both "
+                        "cores free, so a busy spell of one skews a short series")
     p.add_argument("--no-memory", dest="memory", action="store_false",
                    help="skip the per-step peak-memory subprocesses")
     p.add_argument("--memory-timeout", type=float, default=300.0)
@@ -861,6 +871,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.steps = args.steps or 20
         args.batch = args.batch or 32
         args.repeats = 1
+        args.thread_repeats = 1
         args.max_seconds = min(args.max_seconds, 5.0)
         args.thread_configs = []
     return args
