@@ -105,7 +105,7 @@ inline void addRowsChunk(float *__restrict acc, const WT *__restrict rows,
 // ids. One call for a step's samples over one dense run of their ids, not
 // one call per sample over the [T, B, K] list: 1.12-1.24x faster at 0.5%
 // activity, 1.02-1.06x with the host's repack of the list (StepLists.hpp)
-// counted in.
+// counted in, as the repack was before it became one pass (38 -> 23 us).
 template <bool Accumulate, typename WT>
 inline void addRows(float *__restrict acc, const WT *__restrict rows,
                     const int *__restrict ids, const unsigned *__restrict ends,
