@@ -385,7 +385,7 @@ def time_interleaved(problem: dict, entries: Sequence[tuple], args) -> Dict[str,
                 failed(key, exc)
         times = {key: [] for key in nets}
         acts = {key: [] for key in nets}
-        for _ in range(max(reps for *_, reps in entries)):
+        for _ in range(max((reps for *_, reps in entries), default=0)):
             live = [(k, n) for k, _b, n, reps in entries
                     if k in nets and len(times[k]) < reps
                     and (not times[k] or sum(times[k]) < args.max_seconds)]
