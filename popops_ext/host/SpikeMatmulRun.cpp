@@ -60,16 +60,13 @@ SpikeMatmulTiming spikeMatmulOverTime(const Shape &shape, const TileLayout &layo
   });
   const double seconds =
       repackSeconds + *std::max_element(threadSeconds.begin(), threadSeconds.end());
-  long long spikes = 0;
-  for (std::size_t row = 0; row < std::size_t(T) * B; ++row)
-    spikes += input.spikesAt(row);
   const unsigned N = shape.outFeatures;
   for (unsigned j = 0; j < numTiles; ++j)
     for (unsigned b = 0; b < B; ++b)
       std::memcpy(out + std::size_t(b) * N + layout.first(j),
                   currents[j].data() + std::size_t(b) * layout.rowLength(j),
                   layout.width(j) * sizeof(float));
-  return {seconds, spikes * (long long)N};
+  return {seconds, (long long)lists.totalSpikes() * (long long)N};
 }
 
 template SpikeMatmulTiming spikeMatmulOverTime<float>(const Shape &, const TileLayout &,

@@ -53,6 +53,7 @@ public:
 
   const int *ids(unsigned t) const { return ids_.data() + stepStart_[t]; }
   std::size_t spikes(unsigned t) const { return stepStart_[t + 1] - stepStart_[t]; }
+  std::size_t totalSpikes() const { return stepStart_.back(); }
   // [B]: sample b's ids are ids(t)[ends(t)[b-1], ends(t)[b]).
   const unsigned *ends(unsigned t) const { return ends_.data() + std::size_t(t) * B_; }
 
