@@ -138,10 +138,9 @@ class SparseSpikes:
         values: float ``[T, B, K]``; 1 for spikes, 0 elsewhere. Built when omitted.
         validate: check the invariants (leave on for anything built by hand).
 
-    Lists that were validated, or made by this package, skip the bounds check
-    before native code as long as ``ids`` and ``counts`` are the same tensors, not
-    modified in place since (their version counters say so); anything else is
-    checked again.
+    The emulator's native code checks the counts and listed ids of every list it
+    is given, whatever was checked before, so a list edited after validation
+    (also through ``.data`` or ``.numpy()``) raises a ValueError there, not a crash.
     """
 
     def __init__(
@@ -159,30 +158,8 @@ class SparseSpikes:
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
         self.values = values
-        self._checked_at: Optional[tuple] = None
         if validate:
             self.validate()
-
-    @classmethod
-    def _trusted(cls, ids, counts, num_neurons, values) -> SparseSpikes:
-        """For lists this package built itself: valid by construction."""
-        out = cls(ids, counts, num_neurons, values, validate=False)
-        out._mark_checked()
-        return out
-
-    def _mark_checked(self) -> None:
-        # The tensors themselves (not their id(), which a later tensor could reuse)
-        # and how often they had been modified in place.
-        self._checked_at = (self.ids, self.ids._version, self.counts, self.counts._version)
-
-    @property
-    def checked(self) -> bool:
-        """The ids and counts were checked (or built here) and are unchanged since."""
-        if self._checked_at is None:
-            return False
-        ids, ids_version, counts, counts_version = self._checked_at
-        return (ids is self.ids and counts is self.counts and ids._version == ids_version
-                and counts._version == counts_version)
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -247,12 +224,15 @@ class SparseSpikes:
                 f"SparseSpikes.counts exceed the capacity K={K} (largest count {int(c1.max())})"
             )
         listed = listed_mask(counts.long(), K, 1)
-        bad = listed & ((ids < 0) | (ids >= self.num_neurons))
+        # Padding too: to_dense(), spike_counts() and the dense paths index with every id.
+        bad = (ids < 0) | (ids >= self.num_neurons)
         if bool(bad.any()):
             t, b, k = (int(i) for i in bad.nonzero()[0])
+            padding = "" if bool(listed[t, b, k]) else (
+                " (padding past counts[..., 1]: pad with a valid id such as 0)")
             raise ValueError(
-                f"SparseSpikes.ids out of range at [t={t}, b={b}, k={k}]: id {int(ids[t, b, k])} "
-                f"not in [0, {self.num_neurons})"
+                f"SparseSpikes.ids out of range at [t={t}, b={b}, k={k}]: id "
+                f"{int(ids[t, b, k])} not in [0, {self.num_neurons}){padding}"
             )
         if K > 1:
             # Listed ids must be unique per (t, b): padding gets distinct negative keys.
@@ -272,25 +252,7 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
-        self._mark_checked()
         return self
-
-    def check_bounds(self, where: str) -> None:
-        """The part of validate() that native code relies on (ids and counts in
-        range), for lists that were neither validated nor built by this package."""
-        if self.checked:
-            return
-        K = self.capacity
-        c0, c1 = self.counts[..., 0], self.counts[..., 1]
-        if bool(((c0 < 0) | (c1 < c0) | (c1 > K)).any()):
-            raise ValueError(f"{where}: input spike counts are inconsistent or exceed capacity {K}")
-        listed = listed_mask(self.counts.long(), K, 1)
-        if bool((listed & ((self.ids < 0) | (self.ids >= self.num_neurons))).any()):
-            raise ValueError(
-                f"{where}: input spike ids out of range [0, {self.num_neurons}) "
-                "(was the SparseSpikes modified in place?)"
-            )
-        self._mark_checked()
 
     # -- conversions ---------------------------------------------------------
     @classmethod
@@ -339,7 +301,7 @@ class SparseSpikes:
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
-        out = cls._trusted(ids, counts, x.shape[-1], values)
+        out = cls(ids, counts, x.shape[-1], values, validate=False)
         out.dropped = ovf.spikes_dropped
         return out
 
@@ -363,10 +325,7 @@ class SparseSpikes:
         return self.counts[..., 0].long()
 
     def detach(self) -> SparseSpikes:
-        out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
-        if self.checked:
-            out._mark_checked()
-        return out
+        return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
 
 
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:

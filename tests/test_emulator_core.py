@@ -493,19 +493,19 @@ def test_hostile_arguments_raise():
     bad_id["in_ids"][0, 0, 0] = 20
     bad_id["in_counts"] = p["in_counts"].copy()
     bad_id["in_counts"][0, 0] = (1, 1)
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match=r"id 20 at t=0, b=0, k=0 out of range \[0, 20\)"):
         run_forward(bad_id, [0, 13])
     neg = dict(bad_id, in_ids=bad_id["in_ids"].copy())
     neg["in_ids"][0, 0, 0] = -1
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="id -1 at t=0, b=0, k=0 out of range"):
         run_forward(neg, [0, 13])
     too_many = dict(p, in_counts=p["in_counts"].copy())
     too_many["in_counts"][1, 0] = (0, p["in_ids"].shape[2] + 1)
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="at t=1, b=0 are inconsistent or exceed capacity"):
         run_forward(too_many, [0, 13])
     inverted = dict(p, in_counts=p["in_counts"].copy())
     inverted["in_counts"][1, 0] = (2, 1)
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match=r"counts \(2, 1\) at t=1, b=0"):
         run_forward(inverted, [0, 13])
     for tiles in ([0, 5, 5, 13], [0, 8, 4, 13], [1, 13], [0, 12], [0, 14], [0]):
         with pytest.raises(ValueError):
@@ -519,7 +519,7 @@ def test_hostile_arguments_raise():
     out_of_range = dict(good, ids=good["ids"].copy(), counts=good["counts"].copy())
     out_of_range["counts"][0, 0] = (0, 1)
     out_of_range["ids"][0, 0, 0] = 13
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="output list id 13 at t=0, b=0, k=0 out of range"):
         run_backward(p, [0, 13], out_of_range, grad_out)
     with pytest.raises(ValueError):
         run_backward(p, [0, 13], good, grad_out[:, :, :-1] if grad_out.shape[2] > 1

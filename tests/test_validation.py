@@ -68,6 +68,19 @@ def test_negative_and_out_of_range_ids():
         SparseSpikes(ids, s.counts.clone(), 5)
 
 
+def test_out_of_range_padding_ids_are_named():
+    """Padding past counts[..., 1] must hold valid ids too (to_dense and the dense
+    paths index with every id): -1 padding is refused at construction, by name."""
+    s = SparseSpikes.from_dense(binary((3, 2, 5), 0.3, 1), max_spikes=5)
+    t, b = (int(i) for i in (s.counts[..., 1] < 5).nonzero()[0])
+    k = int(s.counts[t, b, 1])
+    ids = s.ids.clone()
+    ids[t, b, k:] = -1
+    with pytest.raises(ValueError, match=rf"at \[t={t}, b={b}, k={k}\]: id -1 not in "
+                                         r"\[0, 5\) \(padding past counts"):
+        SparseSpikes(ids, s.counts.clone(), 5)
+
+
 def test_counts_above_capacity_and_inconsistent():
     s = spikes_3x2x5()
     counts = s.counts.clone()

@@ -81,20 +81,21 @@ void requireCode(int value, int count, const char *name) {
 }
 
 void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name,
-                    bool scanRows) {
+                    unsigned batch, unsigned numIds, bool sorted, const char *name) {
   if (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch)
     throw std::invalid_argument(std::string(name) + " ids have shape " + describe(ids));
   requireShape(counts, {steps, batch, 2}, name);
-  if (!scanRows)
-    return;
   const std::size_t K = std::size_t(ids.shape(2)), rows = std::size_t(steps) * batch;
   const int32_t *id = ids.data(), *c = counts.data();
+  auto at = [&](std::size_t row) {
+    return " at t=" + std::to_string(row / batch) + ", b=" + std::to_string(row % batch);
+  };
   for (std::size_t row = 0; row < rows; ++row) {
     const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
     if (spikes < 0 || spikes > listed || std::size_t(listed) > K)
-      throw std::out_of_range(std::string(name) + " counts out of range at row " +
-                              std::to_string(row));
+      throw std::invalid_argument(std::string(name) + " counts (" + std::to_string(spikes) +
+                                  ", " + std::to_string(listed) + ")" + at(row) +
+                                  " are inconsistent or exceed capacity " + std::to_string(K));
     const int32_t *r = id + row * K;
     // Branch-free scan first (vectorised); the slow loop only names the fault.
     unsigned bad = 0;
@@ -108,14 +109,16 @@ void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
     }
     for (int32_t k = 0; bad && k < listed; ++k) {
       if (r[k] < 0 || unsigned(r[k]) >= numIds)
-        throw std::out_of_range(std::string(name) + " id " + std::to_string(r[k]) +
-                                " out of range [0, " + std::to_string(numIds) + ")");
+        throw std::invalid_argument(std::string(name) + " id " + std::to_string(r[k]) + at(row) +
+                                    ", k=" + std::to_string(k) + " out of range [0, " +
+                                    std::to_string(numIds) + ")");
       if (sorted && k != 0 && k != spikes && r[k] <= r[k - 1])
         throw std::invalid_argument(std::string(name) +
-                                    " ids must ascend within spikes and within eligible");
+                                    " ids must ascend within spikes and within eligible" +
+                                    at(row));
     }
     if (sorted && sharesAnId(r, r + spikes, r + spikes, r + listed))
-      throw std::invalid_argument(std::string(name) + " lists a neuron twice");
+      throw std::invalid_argument(std::string(name) + " lists a neuron twice" + at(row));
   }
 }
 

@@ -1,7 +1,6 @@
 // Conversion and validation of the numpy arguments of the _C functions.
 // Everything the kernels index with is checked here, before any kernel
-// runs: std::out_of_range / std::invalid_argument become IndexError /
-// ValueError in Python.
+// runs: std::invalid_argument becomes ValueError in Python.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -41,13 +40,13 @@ void requireCode(int value, int count, const char *name);
 // counts[T,B,2] with 0 <= spikes <= listed <= K and every listed id in
 // [0, numIds); with `sorted`, also ascending within the spike part and
 // within the eligible part, and no id in both (the executor relies on it to
-// find each tile's runs, at most one entry per neuron).
-// With scanRows false only the shapes are checked: for lists whose entries the
-// caller already checked and that cannot have changed since (autograd's saved
-// tensors, lists validated in Python right before the call).
+// find each tile's runs, at most one entry per neuron). Every call scans
+// them: Python can change a tensor behind its version counter (`.data`,
+// `.numpy()`), and a stale id here reads outside the weights, so a check
+// made earlier in Python cannot stand in for this one. The scan reads the
+// listed entries only (~1% of a training step).
 void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name,
-                    bool scanRows = true);
+                    unsigned batch, unsigned numIds, bool sorted, const char *name);
 
 inline SpikeListView listView(const IntArray &ids, const IntArray &counts) {
   return {ids.data(), counts.data(), unsigned(ids.shape(2))};

@@ -1,18 +1,17 @@
 """The IPU emulator backend: the codelets run on the CPU by the C++ host executor.
 
-One autograd Function per layer kind over ``snn_ipu._C``. Input lists are
-bounds-checked in Python before the call (lists built by this package, and
-lists checked before, are skipped while unmodified), so the executor is told
-not to scan them again (``check_lists=False``); in backward the lists are
-autograd's saved tensors, which autograd guards against in-place changes. The
-executor runs the tile plan that the planner makes for ``plan_target``
-(``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
+One autograd Function per layer kind over ``snn_ipu._C``. The executor checks
+the counts and listed ids of every list it reads, on every call (its errors are
+raised here with the layer's name). It runs the tile plan that the planner makes
+for ``plan_target`` (``host`` by default, ``ipu2`` to run the IPU's tiling on the
+CPU).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from contextlib import contextmanager
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -139,7 +138,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
             tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
             _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
-            _threads_for(in_ids, layer.out_features), check_lists=False,
+            _threads_for(in_ids, layer.out_features),
         )
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
@@ -195,7 +194,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current, check_lists=False,
+                return_grad_current=return_grad_current,
                 dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
             )
 
@@ -218,7 +217,7 @@ class _ReadoutFn(torch.autograd.Function):
         res = _C.layer_forward(
             2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
             _weights(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
-            _threads_for(in_ids, layer.out_features), check_lists=False,
+            _threads_for(in_ids, layer.out_features),
         )
         membrane = torch.from_numpy(res["membrane"])
         layer.last_membrane = membrane.detach() if layer.record_membrane else None
@@ -241,7 +240,7 @@ class _ReadoutFn(torch.autograd.Function):
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current, check_lists=False,
+                return_grad_current=return_grad_current,
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -260,9 +259,17 @@ def _check_cpu(*tensors) -> None:
             raise ValueError(f"the emulator backend runs on the CPU; got a tensor on {t.device}")
 
 
+@contextmanager
+def _named(where: str) -> Iterator[None]:
+    """The executor's argument errors (a bad input list, ...) name where they came from."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
 def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
     _check_cpu(spikes.values, weight, bias, rec_weight, beta, threshold, alpha)
-    spikes.check_bounds(layer.name)
     tiles = _plan(layer, spikes)
     # Learned decays need the dense state history in backward; decided here because
     # Function.forward always runs with grad disabled.
@@ -270,19 +277,20 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
         torch.is_grad_enabled()
         and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
     )
-    values, ids, counts = _SpikingLayerFn.apply(
-        layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
-        rec_weight, beta, threshold, alpha,
-    )
-    return SparseSpikes._trusted(ids, counts, layer.out_features, values)
+    with _named(layer.name):
+        values, ids, counts = _SpikingLayerFn.apply(
+            layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
+            rec_weight, beta, threshold, alpha,
+        )
+    return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
     _check_cpu(spikes.values, weight, bias, beta)
-    spikes.check_bounds(layer.name)
     tiles = _plan(layer, spikes)
-    return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
-                            bias, beta)
+    with _named(layer.name):
+        return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
+                                bias, beta)
 
 
 def spike_matmul(
@@ -308,12 +316,12 @@ def spike_matmul(
             f"weight must be [out, {spikes.num_neurons}], got {list(weight.shape)}"
         )
     _check_cpu(spikes.values, weight)
-    spikes.check_bounds("spike_matmul")
     tiles = tile_starts_for(
         weight.shape[1], weight.shape[0], spikes.batch_size, spikes.num_steps,
         capacity_in=spikes.capacity, capacity_out=weight.shape[0],
         weight_bytes=weight.element_size(), target=plan_target,
     )
-    res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _weights(weight),
-                          _num_threads)
+    with _named("spike_matmul"):
+        res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _weights(weight),
+                              _num_threads)
     return torch.from_numpy(res["currents"]), float(res["kernel_seconds"]), int(res["adds"])

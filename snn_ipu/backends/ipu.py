@@ -205,7 +205,7 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )
-    return SparseSpikes._trusted(ids, counts, N, values)
+    return SparseSpikes(ids, counts, N, values, validate=False)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:

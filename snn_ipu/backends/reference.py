@@ -123,7 +123,7 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
     record_stats(
         layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow, path="dense"
     )
-    return SparseSpikes._trusted(ids, counts, N, values)
+    return SparseSpikes(ids, counts, N, values, validate=False)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
