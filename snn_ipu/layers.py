@@ -167,7 +167,9 @@ class _Layer(nn.Module):
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
 
     def _check_finite(self) -> None:
-        for pname, p in self.named_parameters(recurse=False):
+        # Buffers too: a state_dict can load NaN into a fixed beta or threshold.
+        for pname, p in [*self.named_parameters(recurse=False),
+                         *self.named_buffers(recurse=False)]:
             # One summing pass (a NaN or inf anywhere makes the sum non-finite) instead of
             # isfinite's several over a large weight; the exact test runs only when the
             # sum is not finite, which huge but finite values can also cause.
@@ -175,7 +177,7 @@ class _Layer(nn.Module):
             if not bool(torch.isfinite(p.sum(dtype=torch.float32))) and not bool(
                 torch.isfinite(p).all()
             ):
-                raise ValueError(f"{self.name}: parameter {pname} contains NaN or inf")
+                raise ValueError(f"{self.name}: {pname} contains NaN or inf")
 
     def _backend(self):
         from .backends import select
@@ -216,6 +218,8 @@ class _SpikingLayer(_Layer):
         )
         if reset not in RESETS:
             raise ValueError(f"unknown reset mechanism {reset!r}; choose one of {tuple(RESETS)}")
+        if isinstance(grad_window, bool):
+            raise ValueError(f"grad_window must be None or a number >= 0, got {grad_window}")
         if grad_window is not None:
             gw = float(grad_window)
             if not math.isfinite(gw) or gw < 0:
@@ -233,13 +237,17 @@ class _SpikingLayer(_Layer):
         self._register("threshold", _threshold(threshold, out_features), learn_threshold)
         self.overflow_warned = False
 
-    def config(self) -> LayerConfig:
+    def config(self, records_grad: bool = True) -> LayerConfig:
+        """The settings of one call. Eligible-only entries exist for the backward
+        pass: where autograd does not record the call, a window of 0 lists the spikes
+        alone (with ``grad_window=None`` every neuron would be listed, and
+        ``max_spikes`` would have to hold them all)."""
         return LayerConfig(
             name=self.name,
             model=self.neuron_model,
             reset=self.reset,
             surrogate=self.surrogate,
-            grad_window=self.grad_window,
+            grad_window=self.grad_window if records_grad else 0.0,
             recurrent=self.recurrent,
             capacity=self.max_spikes,
             overflow=self.overflow,
@@ -253,8 +261,13 @@ class _SpikingLayer(_Layer):
         """Runs the layer over all timesteps; returns its output spikes."""
         spikes = as_sparse(x, self.in_features, self.name)
         self._check_finite()
+        records_grad = torch.is_grad_enabled() and (
+            spikes.values.requires_grad
+            or any(p.requires_grad for p in self.parameters(recurse=False))
+        )
         return self._backend().spiking_layer(
             self,
+            self.config(records_grad),
             spikes,
             self.weight,
             self.bias,
@@ -285,8 +298,10 @@ class LIFLayer(_SpikingLayer):
         grad_window: surrogate support below threshold; ``None`` = exact gradients.
         recurrent: add ``V S[t-1]`` with a learned ``[out, out]`` matrix ``rec_weight``
             (snnTorch ``RLeaky``, except for its zero reset: see the module docstring).
-        max_spikes: capacity of the output spike list per (t, b); ``None`` sizes it to
-            fit on CPU backends (the IPU needs a static capacity).
+        max_spikes: capacity of the output spike list per (t, b): its spikes and, when
+            autograd records the call, its gradient-eligible neurons (all of them with
+            ``grad_window=None``); ``None`` sizes it to fit on CPU backends (the IPU
+            needs a static capacity).
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
             (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.

@@ -10,6 +10,7 @@ differentiable part, its gradient is dL/dS at exactly the listed positions.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import NamedTuple, Optional, Tuple
 
@@ -39,9 +40,11 @@ def check_overflow_policy(policy: str) -> str:
 
 
 def raise_or_warn_overflow(
-    where: str, capacity: int, overflow: Overflow, policy: str, warn: bool = True
+    where: str, capacity: int, overflow: Overflow, policy: str, warn: bool = True,
+    note: str = "",
 ) -> None:
-    """Applies the overflow policy for a list whose entries did not all fit."""
+    """Applies the overflow policy for a list whose entries did not all fit; ``note``
+    ends the warning (how often it comes, where the totals are)."""
     if overflow.first is None:
         return
     t, b, spikes, needed = overflow.first
@@ -58,8 +61,7 @@ def raise_or_warn_overflow(
     if policy == "drop" and warn:
         warnings.warn(
             detail + f"; dropped {overflow.spikes_dropped} spikes and "
-            f"{overflow.eligible_dropped} eligible entries in this call (warned once "
-            "per layer; see the layer's stats for running totals)",
+            f"{overflow.eligible_dropped} eligible entries in this call{note}",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -151,9 +153,11 @@ class SparseSpikes:
         values: Optional[torch.Tensor] = None,
         validate: bool = True,
     ) -> None:
+        if isinstance(num_neurons, bool) or not hasattr(num_neurons, "__index__"):
+            raise TypeError(f"SparseSpikes.num_neurons must be an int, got {num_neurons!r}")
         self.ids = ids
         self.counts = counts
-        self.num_neurons = int(num_neurons)
+        self.num_neurons = operator.index(num_neurons)
         if values is None and isinstance(ids, torch.Tensor) and isinstance(counts, torch.Tensor):
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
@@ -287,7 +291,8 @@ class SparseSpikes:
                 f"dense spikes must be binary (0 or 1), found {bad}; encode analog inputs "
                 "first (e.g. snn_ipu.encoding.rate)"
             )
-        if max_spikes is not None and (int(max_spikes) != max_spikes or max_spikes < 1):
+        if max_spikes is not None and (isinstance(max_spikes, bool) or int(max_spikes) != max_spikes
+                                       or max_spikes < 1):
             raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes}")
         if eligible is not None and tuple(eligible.shape) != tuple(x.shape):
             raise ValueError(
@@ -328,6 +333,14 @@ class SparseSpikes:
         return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
 
 
+def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:
+    if steps < 1 or batch < 1:
+        raise ValueError(
+            f"{where}: input has T={steps} timesteps and B={batch} samples; a layer needs "
+            "at least one of each"
+        )
+
+
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
     """Accepts a SparseSpikes or a dense binary [T, B, N] tensor for a layer input."""
     if isinstance(x, SparseSpikes):
@@ -335,6 +348,7 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
             raise ValueError(
                 f"{where}: input has {x.num_neurons} neurons but in_features={num_neurons}"
             )
+        _require_steps_and_samples(x.num_steps, x.batch_size, where)
         return x
     if isinstance(x, torch.Tensor):
         if x.dim() != 3:
@@ -346,6 +360,7 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
             raise ValueError(
                 f"{where}: input has {x.shape[-1]} features but in_features={num_neurons}"
             )
+        _require_steps_and_samples(x.shape[0], x.shape[1], where)
         # A dense input that requires grad gets its full gradient: list every neuron.
         everything = torch.ones_like(x, dtype=torch.bool) if x.requires_grad else None
         return SparseSpikes.from_dense(x, eligible=everything)

@@ -16,6 +16,7 @@ from conftest import assert_rel_close, binary, margin
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer
 from snn_ipu import surrogate as sg
 from snn_ipu.backends import emulator
+from snn_ipu.spikes import listed_mask
 
 T, B, IN, HID, OUT = 16, 3, 36, 22, 9
 SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
@@ -211,6 +212,38 @@ def test_overflow_error_names_layer_timestep_counts():
     with pytest.raises(SpikeOverflowError, match=r"hidden1: .*max_spikes=2 .*timestep \d+, "
                                                   r"sample \d+: \d+ spikes"):
         busy_layer("error", 2)(binary((T, B, IN), 0.4, 4))
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_calls_autograd_does_not_record_list_spikes_only(backend, recurrent):
+    """Eligible-only entries serve the backward pass alone. With exact gradients every
+    neuron is eligible, so a capacity under the layer's width overflows in training;
+    under no_grad, or with nothing that needs a gradient, the same layer lists only its
+    spikes, which fit, and they are the spikes of a recorded call."""
+    torch.manual_seed(3)
+    layer = LIFLayer(IN, HID, recurrent=recurrent, max_spikes=12, backend=backend,
+                     name="hidden1")
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+    x = binary((T, B, IN), 0.3, 6)
+    unbounded = copy.deepcopy(layer)
+    unbounded.max_spikes = None
+    full = unbounded(x)
+    assert 0 < int(full.counts[..., 0].max()) <= 12 < int(full.counts[..., 1].max())
+    with pytest.raises(SpikeOverflowError, match="hidden1: .*gradient-eligible"):
+        layer(x)
+    with torch.no_grad():
+        quiet = layer(x)
+    for p in layer.parameters():
+        p.requires_grad_(False)
+    frozen = layer(x)
+    spikes = listed_mask(full.counts.long(), full.capacity, 0)[..., :12]
+    for out in (quiet, frozen):
+        assert torch.equal(out.counts[..., 0], full.counts[..., 0])
+        assert torch.equal(out.counts[..., 1], out.counts[..., 0])
+        assert torch.equal(out.ids * spikes, full.ids[..., :12] * spikes)
+        assert layer.stats["spikes_dropped"] == 0
 
 
 @pytest.mark.parametrize("recurrent", [False, True])

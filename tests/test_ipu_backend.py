@@ -48,7 +48,7 @@ def fake_poptorch(monkeypatch):
 
 
 def call_spiking(layer, s):
-    return ipu.spiking_layer(layer, s, layer.weight, layer.bias, layer.rec_weight,
+    return ipu.spiking_layer(layer, layer.config(), s, layer.weight, layer.bias, layer.rec_weight,
                              torch.full((layer.out_features,), 0.9),
                              torch.ones(layer.out_features), None)
 
@@ -100,8 +100,8 @@ def test_spiking_layer_emits_the_custom_op(fake_poptorch):
 def test_learned_decay_keeps_dense_state(fake_poptorch):
     layer = SynapticLayer(8, 6, max_spikes=4)
     beta = torch.full((6,), 0.9, requires_grad=True)
-    ipu.spiking_layer(layer, spikes(), layer.weight, None, None, beta, torch.ones(6),
-                      torch.full((6,), 0.8))
+    ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, None, None, beta,
+                      torch.ones(6), torch.full((6,), 0.8))
     (call,) = fake_poptorch.calls
     assert call["attributes"]["model"] == 1
     assert call["attributes"]["keep_dense_state"] == 1

@@ -142,3 +142,63 @@ def test_other_parameters():
         LIFLayer(0, 4)
     with pytest.raises(ValueError, match="surrogate parameter alpha"):
         surrogate.ATan(alpha=-1.0)
+
+
+def test_bool_and_fractional_sizes():
+    s = spikes_3x2x5()
+    with pytest.raises(TypeError, match="num_neurons must be an int, got 5.7"):
+        SparseSpikes(s.ids, s.counts, 5.7)
+    with pytest.raises(TypeError, match="num_neurons must be an int, got True"):
+        SparseSpikes(s.ids, s.counts, True)
+    with pytest.raises(ValueError, match="grad_window must be None or a number"):
+        LIFLayer(5, 4, grad_window=True)
+    with pytest.raises(ValueError, match="max_spikes must be a positive integer"):
+        SparseSpikes.from_dense(binary((3, 2, 5), 0.5, 0), max_spikes=True)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 5), (3, 0, 5)])
+def test_no_timesteps_or_no_samples(backend, shape):
+    layer = LIFLayer(5, 4, backend=backend, name="hidden")
+    for x in (torch.zeros(shape), SparseSpikes.from_dense(torch.zeros(shape))):
+        with pytest.raises(ValueError, match=rf"hidden: input has T={shape[0]} timesteps and "
+                                             rf"B={shape[1]} samples"):
+            layer(x)
+
+
+def test_nan_in_a_fixed_decay_loaded_from_a_state_dict(backend):
+    layer = LIFLayer(5, 4, backend=backend, name="hidden")
+    state = layer.state_dict()
+    state["beta"] = torch.tensor(math.nan)
+    layer.load_state_dict(state)
+    with pytest.raises(ValueError, match="hidden: beta contains NaN or inf"):
+        layer(binary((3, 2, 5), 0.5, 0))
+
+
+def test_float64_weights_on_the_emulator_are_refused_by_name():
+    layer = LIFLayer(5, 4, backend="emulator", name="hidden").double()
+    with pytest.raises(TypeError, match="hidden: the emulator backend takes float32 or "
+                                        "float16 weights, got torch.float64"):
+        layer(binary((3, 2, 5), 0.5, 0))
+    layer.backend = "reference"  # which runs it
+    assert layer(binary((3, 2, 5), 0.5, 0)).values.dtype == torch.float64
+
+
+@pytest.mark.parametrize("cls", [LIFLayer, ReadoutLayer])
+def test_second_order_gradients_on_the_emulator_are_refused(cls):
+    layer = cls(5, 4, backend="emulator", name="hidden")
+    x = binary((3, 2, 5), 0.5, 0).requires_grad_()
+    out = layer(x)
+    out = out.values if isinstance(out, SparseSpikes) else out
+    with pytest.raises(RuntimeError, match="hidden: the emulator backend has first-order "
+                                           "gradients only; create_graph=True"):
+        torch.autograd.grad(out.sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(layer(x).values.sum() if cls is LIFLayer
+                               else layer(x).sum(), x)  # first order: fine
+    assert g.shape == x.shape
+
+
+def test_from_dense_drop_warning_does_not_promise_a_layer():
+    with pytest.warns(RuntimeWarning) as record:
+        SparseSpikes.from_dense(torch.ones(3, 2, 5), max_spikes=2, overflow="drop")
+    (w,) = record
+    assert "SparseSpikes.from_dense" in str(w.message) and "layer" not in str(w.message)

@@ -4,8 +4,9 @@
 ``emulator``: the C++ host executor running the IPU codelets (default on CPU).
 ``ipu``: a PopTorch custom op, used when running on an IPU.
 
-Each backend module provides ``spiking_layer(layer, spikes, weight, bias,
-rec_weight, beta, threshold, alpha) -> SparseSpikes`` and
+Each backend module provides ``spiking_layer(layer, config, spikes, weight,
+bias, rec_weight, beta, threshold, alpha) -> SparseSpikes`` (``config``: the
+call's ``LayerConfig``, from ``layer.config(records_grad)``) and
 ``readout_layer(layer, spikes, weight, bias, beta) -> Tensor``.
 """
 

@@ -8,7 +8,8 @@ from ..spikes import Overflow, raise_or_warn_overflow
 def apply_overflow(layer, capacity: int, overflow: Overflow) -> None:
     """Raises, warns once, or records, as the layer's overflow policy says."""
     raise_or_warn_overflow(
-        layer.name, capacity, overflow, layer.overflow, warn=not layer.overflow_warned
+        layer.name, capacity, overflow, layer.overflow, warn=not layer.overflow_warned,
+        note=" (warned once per layer; see the layer's stats for running totals)",
     )
     if overflow.first is not None and layer.overflow == "drop":
         layer.overflow_warned = True

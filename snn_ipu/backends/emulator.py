@@ -65,15 +65,6 @@ def _np(t: Optional[torch.Tensor]) -> np.ndarray:
     return t.detach().contiguous().numpy()
 
 
-def _weights(t: Optional[torch.Tensor]) -> np.ndarray:
-    """float32 or float16 weights, as the executor takes either."""
-    if t is None:
-        return _EMPTY
-    if t.dtype not in (torch.float32, torch.float16):
-        t = t.float()
-    return _np(t)
-
-
 def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
     # Planned for the machine's threads, not set_num_threads(): the tiling fixes the
     # summation order, so results stay bit-identical whatever the thread count.
@@ -121,6 +112,17 @@ def _backward_input_side(layer, in_ids, in_counts, weight, needs, call):
     return res, grad_in, grad_w
 
 
+def _first_order_only(layer) -> None:
+    # Autograd runs a backward with grad mode on only for create_graph=True; the
+    # executor's gradients have no graph, so a second derivative would come out as
+    # a missing grad_fn far from its cause.
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            f"{layer.name}: the emulator backend has first-order gradients only; "
+            "create_graph=True (higher-order gradients) needs backend='reference'"
+        )
+
+
 def _grad(result: dict, key: str, like: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     if like is None or key not in result:
         return None
@@ -129,15 +131,14 @@ def _grad(result: dict, key: str, like: Optional[torch.Tensor]) -> Optional[torc
 
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, layer, tiles, keep_dense, in_ids, in_counts, in_values, weight, bias,
-                rec_weight, beta, threshold, alpha):
-        cfg = layer.config()
+    def forward(ctx, layer, cfg, tiles, keep_dense, in_ids, in_counts, in_values, weight,
+                bias, rec_weight, beta, threshold, alpha):
         sur = cfg.surrogate
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
-            tiles, _np(in_ids), _np(in_counts), _weights(weight), _np(bias),
-            _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
+            tiles, _np(in_ids), _np(in_counts), _np(weight), _np(bias),
+            _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
             _threads_for(in_ids, layer.out_features),
         )
         ids = torch.from_numpy(res["ids"])
@@ -178,19 +179,20 @@ class _SpikingLayerFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
+        _first_order_only(ctx.layer)
         if grad_values is None:  # nothing downstream used the values
-            return (None,) * 12
+            return (None,) * 13
         (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
          membrane, dense_membrane, dense_syn, dropped_ids, dropped_counts) = ctx.saved_tensors
         cfg = ctx.cfg
         sur = cfg.surrogate
-        needs = tuple(ctx.needs_input_grad[5:12])
+        needs = tuple(ctx.needs_input_grad[6:13])
 
         def call(call_needs, return_grad_current):
             return _C.layer_backward(
                 cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1],
-                cfg.window, ctx.tiles, _np(in_ids), _np(in_counts), _weights(weight),
-                ctx.has_bias, _weights(rec_weight), _np(beta), _np(threshold), _np(alpha),
+                cfg.window, ctx.tiles, _np(in_ids), _np(in_counts), _np(weight),
+                ctx.has_bias, _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
@@ -202,7 +204,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             ctx.layer, in_ids, in_counts, weight, needs, call
         )
         return (
-            None, None, None, None, None, grad_in, grad_w,
+            None, None, None, None, None, None, grad_in, grad_w,
             torch.from_numpy(res["grad_bias"]) if needs[2] and ctx.has_bias else None,
             _grad(res, "grad_rec_weight", rec_weight) if needs[3] and ctx.has_rec else None,
             _grad(res, "grad_beta", beta) if needs[4] else None,
@@ -216,7 +218,7 @@ class _ReadoutFn(torch.autograd.Function):
     def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta):
         res = _C.layer_forward(
             2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
-            _weights(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
+            _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
             _threads_for(in_ids, layer.out_features),
         )
         membrane = torch.from_numpy(res["membrane"])
@@ -229,6 +231,7 @@ class _ReadoutFn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_membrane):
+        _first_order_only(ctx.layer)
         in_ids, in_counts, weight, beta, membrane = ctx.saved_tensors
         need = ctx.needs_input_grad
         needs = (need[4], need[5], need[6], False, need[7], False, False)
@@ -236,7 +239,7 @@ class _ReadoutFn(torch.autograd.Function):
         def call(call_needs, return_grad_current):
             return _C.layer_backward(
                 2, 2, 0, 2.0, 0.0, float("inf"), ctx.tiles, _np(in_ids), _np(in_counts),
-                _weights(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)),
+                _np(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)),
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
@@ -253,10 +256,16 @@ class _ReadoutFn(torch.autograd.Function):
         )
 
 
-def _check_cpu(*tensors) -> None:
-    for t in tensors:
+def _check_inputs(where: str, weights, *tensors) -> None:
+    for t in (*weights, *tensors):
         if t is not None and t.device.type != "cpu":
             raise ValueError(f"the emulator backend runs on the CPU; got a tensor on {t.device}")
+    for w in weights:
+        if w is not None and w.dtype not in (torch.float32, torch.float16):
+            raise TypeError(
+                f"{where}: the emulator backend takes float32 or float16 weights, got "
+                f"{w.dtype} (the reference backend runs float64)"
+            )
 
 
 @contextmanager
@@ -268,8 +277,9 @@ def _named(where: str) -> Iterator[None]:
         raise ValueError(f"{where}: {exc}") from exc
 
 
-def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
-    _check_cpu(spikes.values, weight, bias, rec_weight, beta, threshold, alpha)
+def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
+                  alpha):
+    _check_inputs(layer.name, (weight, rec_weight), spikes.values, bias, beta, threshold, alpha)
     tiles = _plan(layer, spikes)
     # Learned decays need the dense state history in backward; decided here because
     # Function.forward always runs with grad disabled.
@@ -279,14 +289,14 @@ def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, t
     )
     with _named(layer.name):
         values, ids, counts = _SpikingLayerFn.apply(
-            layer, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
+            layer, cfg, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
             rec_weight, beta, threshold, alpha,
         )
     return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
-    _check_cpu(spikes.values, weight, bias, beta)
+    _check_inputs(layer.name, (weight,), spikes.values, bias, beta)
     tiles = _plan(layer, spikes)
     with _named(layer.name):
         return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
@@ -315,13 +325,13 @@ def spike_matmul(
         raise ValueError(
             f"weight must be [out, {spikes.num_neurons}], got {list(weight.shape)}"
         )
-    _check_cpu(spikes.values, weight)
+    _check_inputs("spike_matmul", (weight,), spikes.values)
     tiles = tile_starts_for(
         weight.shape[1], weight.shape[0], spikes.batch_size, spikes.num_steps,
         capacity_in=spikes.capacity, capacity_out=weight.shape[0],
         weight_bytes=weight.element_size(), target=plan_target,
     )
     with _named("spike_matmul"):
-        res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _weights(weight),
+        res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _np(weight),
                               _num_threads)
     return torch.from_numpy(res["currents"]), float(res["kernel_seconds"]), int(res["adds"])

@@ -166,10 +166,10 @@ def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -
     return t
 
 
-def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
+def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
+                  alpha):
     poptorch = _require_ipu()
     load_library()
-    config = layer.config()
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     capacity = _capacity(layer, spikes)
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(

@@ -65,8 +65,8 @@ def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
     return current if bias is None else current + bias
 
 
-def spiking_layer(layer, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold, alpha):
-    cfg = layer.config()
+def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
+                  alpha):
     T, B, _ = spikes.dense_shape
     N = layer.out_features
     current = _input_current(spikes, weight, bias)
