@@ -106,6 +106,47 @@ def test_ipu2_plan(model, reset, recurrent, window):
     assert emu[0].stats["tiles"] > 1, "the ipu2 plan should spread a layer over tiles"
 
 
+@pytest.mark.parametrize("model, reset, recurrent, window", [
+    ("leaky", "subtract", False, 0.3), ("leaky", "zero", True, None),
+    ("synaptic", "subtract", True, 0.3), ("synaptic", "none", False, None),
+])
+def test_dense_input_forward(monkeypatch, model, reset, recurrent, window):
+    """The forward's GEMM path for dense inputs (forced here at any density) gives the
+    reference's spikes, membranes and gradients, and the stats say it was taken."""
+    monkeypatch.setattr(emulator, "FORWARD_DENSE_FRACTION", 0.0)
+    net, x, readout = tie_free(model, reset, recurrent, window, "host", sg.ATan(2.0))
+    emu = emulated(net)
+    compare(net, emu, x, readout)
+    assert [layer.stats["path"] for layer in emu] == ["dense", "dense"]
+
+
+def test_dense_input_is_chosen_by_density():
+    layer = LIFLayer(IN, HID, backend="emulator")
+    layer(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION - 0.15, 1))
+    assert layer.stats["path"] == "sparse"
+    layer(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION + 0.15, 1))
+    assert layer.stats["path"] == "dense"
+    readout = ReadoutLayer(IN, OUT, backend="emulator")
+    readout(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION + 0.15, 1))
+    assert readout.stats["path"] == "dense"
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_stats_report_eligible_activity(backend):
+    """Exact gradients list every neuron in a recorded call: eligible-only entries are
+    all the neurons that did not spike. Under no_grad nothing but spikes is listed."""
+    layer = LIFLayer(IN, HID, backend=backend)
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.3, 2)
+    layer(x)
+    assert 0 < layer.stats["activity"] < 1
+    assert layer.stats["eligible_activity"] == pytest.approx(1 - layer.stats["activity"])
+    with torch.no_grad():
+        layer(x)
+    assert layer.stats["eligible_activity"] == 0
+
+
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 def test_learned_decays_and_threshold(model):
     extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, HID))

@@ -197,14 +197,19 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
                       const IntArray &inCounts, const py::array &weight,
                       const FloatArray &bias, const py::array &recWeight,
                       const FloatArray &beta, const FloatArray &threshold,
-                      const FloatArray &alpha, int numThreads) {
+                      const FloatArray &alpha, int numThreads,
+                      const FloatArray &inputCurrents) {
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, bias, recWeight, beta, threshold, alpha);
   requireCode(overflow, 3, "overflow");
   if (capacity < 0)
     throw std::invalid_argument("capacity must be >= 0");
+  const bool givenCurrents =
+      optionalShape(inputCurrents, {a.shape.steps, a.shape.batch, a.shape.outFeatures},
+                    "input_currents");
   const ForwardOptions options{unsigned(capacity), overflow, keepDenseState,
-                               threadCount(numThreads)};
+                               threadCount(numThreads),
+                               givenCurrents ? inputCurrents.data() : nullptr};
   return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
 }
 
@@ -371,7 +376,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("grad_window"), py::arg("capacity"), py::arg("overflow"),
         py::arg("keep_dense_state"), py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("bias"), py::arg("rec_weight"),
-        py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("num_threads") = 0);
+        py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("num_threads") = 0,
+        py::arg("input_currents") = FloatArray(py::ssize_t(0)));
   m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),

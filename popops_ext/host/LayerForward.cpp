@@ -32,7 +32,8 @@ LayerForward<WT>::LayerForward(const Shape &shape, const NeuronSpec &neuron,
 
 template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
   const unsigned B = shape_.batch, len = layout_.rowLength(j), width = layout_.width(j);
-  blocks_.build(layout_, j, weight_, shape_.inFeatures);
+  if (!options_.inputCurrents)
+    blocks_.build(layout_, j, weight_, shape_.inFeatures);
   if (recWeight_)
     recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
   TileState &s = tiles_[j];
@@ -97,14 +98,22 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   const float *bias = neuron_.bias ? neuron_.bias + first : nullptr;
   const std::size_t biasSize = bias ? width : 0;
 
-  SpikeMatmul<WT> mm;
-  mm.ids.bind(inputLists_.ids(t), inputLists_.spikes(t));
-  mm.ends.bind(inputLists_.ends(t), B);
-  mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
-  mm.currents.bind(s.currents.data(), s.currents.size());
-  mm.rowLength = len;
-  mm.accumulate = 0; // the step's first input sets the currents
-  mm.compute();
+  if (options_.inputCurrents) {
+    // The lanes past width stay at the zeros prepareTile wrote.
+    for (unsigned b = 0; b < B; ++b)
+      std::memcpy(s.currents.data() + std::size_t(b) * len,
+                  options_.inputCurrents + (std::size_t(t) * B + b) * N + first,
+                  width * sizeof(float));
+  } else {
+    SpikeMatmul<WT> mm;
+    mm.ids.bind(inputLists_.ids(t), inputLists_.spikes(t));
+    mm.ends.bind(inputLists_.ends(t), B);
+    mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
+    mm.currents.bind(s.currents.data(), s.currents.size());
+    mm.rowLength = len;
+    mm.accumulate = 0; // the step's first input sets the currents
+    mm.compute();
+  }
 
   for (unsigned b = 0; b < B; ++b) {
     const std::size_t row = std::size_t(t) * B + b;
@@ -172,7 +181,8 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
   const unsigned numThreads = effectiveThreads(options_.numThreads, numTiles);
   ThreadPool &pool = ThreadPool::instance();
-  inputLists_.build(input_, T, shape_.batch, options_.numThreads);
+  if (!options_.inputCurrents)
+    inputLists_.build(input_, T, shape_.batch, options_.numThreads);
   if (!recWeight_) {
     std::atomic<unsigned> next{0};
     pool.run(numThreads, [&](unsigned, unsigned) {

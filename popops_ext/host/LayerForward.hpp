@@ -23,6 +23,10 @@ struct ForwardOptions {
   int overflow;      // Overflow
   bool keepDenseState;
   unsigned numThreads;
+  // [T x B x out] feed-forward currents W x[t], computed by the caller (a GEMM,
+  // where the input is dense enough for one to beat the spike matmul), or null:
+  // the tiles then add their input rows themselves.
+  const float *inputCurrents = nullptr;
 };
 
 struct OverflowAt {

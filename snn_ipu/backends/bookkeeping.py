@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ..spikes import Overflow, raise_or_warn_overflow
 
 
@@ -24,13 +26,19 @@ def record_stats(
     capacity: int,
     needed_capacity: int,
     overflow: Overflow,
+    counts: torch.Tensor,
     **extra,
 ) -> None:
-    """Updates ``layer.stats``: activity of this call and running drop counters."""
+    """Updates ``layer.stats``: activity of this call and running drop counters.
+    ``counts`` is the emitted list's [T, B, 2]: the backward pass costs O(listed)."""
     prev = layer.stats
+    neuron_steps = max(1, num_steps * batch_size * layer.out_features)
+    listed = counts.sum(dtype=torch.int64, dim=(0, 1))
     layer.stats = {
         "backend": backend,
-        "activity": total_spikes / max(1, num_steps * batch_size * layer.out_features),
+        "activity": total_spikes / neuron_steps,
+        # listed entries that did not spike: in the gradient window, near threshold
+        "eligible_activity": int(listed[1] - listed[0]) / neuron_steps,
         "spikes": total_spikes,
         "capacity": capacity,
         "needed_capacity": needed_capacity,

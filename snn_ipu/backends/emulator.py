@@ -75,6 +75,36 @@ def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
     )
 
 
+def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> torch.Tensor:
+    """The input list's spikes as a dense float [T*B, n_in] (eligible-only entries 0)."""
+    T, B, K = in_ids.shape
+    spikes = listed_mask(in_counts.long(), K, 0).float().reshape(T * B, K)
+    # scatter_add_: padding entries (id 0, value 0) must not overwrite neuron 0's spike.
+    return torch.zeros(T * B, n_in).scatter_add_(1, in_ids.long().reshape(T * B, K), spikes)
+
+
+# Input spike density above which the forward pass computes the feed-forward currents
+# with one GEMM (torch's, on the dense input) instead of the tiles' row adds, which run
+# at ~0.5-0.65 of the GEMM's rate; the scatter to a dense input and the copy of each
+# tile's currents come on top. Measured break-even (training steps, paired): input
+# density ~0.5 for 2312- and 4096-input layers, ~0.65 for 1000, above 0.7 for 700.
+FORWARD_DENSE_FRACTION = 0.6
+
+
+def _dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor,
+                 n_in: int) -> Optional[torch.Tensor]:
+    """The dense input [T*B, n_in] where it is dense enough for the GEMM path, else None."""
+    T, B, _ = in_ids.shape
+    if float(in_counts[..., 0].sum()) <= FORWARD_DENSE_FRACTION * T * B * n_in:
+        return None
+    return _dense_spikes(in_ids, in_counts, n_in)
+
+
+def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int, B: int) -> np.ndarray:
+    """W x[t] for every step [T, B, out] for the executor, or nothing (no dense input)."""
+    return _EMPTY if x is None else _np((x @ weight.float().t()).reshape(T, B, -1))
+
+
 # Where the input side of the backward pass (dL/dx at the listed inputs, dL/dW at the
 # input spikes) involves more than this fraction of all input rows, one BLAS GEMM on
 # dL/dI beats the sparse row kernels (measured on AVX2: ~12 G row adds/s against
@@ -82,11 +112,12 @@ def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
 DENSE_FRACTION = 0.3
 
 
-def _backward_input_side(layer, in_ids, in_counts, weight, needs, call):
+def _backward_input_side(layer, in_ids, in_counts, weight, needs, call, dense_x=None):
     """Runs the executor's backward, taking the dense GEMM path for the input side
     where it is faster, and records the choice in ``layer.stats``.
 
-    ``call(needs, return_grad_current)`` invokes ``_C.layer_backward``.
+    ``call(needs, return_grad_current)`` invokes ``_C.layer_backward``; ``dense_x`` is
+    the forward's dense input, if it made one.
     """
     T, B, K = in_ids.shape
     rows = max(1, T * B * weight.shape[1])
@@ -102,13 +133,10 @@ def _backward_input_side(layer, in_ids, in_counts, weight, needs, call):
         g_x = (g_current @ weight.float()).reshape(T, B, -1)
         grad_in = torch.gather(g_x, -1, in_ids.long()) * listed_mask(in_counts.long(), K, 1)
     if dense_w:
-        spikes = listed_mask(in_counts.long(), K, 0).float().reshape(T * B, K)
-        x = torch.zeros(T * B, weight.shape[1]).scatter_add_(
-            1, in_ids.long().reshape(T * B, K), spikes
-        )
+        x = dense_x if dense_x is not None else _dense_spikes(in_ids, in_counts, weight.shape[1])
         grad_w = (g_current.t() @ x).to(weight.dtype)
-    layer.stats["input_grad_path"] = "dense" if dense_in else "sparse"
-    layer.stats["weight_grad_path"] = "dense" if dense_w else "sparse"
+    layer.stats["input_grad_path"] = "none" if not needs[0] else "dense" if dense_in else "sparse"
+    layer.stats["weight_grad_path"] = "none" if not needs[1] else "dense" if dense_w else "sparse"
     return res, grad_in, grad_w
 
 
@@ -134,12 +162,15 @@ class _SpikingLayerFn(torch.autograd.Function):
     def forward(ctx, layer, cfg, tiles, keep_dense, in_ids, in_counts, in_values, weight,
                 bias, rec_weight, beta, threshold, alpha):
         sur = cfg.surrogate
+        T, B = in_ids.shape[:2]
+        dense_x = _dense_input(in_ids, in_counts, weight.shape[1])
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
             tiles, _np(in_ids), _np(in_counts), _np(weight), _np(bias),
             _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
             _threads_for(in_ids, layer.out_features),
+            input_currents=_currents(dense_x, weight, T, B),
         )
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
@@ -150,16 +181,17 @@ class _SpikingLayerFn(torch.autograd.Function):
             None if first is None else tuple(int(v) for v in first),
         )
         apply_overflow(layer, K, overflow)
-        T, B = ids.shape[:2]
         record_stats(
             layer, "emulator", T, B, int(res["total_spikes"]), K, int(res["needed_capacity"]),
-            overflow, path="sparse", tiles=len(tiles) - 1, plan_target=cfg.plan_target,
+            overflow, counts, path="sparse" if dense_x is None else "dense", tiles=len(tiles) - 1,
+            plan_target=cfg.plan_target,
         )
         dense_membrane = torch.from_numpy(res["dense_membrane"])
         layer.last_membrane = dense_membrane if layer.record_membrane else None
         ctx.layer = layer
         ctx.cfg = cfg
         ctx.tiles = tiles
+        ctx.dense_x = dense_x if ctx.needs_input_grad[7] else None  # for dL/dW's GEMM
         ctx.has_bias = bias is not None
         ctx.has_rec = rec_weight is not None
         ctx.has_alpha = alpha is not None
@@ -201,7 +233,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             )
 
         res, grad_in, grad_w = _backward_input_side(
-            ctx.layer, in_ids, in_counts, weight, needs, call
+            ctx.layer, in_ids, in_counts, weight, needs, call, ctx.dense_x
         )
         return (
             None, None, None, None, None, None, grad_in, grad_w,
@@ -216,11 +248,16 @@ class _SpikingLayerFn(torch.autograd.Function):
 class _ReadoutFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta):
+        T, B = in_ids.shape[:2]
+        dense_x = _dense_input(in_ids, in_counts, weight.shape[1])
         res = _C.layer_forward(
             2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
             _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
             _threads_for(in_ids, layer.out_features),
+            input_currents=_currents(dense_x, weight, T, B),
         )
+        layer.stats = {"backend": "emulator", "path": "sparse" if dense_x is None else "dense"}
+        ctx.dense_x = dense_x if ctx.needs_input_grad[5] else None
         membrane = torch.from_numpy(res["membrane"])
         layer.last_membrane = membrane.detach() if layer.record_membrane else None
         ctx.layer = layer
@@ -247,7 +284,7 @@ class _ReadoutFn(torch.autograd.Function):
             )
 
         res, grad_in, grad_w = _backward_input_side(
-            ctx.layer, in_ids, in_counts, weight, needs, call
+            ctx.layer, in_ids, in_counts, weight, needs, call, ctx.dense_x
         )
         return (
             None, None, None, None, grad_in, grad_w,
