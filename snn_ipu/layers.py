@@ -101,6 +101,19 @@ def _threshold(value: Scalar, size: int) -> torch.Tensor:
     return t
 
 
+def _check_loaded_constants(module: _Layer, incompatible_keys) -> None:
+    """load_state_dict hook: fixed decays and thresholds (buffers) come in past the
+    constructor's checks, and the forward pass checks only learned parameters."""
+    for name, value in module.named_buffers(recurse=False):
+        try:
+            if name == "threshold":
+                _threshold(value, module.out_features)
+            else:
+                _decay(name, value, module.out_features, False)
+        except ValueError as exc:
+            raise ValueError(f"{module.name}: loaded {exc}") from None
+
+
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -147,6 +160,7 @@ class _Layer(nn.Module):
         else:
             self.rec_weight = None
         self._register("beta", _decay("beta", beta, out_features, learn_beta), learn_beta)
+        self.register_load_state_dict_post_hook(_check_loaded_constants)
         self.stats: dict = {}
         # When True, the backend keeps the last call's membrane [T, B, out] (detached)
         # in ``last_membrane``: for plots and debugging, at the cost of dense memory.
@@ -167,9 +181,7 @@ class _Layer(nn.Module):
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
 
     def _check_finite(self) -> None:
-        # Buffers too: a state_dict can load NaN into a fixed beta or threshold.
-        for pname, p in [*self.named_parameters(recurse=False),
-                         *self.named_buffers(recurse=False)]:
+        for pname, p in self.named_parameters(recurse=False):
             # One summing pass (a NaN or inf anywhere makes the sum non-finite) instead of
             # isfinite's several over a large weight; the exact test runs only when the
             # sum is not finite, which huge but finite values can also cause.

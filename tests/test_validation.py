@@ -165,13 +165,21 @@ def test_no_timesteps_or_no_samples(backend, shape):
             layer(x)
 
 
-def test_nan_in_a_fixed_decay_loaded_from_a_state_dict(backend):
-    layer = LIFLayer(5, 4, backend=backend, name="hidden")
+@pytest.mark.parametrize("name, value, message", [
+    ("beta", math.nan, r"beta must lie in \[0, 1\]"), ("beta", 1.5, r"beta must lie in \[0, 1\]"),
+    ("threshold", 0.0, "threshold must be finite and > 0"),
+    ("threshold", math.inf, "threshold must be finite and > 0"),
+])
+def test_fixed_constants_loaded_from_a_state_dict_are_checked(name, value, message):
+    layer = LIFLayer(5, 4, name="hidden")
     state = layer.state_dict()
-    state["beta"] = torch.tensor(math.nan)
-    layer.load_state_dict(state)
-    with pytest.raises(ValueError, match="hidden: beta contains NaN or inf"):
-        layer(binary((3, 2, 5), 0.5, 0))
+    state[name] = torch.tensor(value)
+    with pytest.raises(ValueError, match=f"hidden: loaded {message}"):
+        layer.load_state_dict(state)
+    state = SynapticLayer(5, 4).state_dict()
+    state["alpha"] = torch.tensor(-0.5)
+    with pytest.raises(ValueError, match=r"loaded alpha must lie in \[0, 1\]"):
+        SynapticLayer(5, 4).load_state_dict(state)
 
 
 def test_float64_weights_on_the_emulator_are_refused_by_name():

@@ -67,7 +67,8 @@ struct LayerArgs {
   LayerArgs(int model, int reset, int surrogateKind, float p0, float p1, float gradWindow,
             const IntArray &tileStarts, const IntArray &inIds_, const IntArray &inCounts_,
             const py::array &weight_, const FloatArray &bias_, const py::array &recWeight_,
-            const FloatArray &beta_, const FloatArray &threshold_, const FloatArray &alpha_)
+            const FloatArray &beta_, const FloatArray &threshold_, const FloatArray &alpha_,
+            bool scanLists = true)
       : inIds(inIds_), inCounts(inCounts_), bias(bias_), beta(beta_), threshold(threshold_),
         alpha(alpha_) {
     requireCode(model, 3, "model");
@@ -82,7 +83,8 @@ struct LayerArgs {
     if (inIds.ndim() != 3)
       throw std::invalid_argument("in_ids must be [T, B, K]");
     shape = {unsigned(inIds.shape(0)), unsigned(inIds.shape(1)), in, out};
-    checkSpikeList(inIds, inCounts, shape.steps, shape.batch, in, false, "input list");
+    checkSpikeList(inIds, inCounts, shape.steps, shape.batch, in, false, "input list",
+                   scanLists);
     layout = std::make_unique<TileLayout>(tileStarts.data(), tileStarts.size(), out);
     const py::ssize_t n = out;
     const bool hasBias = optionalShape(bias, {n}, "bias");
@@ -184,6 +186,7 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
   result["eligible_dropped"] = stats.eligibleDropped;
   result["needed_capacity"] = stats.neededCapacity;
   result["total_spikes"] = stats.totalSpikes;
+  result["eligible_listed"] = stats.eligibleListed;
   const OverflowAt &o = stats.overflowAt;
   result["overflow_at"] =
       o.happened ? py::object(py::make_tuple(o.step, o.sample, o.spikes, o.needed))
@@ -198,9 +201,9 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
                       const FloatArray &bias, const py::array &recWeight,
                       const FloatArray &beta, const FloatArray &threshold,
                       const FloatArray &alpha, int numThreads,
-                      const FloatArray &inputCurrents) {
+                      const FloatArray &inputCurrents, bool checkLists) {
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
-                    inCounts, weight, bias, recWeight, beta, threshold, alpha);
+                    inCounts, weight, bias, recWeight, beta, threshold, alpha, checkLists);
   requireCode(overflow, 3, "overflow");
   if (capacity < 0)
     throw std::invalid_argument("capacity must be >= 0");
@@ -282,11 +285,11 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        const FloatArray &membrane, const FloatArray &denseMembrane,
                        const FloatArray &denseSyn, const FloatArray &gradOut,
                        const std::vector<bool> &needsList, int numThreads,
-                       bool returnGradCurrent, const IntArray &droppedIds,
+                       bool returnGradCurrent, bool checkLists, const IntArray &droppedIds,
                        const IntArray &droppedCounts) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
-                    inCounts, weight, noBias, recWeight, beta, threshold, alpha);
+                    inCounts, weight, noBias, recWeight, beta, threshold, alpha, checkLists);
   if (needsList.size() != 7)
     throw std::invalid_argument("needs must hold 7 flags");
   GradNeeds needs{needsList[0], needsList[1], needsList[2] && hasBias,
@@ -301,7 +304,7 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
     requireShape(gradOut, {T, B, N}, "grad_out");
   } else {
     checkSpikeList(outIds, outCounts, a.shape.steps, a.shape.batch, a.shape.outFeatures,
-                   true, "output list");
+                   true, "output list", checkLists);
     const py::ssize_t K = outIds.shape(2);
     requireShape(membrane, {T, B, K}, "membrane");
     requireShape(gradOut, {T, B, K}, "grad_out");
@@ -377,7 +380,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("keep_dense_state"), py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("bias"), py::arg("rec_weight"),
         py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("num_threads") = 0,
-        py::arg("input_currents") = FloatArray(py::ssize_t(0)));
+        py::arg("input_currents") = FloatArray(py::ssize_t(0)), py::arg("check_lists") = true);
   m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),
@@ -386,10 +389,20 @@ PYBIND11_MODULE(_C, m) {
         py::arg("out_counts"), py::arg("membrane"), py::arg("dense_membrane"),
         py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
         py::arg("num_threads") = 0, py::arg("return_grad_current") = false,
-        py::arg("dropped_ids") = IntArray(py::ssize_t(0)),
+        py::arg("check_lists") = true, py::arg("dropped_ids") = IntArray(py::ssize_t(0)),
         py::arg("dropped_counts") = IntArray(py::ssize_t(0)));
   m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
+  m.def(
+      "check_spike_list",
+      [](const IntArray &ids, const IntArray &counts, unsigned numIds) {
+        if (ids.ndim() != 3)
+          throw std::invalid_argument("ids must be [T, B, K]");
+        return checkSpikeList(ids, counts, unsigned(ids.shape(0)), unsigned(ids.shape(1)),
+                              numIds, false, "input list");
+      },
+      py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
+      "Checks a list's counts and listed ids as the executor does; returns its spike total.");
   m.def("hardware_threads", &hardwareThreads);
   registerPlanBindings(m);
 }

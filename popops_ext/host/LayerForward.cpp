@@ -276,6 +276,7 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
   for (std::size_t row = 0; row < rows; ++row) {
     const unsigned *c = rowCounts.data() + 4 * row;
     stats_.spikesDropped += c[2] - c[0];
+    stats_.eligibleListed += c[1] - c[0];
     stats_.eligibleDropped += (c[3] - c[2]) - (c[1] - c[0]);
     if (c[3] > K && !stats_.overflowAt.happened)
       stats_.overflowAt = {true, unsigned(row / B), unsigned(row % B), c[2], c[3]};

@@ -40,6 +40,7 @@ struct ForwardStats {
   std::int64_t spikesDropped = 0;
   std::int64_t eligibleDropped = 0;
   std::int64_t totalSpikes = 0; // spikes fired, including dropped ones
+  std::int64_t eligibleListed = 0; // eligible-only entries in the emitted lists
   OverflowAt overflowAt;
 };
 

@@ -80,11 +80,15 @@ void requireCode(int value, int count, const char *name) {
                                 std::to_string(value));
 }
 
-void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name) {
+std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
+                            unsigned batch, unsigned numIds, bool sorted, const char *name,
+                            bool scanEntries) {
   if (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch)
     throw std::invalid_argument(std::string(name) + " ids have shape " + describe(ids));
   requireShape(counts, {steps, batch, 2}, name);
+  if (!scanEntries)
+    return 0;
+  std::int64_t total = 0;
   const std::size_t K = std::size_t(ids.shape(2)), rows = std::size_t(steps) * batch;
   const int32_t *id = ids.data(), *c = counts.data();
   auto at = [&](std::size_t row) {
@@ -96,6 +100,7 @@ void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
       throw std::invalid_argument(std::string(name) + " counts (" + std::to_string(spikes) +
                                   ", " + std::to_string(listed) + ")" + at(row) +
                                   " are inconsistent or exceed capacity " + std::to_string(K));
+    total += spikes;
     const int32_t *r = id + row * K;
     // Branch-free scan first (vectorised); the slow loop only names the fault.
     unsigned bad = 0;
@@ -120,6 +125,7 @@ void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
     if (sorted && sharesAnId(r, r + spikes, r + spikes, r + listed))
       throw std::invalid_argument(std::string(name) + " lists a neuron twice" + at(row));
   }
+  return total;
 }
 
 } // namespace snn

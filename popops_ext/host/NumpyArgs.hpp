@@ -40,13 +40,12 @@ void requireCode(int value, int count, const char *name);
 // counts[T,B,2] with 0 <= spikes <= listed <= K and every listed id in
 // [0, numIds); with `sorted`, also ascending within the spike part and
 // within the eligible part, and no id in both (the executor relies on it to
-// find each tile's runs, at most one entry per neuron). Every call scans
-// them: Python can change a tensor behind its version counter (`.data`,
-// `.numpy()`), and a stale id here reads outside the weights, so a check
-// made earlier in Python cannot stand in for this one. The scan reads the
-// listed entries only (~1% of a training step).
-void checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
-                    unsigned batch, unsigned numIds, bool sorted, const char *name);
+// find each tile's runs, at most one entry per neuron). Returns the number
+// of spikes listed. scanEntries false checks the shapes alone, for lists the
+// caller has scanned (and returns 0).
+std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
+                            unsigned batch, unsigned numIds, bool sorted, const char *name,
+                            bool scanEntries = true);
 
 inline SpikeListView listView(const IntArray &ids, const IntArray &counts) {
   return {ids.data(), counts.data(), unsigned(ids.shape(2))};

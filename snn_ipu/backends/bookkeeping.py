@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import torch
-
 from ..spikes import Overflow, raise_or_warn_overflow
 
 
@@ -26,19 +24,18 @@ def record_stats(
     capacity: int,
     needed_capacity: int,
     overflow: Overflow,
-    counts: torch.Tensor,
+    eligible: int,
     **extra,
 ) -> None:
     """Updates ``layer.stats``: activity of this call and running drop counters.
-    ``counts`` is the emitted list's [T, B, 2]: the backward pass costs O(listed)."""
+    ``eligible``: the emitted list's eligible-only entries (the backward pass costs
+    O(spikes + eligible))."""
     prev = layer.stats
     neuron_steps = max(1, num_steps * batch_size * layer.out_features)
-    listed = counts.sum(dtype=torch.int64, dim=(0, 1))
     layer.stats = {
         "backend": backend,
         "activity": total_spikes / neuron_steps,
-        # listed entries that did not spike: in the gradient window, near threshold
-        "eligible_activity": int(listed[1] - listed[0]) / neuron_steps,
+        "eligible_activity": eligible / neuron_steps,
         "spikes": total_spikes,
         "capacity": capacity,
         "needed_capacity": needed_capacity,

@@ -1,8 +1,15 @@
 """The IPU emulator backend: the codelets run on the CPU by the C++ host executor.
 
-One autograd Function per layer kind over ``snn_ipu._C``. The executor checks
-the counts and listed ids of every list it reads, on every call (its errors are
-raised here with the layer's name). It runs the tile plan that the planner makes
+One autograd Function per layer kind over ``snn_ipu._C``. Every forward call
+checks the counts and listed ids of the layer's input list with the executor's
+own scan (``_C.check_spike_list``, which also counts the spikes for the choice
+of path), however the list was made or checked before: a tensor edited through
+``.data`` or ``.numpy()`` escapes autograd's version counters. Its errors are
+raised here with the layer's name. The backward pass reads autograd's saved
+tensors (that input, and the output list the executor wrote) without scanning
+them again (``check_lists=False``; on S at 0.5% those scans cost ~6% of a
+step): autograd refuses in-place edits of saved tensors, but an edit through
+``.data`` between forward and backward is not caught. It runs the tile plan that the planner makes
 for ``plan_target`` (``host`` by default, ``ipu2`` to run the IPU's tiling on the
 CPU).
 """
@@ -91,11 +98,14 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
 FORWARD_DENSE_FRACTION = 0.6
 
 
-def _dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor,
-                 n_in: int) -> Optional[torch.Tensor]:
-    """The dense input [T*B, n_in] where it is dense enough for the GEMM path, else None."""
+def _checked_dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor, ids: np.ndarray,
+                         counts: np.ndarray, n_in: int) -> Optional[torch.Tensor]:
+    """Checks the input list (``ids``, ``counts``: its arrays; the executor's scan,
+    which also counts its spikes) and returns the dense input [T*B, n_in] where it is
+    dense enough for the GEMM path."""
     T, B, _ = in_ids.shape
-    if float(in_counts[..., 0].sum()) <= FORWARD_DENSE_FRACTION * T * B * n_in:
+    spikes = _C.check_spike_list(ids, counts, n_in)
+    if spikes <= FORWARD_DENSE_FRACTION * T * B * n_in:
         return None
     return _dense_spikes(in_ids, in_counts, n_in)
 
@@ -163,14 +173,15 @@ class _SpikingLayerFn(torch.autograd.Function):
                 bias, rec_weight, beta, threshold, alpha):
         sur = cfg.surrogate
         T, B = in_ids.shape[:2]
-        dense_x = _dense_input(in_ids, in_counts, weight.shape[1])
+        ids_np, counts_np = _np(in_ids), _np(in_counts)
+        dense_x = _checked_dense_input(in_ids, in_counts, ids_np, counts_np, weight.shape[1])
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
-            tiles, _np(in_ids), _np(in_counts), _np(weight), _np(bias),
+            tiles, ids_np, counts_np, _np(weight), _np(bias),
             _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
             _threads_for(in_ids, layer.out_features),
-            input_currents=_currents(dense_x, weight, T, B),
+            input_currents=_currents(dense_x, weight, T, B), check_lists=False,
         )
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
@@ -183,7 +194,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         apply_overflow(layer, K, overflow)
         record_stats(
             layer, "emulator", T, B, int(res["total_spikes"]), K, int(res["needed_capacity"]),
-            overflow, counts, path="sparse" if dense_x is None else "dense", tiles=len(tiles) - 1,
+            overflow, int(res["eligible_listed"]),
+            path="sparse" if dense_x is None else "dense", tiles=len(tiles) - 1,
             plan_target=cfg.plan_target,
         )
         dense_membrane = torch.from_numpy(res["dense_membrane"])
@@ -228,7 +240,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current,
+                return_grad_current=return_grad_current, check_lists=False,
                 dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
             )
 
@@ -249,12 +261,13 @@ class _ReadoutFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta):
         T, B = in_ids.shape[:2]
-        dense_x = _dense_input(in_ids, in_counts, weight.shape[1])
+        ids_np, counts_np = _np(in_ids), _np(in_counts)
+        dense_x = _checked_dense_input(in_ids, in_counts, ids_np, counts_np, weight.shape[1])
         res = _C.layer_forward(
-            2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, _np(in_ids), _np(in_counts),
+            2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, ids_np, counts_np,
             _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
             _threads_for(in_ids, layer.out_features),
-            input_currents=_currents(dense_x, weight, T, B),
+            input_currents=_currents(dense_x, weight, T, B), check_lists=False,
         )
         layer.stats = {"backend": "emulator", "path": "sparse" if dense_x is None else "dense"}
         ctx.dense_x = dense_x if ctx.needs_input_grad[5] else None
@@ -280,7 +293,7 @@ class _ReadoutFn(torch.autograd.Function):
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
-                return_grad_current=return_grad_current,
+                return_grad_current=return_grad_current, check_lists=False,
             )
 
         res, grad_in, grad_w = _backward_input_side(

@@ -121,8 +121,8 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     values = torch.gather(S_all, -1, ids.long()) * listed_mask(counts.long(), K, 1)
     needed = (spk_all | elig_all).sum(-1).max()
     record_stats(
-        layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow, counts,
-        path="dense",
+        layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow,
+        int((counts[..., 1] - counts[..., 0]).sum()), path="dense",
     )
     return SparseSpikes(ids, counts, N, values, validate=False)
 
