@@ -507,6 +507,11 @@ def test_hostile_arguments_raise():
     inverted["in_counts"][1, 0] = (2, 1)
     with pytest.raises(ValueError, match=r"counts \(2, 1\) at t=1, b=0"):
         run_forward(inverted, [0, 13])
+    # the scan the emulator runs before every forward call: the same errors, and the
+    # number of spikes listed
+    assert _C.check_spike_list(p["in_ids"], p["in_counts"], 20) == int(p["in_counts"][..., 0].sum())
+    with pytest.raises(ValueError, match="id -1 at t=0, b=0, k=0 out of range"):
+        _C.check_spike_list(neg["in_ids"], neg["in_counts"], 20)
     for tiles in ([0, 5, 5, 13], [0, 8, 4, 13], [1, 13], [0, 12], [0, 14], [0]):
         with pytest.raises(ValueError):
             run_forward(p, tiles)

@@ -9,9 +9,9 @@ raised here with the layer's name. The backward pass reads autograd's saved
 tensors (that input, and the output list the executor wrote) without scanning
 them again (``check_lists=False``; on S at 0.5% those scans cost ~6% of a
 step): autograd refuses in-place edits of saved tensors, but an edit through
-``.data`` between forward and backward is not caught. It runs the tile plan that the planner makes
-for ``plan_target`` (``host`` by default, ``ipu2`` to run the IPU's tiling on the
-CPU).
+``.data`` between forward and backward is not caught. The executor runs the
+tile plan that the planner makes for ``plan_target`` (``host`` by default,
+``ipu2`` to run the IPU's tiling on the CPU).
 """
 
 from __future__ import annotations
