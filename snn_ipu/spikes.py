@@ -140,9 +140,11 @@ class SparseSpikes:
         values: float ``[T, B, K]``; 1 for spikes, 0 elsewhere. Built when omitted.
         validate: check the invariants (leave on for anything built by hand).
 
-    The emulator's native code checks the counts and listed ids of every list it
-    is given, whatever was checked before, so a list edited after validation
-    (also through ``.data`` or ``.numpy()``) raises a ValueError there, not a crash.
+    An emulator layer checks the counts and listed ids of its input list in native
+    code on every call, whatever was checked before, so a list edited after
+    validation (also through ``.data`` or ``.numpy()``) raises a ValueError there,
+    not a crash. (Autograd's saved lists are not scanned again in the backward
+    pass: an edit through ``.data`` between a forward and its backward is not caught.)
     """
 
     def __init__(
