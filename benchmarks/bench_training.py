@@ -836,13 +836,30 @@ def plot(result: dict, path: Path) -> Optional[str]:
 
 
 # --------------------------------------------------------------------------- main
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
+    return value
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_training", description=__doc__.split("\n")[0])
     p.add_argument("--configs", nargs="+", default=["S", "L"], choices=sorted(CONFIGS))
-    p.add_argument("--activities", nargs="+", type=float, default=list(DEFAULT_ACTIVITIES),
-                   help="target fractions of neurons spiking per step")
+    p.add_argument("--activities", nargs="+", type=_fraction, default=None,
+                   help="target fractions of neurons spiking per step, in (0, 1] "
+                        f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; 0.02 0.1 with "
+                        "--quick)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    p.add_argument("--repeats", type=int, default=7, help="timed steps per backend (max)")
+    p.add_argument("--repeats", type=_positive_int, default=7,
+                   help="timed steps per backend (max)")
     p.add_argument("--max-seconds", type=float, default=20.0,
                    help="stop repeating a backend after this many seconds (>= 1 timed step)")
     p.add_argument("--baseline-timing", choices=("auto", "each", "reuse"), default="auto",
@@ -852,30 +869,33 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                    help="with reuse: the activities at which dense baselines are timed")
     p.add_argument("--baseline-memory-once", action="store_true",
                    help="measure dense baselines' peak memory at their first activity only")
-    p.add_argument("--thread-configs", nargs="*", default=["L"],
+    p.add_argument("--thread-configs", nargs="*", default=["L"], choices=sorted(CONFIGS),
                    help="configs on which emulator 1 vs 2 threads is timed")
-    p.add_argument("--thread-repeats", type=int, default=15,
+    p.add_argument("--thread-repeats", type=_positive_int, default=15,
                    help="timed steps per thread count (max): a 2-thread step needs both "
                         "cores free, so a busy spell of one skews a short series")
     p.add_argument("--no-memory", dest="memory", action="store_false",
                    help="skip the per-step peak-memory subprocesses")
     p.add_argument("--memory-timeout", type=float, default=300.0)
-    p.add_argument("--steps", type=int, default=None, help="override T")
-    p.add_argument("--batch", type=int, default=None, help="override B")
+    p.add_argument("--steps", type=_positive_int, default=None, help="override T")
+    p.add_argument("--batch", type=_positive_int, default=None, help="override B")
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--adam", choices=("fused", "default"), default="fused",
                    help="Adam implementation, the same for every backend (fused: PyTorch's "
                         "fused CPU kernel where the installed torch has it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true",
-                   help="CI smoke: S only, 2 activities, T=20, B=32, 1 repeat")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+                   help="CI smoke: S only, T=20, B=32, 1 repeat, no thread check, results "
+                        "in a temporary directory unless --out is given")
+    p.add_argument("--out", default=None,
+                   help="results directory (default benchmarks/results/, the committed run)")
     p.add_argument("--_memory-worker", nargs=2, metavar=("PROBLEM", "BACKEND"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.activities is None:
+        args.activities = [0.02, 0.1] if args.quick else list(DEFAULT_ACTIVITIES)
     if args.quick:
         args.configs = ["S"]
-        args.activities = args.activities[:2] if argv and "--activities" in argv else [0.02, 0.1]
         args.steps = args.steps or 20
         args.batch = args.batch or 32
         args.repeats = 1
@@ -885,6 +905,15 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return args
 
 
+def results_dir(args: argparse.Namespace) -> Path:
+    """--out, else the committed results' directory; a quick run never writes there."""
+    if args.out is not None:
+        return Path(args.out)
+    if args.quick:
+        return Path(tempfile.mkdtemp(prefix="snn_ipu_bench_"))
+    return ROOT / "benchmarks" / "results"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     if args._memory_worker:
@@ -892,7 +921,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             args.adam)
         print(json.dumps(res))
         return 0
-    out = Path(args.out)
+    out = results_dir(args)
     out.mkdir(parents=True, exist_ok=True)
     status = {"emulator": emulator_status(), "reference": None, "snntorch": snntorch_status()}
     for fam, err in status.items():

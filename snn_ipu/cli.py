@@ -66,7 +66,10 @@ def build_model(
     if output == "membrane":
         last: nn.Module = ReadoutLayer(num_hidden, num_classes, beta=beta, backend=backend)
     elif output == "spikes":
-        last = lif(num_hidden, num_classes, False, "output")
+        # Exact gradients: a windowed spiking output layer stops learning (output
+        # neurons far below threshold never get a gradient), and at 10-20 neurons
+        # the window would save nothing.
+        last = LIFLayer(num_hidden, num_classes, beta=beta, backend=backend, name="output")
     else:
         raise ValueError(f"output must be 'membrane' or 'spikes', got {output!r}")
     model = nn.Sequential(*hidden, last)
@@ -164,15 +167,40 @@ def train(args: argparse.Namespace, log=print) -> Dict[str, float]:
     return metrics
 
 
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _window(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
 def _add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, default=None, help="default 12 (4 with --quick)")
-    p.add_argument("--batch-size", type=int, default=None, help="default 64 (32 with --quick)")
-    p.add_argument("--hidden", type=int, default=128, help="neurons per hidden layer")
-    p.add_argument("--steps", type=int, default=50, help="timesteps T")
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--epochs", type=_at_least(1), default=None, help="default 12 (4 with --quick)")
+    p.add_argument("--batch-size", type=_at_least(1), default=None,
+                   help="default 64 (32 with --quick)")
+    p.add_argument("--hidden", type=_at_least(1), default=128, help="neurons per hidden layer")
+    p.add_argument("--steps", type=_at_least(1), default=50, help="timesteps T")
+    p.add_argument("--lr", type=_positive_float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--grad-window", type=float, default=None,
+        "--grad-window", type=_window, default=None,
         help="surrogate support below threshold (sparse backward); default: exact",
     )
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "emulator", "ipu"))
@@ -180,13 +208,15 @@ def _add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default="membrane", choices=("membrane", "spikes"))
     p.add_argument("--quick", action="store_true", help="small, fast run (smoke test)")
     data = p.add_argument_group("Randman data")
-    data.add_argument("--classes", type=int, default=10)
-    data.add_argument("--inputs", type=int, default=100)
+    data.add_argument("--classes", type=_at_least(2), default=10)
+    data.add_argument("--inputs", type=_at_least(1), default=100)
     data.add_argument(
-        "--samples-per-class", type=int, default=None, help="default 150 (50 with --quick)"
+        "--samples-per-class", type=_at_least(3), default=None,
+        help="default 150 (50 with --quick); 3 or more, so that the 20%% test split of "
+             "each class holds a sample",
     )
-    data.add_argument("--dim-manifold", type=int, default=1)
-    data.add_argument("--alpha", type=float, default=2.0, help="manifold smoothness")
+    data.add_argument("--dim-manifold", type=_at_least(1), default=1)
+    data.add_argument("--alpha", type=_positive_float, default=2.0, help="manifold smoothness")
 
 
 def _apply_defaults(args: argparse.Namespace) -> None:

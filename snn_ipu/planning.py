@@ -237,6 +237,8 @@ class _LayerShape:
     recurrent: bool
     max_spikes: Optional[int]
     weight_bytes: int
+    # learned decays: the IPU op keeps the dense membrane (and synaptic) history
+    dense_history: bool = False
 
 
 def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
@@ -253,6 +255,11 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
             recurrent=bool(getattr(m, "recurrent", False)),
             max_spikes=getattr(m, "max_spikes", None),
             weight_bytes=weight.element_size() if isinstance(weight, torch.Tensor) else 4,
+            dense_history=any(
+                isinstance(getattr(m, decay, None), torch.nn.Parameter)
+                and getattr(m, decay).requires_grad
+                for decay in ("beta", "alpha")
+            ),
         ))
     if not shapes:
         raise ValueError("the model has no snn_ipu layers (modules with a neuron_model)")
@@ -287,7 +294,10 @@ def plan(
     is the spike-list capacity of layers that do not set their own (``None``:
     the planner's automatic guess from ``activity``); ``input_max_spikes`` the
     capacity of the network's input list. ``activity`` is the expected fraction
-    of neurons spiking per step and only affects cycle estimates.
+    of neurons spiking per step: it sets the cycle estimates and, where no
+    ``max_spikes`` is given, the automatic capacities (and so the bytes). A layer
+    that learns beta or alpha is planned with the dense state history its IPU op
+    keeps for their gradients.
     """
     from . import _C
 
@@ -297,9 +307,15 @@ def plan(
         shapes = _shapes_from_sizes(model_or_sizes)
     if target not in ("ipu2", "host"):
         raise ValueError(f"unknown target {target!r}; expected 'ipu2' or 'host'")
-    for what, value in (("batch_size", batch_size), ("num_steps", num_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    for what, value, optional in (
+        ("batch_size", batch_size, False), ("num_steps", num_steps, False),
+        ("max_spikes", max_spikes, True), ("input_max_spikes", input_max_spikes, True),
+        ("threads", threads, True),
+    ):
+        if optional and value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31):
+            raise ValueError(f"{what} must be a positive integer (below 2**31), got {value!r}")
     if not 0.0 <= activity <= 1.0:
         raise ValueError(f"activity must be a fraction in [0, 1], got {activity!r}")
     n_threads = threads if threads is not None else default_threads()
@@ -312,6 +328,7 @@ def plan(
         d = _C.plan_layer(
             s.in_features, s.out_features, batch_size, num_steps, s.recurrent, s.model,
             capacity_in, capacity_out, float(activity), s.weight_bytes, target, n_threads,
+            dense_history=s.dense_history,
         )
         rows.append(LayerPlanRow.from_plan(s.name, d))
         clock_hz = float(d["clock_hz"])

@@ -65,3 +65,20 @@ def test_bench_quick(tmp_path):
     if elapsed > TIME_LIMIT_S:  # a loaded shared machine: report, do not fail
         warnings.warn(f"bench --quick took {elapsed:.0f}s (target < {TIME_LIMIT_S:.0f}s)",
                       stacklevel=1)
+
+
+def test_bench_arguments():
+    bench = _load_bench()
+    assert bench.parse_args(["--quick", "--activities=0.05"]).activities == [0.05]
+    args = bench.parse_args(["--quick", "--activities", "0.05", "0.2", "0.3"])
+    assert args.activities == [0.05, 0.2, 0.3]
+    # a quick run never writes over the committed results by default
+    committed = (BENCH.parent / "results").resolve()
+    quick_dir = bench.results_dir(args)
+    assert quick_dir.resolve() != committed
+    quick_dir.rmdir()
+    assert bench.results_dir(bench.parse_args([])).resolve() == committed
+    for bad in (["--activities", "0"], ["--activities", "1.5"], ["--repeats", "0"],
+                ["--steps", "0"], ["--thread-configs", "XL"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)

@@ -51,3 +51,25 @@ def test_bench_forwards_arguments(monkeypatch, tmp_path):
 def test_unknown_command():
     with pytest.raises(SystemExit):
         cli.main(["fly"])
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--epochs", "0"), ("--batch-size", "0"), ("--hidden", "-3"), ("--classes", "1"),
+    ("--samples-per-class", "2"), ("--lr", "-1"), ("--lr", "nan"), ("--alpha", "inf"),
+    ("--grad-window", "-0.1"), ("--steps", "0"),
+])
+def test_bad_train_flags_are_named_by_argparse(capsys, flag, value):
+    argv = [a for a in TINY]
+    if flag in argv:
+        argv[argv.index(flag) + 1] = value
+    else:
+        argv += [flag, value]
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_spiking_output_layer_keeps_exact_gradients():
+    model = cli.build_model(20, 16, 3, output="spikes", grad_window=0.1, backend="reference")
+    assert [layer.grad_window for layer in model] == [0.1, 0.1, None]

@@ -162,3 +162,17 @@ def test_errors():
         next(batches(torch.zeros(4, 2, 3), torch.zeros(4, dtype=torch.long), 0))
     with pytest.raises(ValueError, match="labels"):
         SpikeDataset(torch.zeros(4, 2, 3), torch.zeros(3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(jitter=float("nan")), "jitter must be a finite number"),
+    (dict(jitter=float("inf")), "jitter must be a finite number"),
+    (dict(alpha=float("inf")), "alpha must be a finite number"),
+    (dict(num_samples_per_class=1), "num_samples_per_class must be an integer >= 2"),
+    (dict(num_inputs=2.5), "num_inputs must be an integer"),
+])
+def test_randman_arguments_that_would_corrupt_the_data_are_refused(kwargs, message):
+    args = dict(num_classes=2, num_inputs=4, num_steps=8, num_samples_per_class=3)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        make_randman(**args)

@@ -246,6 +246,34 @@ def test_plan_from_module_reads_layer_attributes():
         plan(torch.nn.Linear(3, 3), 4, 10)
 
 
+def test_plan_of_layers_learning_decays_counts_their_dense_history():
+    """A layer that learns beta (or alpha) keeps U (and syn) over T on the IPU: the
+    plan's history bytes are the hand-computed T x B x neurons x 4 per state."""
+    from snn_ipu import LIFLayer, SynapticLayer
+
+    def history(layer):
+        r = plan(torch.nn.Sequential(layer), batch_size=4, num_steps=10)
+        row = r.layers[0]
+        return row.details["memory"]["history"], row.neurons_per_tile
+
+    plain, _ = history(LIFLayer(40, 24))
+    learned, n = history(LIFLayer(40, 24, learn_beta=True))
+    assert learned - plain == 10 * 4 * n * 4
+    syn_plain, _ = history(SynapticLayer(40, 24))
+    syn_learned, n = history(SynapticLayer(40, 24, learn_alpha=True))
+    assert syn_learned - syn_plain == 2 * 10 * 4 * n * 4
+
+
+def test_plan_arguments_are_checked_by_name():
+    for kwargs in (dict(max_spikes=0), dict(input_max_spikes=2.5), dict(threads=-1),
+                   dict(num_steps=2**33)):
+        name = next(iter(kwargs))
+        args = dict(batch_size=4, num_steps=10)
+        args.update(kwargs)
+        with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+            plan([40, 24, 5], **args)
+
+
 def test_plan_error_names_the_layer_and_the_fix():
     r = plan([100_000, 100_000, 10], batch_size=32, num_steps=100)
     assert not r.fits

@@ -79,18 +79,20 @@ def randman_times(
 
     :return: (times float64 ``[C * S, num_spikes, num_inputs]``, labels int64 ``[C * S]``)
     """
-    if num_classes < 2:
-        raise ValueError(f"num_classes must be >= 2, got {num_classes}")
-    for name, value in (
-        ("num_inputs", num_inputs),
-        ("num_samples_per_class", num_samples_per_class),
-        ("dim_manifold", dim_manifold),
-        ("num_spikes", num_spikes),
+    for name, value, low in (
+        ("num_classes", num_classes, 2),
+        ("num_inputs", num_inputs, 1),
+        # spike times are min-max scaled over a class's samples: one sample has no spread
+        ("num_samples_per_class", num_samples_per_class, 2),
+        ("dim_manifold", dim_manifold, 1),
+        ("num_spikes", num_spikes, 1),
     ):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if alpha <= 0:
-        raise ValueError(f"alpha must be positive, got {alpha}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha}")
+    if not 0 < prec < 1:
+        raise ValueError(f"prec must lie in (0, 1), got {prec}")
     num_harmonics = int(min(math.ceil(prec ** (-1.0 / alpha)), 1000))
     generator = torch.Generator().manual_seed(seed)
     times = []
@@ -139,8 +141,8 @@ def make_randman(
     """
     if num_steps < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
-    if jitter < 0:
-        raise ValueError(f"jitter must be >= 0, got {jitter}")
+    if not (math.isfinite(jitter) and jitter >= 0):
+        raise ValueError(f"jitter must be a finite number >= 0, got {jitter}")
     times, labels = randman_times(
         num_classes, num_inputs, num_samples_per_class, dim_manifold, alpha, num_spikes, seed
     )
