@@ -214,13 +214,15 @@ class PlanReport:
         )
         if not self.is_ipu and self.layers:
             lines.append(f"host: work items keep their weight block within "
-                         f"{_kib(self.budget)} (half of L2); data limit "
+                         f"{_kib(self.budget)} (a core's L2); data limit "
                          f"{_kib(int(self.layers[0].details.get('host_memory_budget', 0)))}")
         lines.extend(f"  {p}" for p in self.problems())
         return "\n".join(lines)
 
 
 def _kib(n: int) -> str:
+    if n >= 1 << 40:
+        return f"{n / (1 << 40):.1f} TiB"
     if n >= 1 << 30:
         return f"{n / (1 << 30):.1f} GiB"
     if n >= 1 << 20:
@@ -248,7 +250,7 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
             continue
         weight = getattr(m, "weight", None)
         shapes.append(_LayerShape(
-            name=name or type(m).__name__,
+            name=getattr(m, "name", None) or name or type(m).__name__,
             in_features=int(m.in_features),
             out_features=int(m.out_features),
             model=model_code(m.neuron_model),

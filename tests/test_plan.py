@@ -145,7 +145,7 @@ def test_tiles_cover_all_neurons(target, out):
         assert p["num_tiles"] >= min(3, math.ceil(out / 8))
 
 
-def test_host_weight_block_within_half_l2():
+def test_host_weight_block_within_l2():
     p = _C.plan_layer(4000, 512, 4, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
     n = p["neurons_per_tile_max"]
     assert n % 8 == 0
@@ -259,6 +259,8 @@ def test_plan_of_layers_learning_decays_counts_their_dense_history():
     plain, _ = history(LIFLayer(40, 24))
     learned, n = history(LIFLayer(40, 24, learn_beta=True))
     assert learned - plain == 10 * 4 * n * 4
+    named = plan(torch.nn.Sequential(LIFLayer(40, 24, name="hidden1")), 4, 10)
+    assert named.layers[0].name == "hidden1"  # the layer's own name, as errors use it
     syn_plain, _ = history(SynapticLayer(40, 24))
     syn_learned, n = history(SynapticLayer(40, 24, learn_alpha=True))
     assert syn_learned - syn_plain == 2 * 10 * 4 * n * 4
