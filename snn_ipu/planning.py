@@ -12,6 +12,7 @@ The estimates are a model (instruction counts of the codelets, exchange at
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -280,9 +281,13 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
 
 
 def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:
-    sizes = [int(s) for s in sizes]
-    if len(sizes) < 2 or any(s < 1 for s in sizes):
-        raise ValueError(f"layer sizes must be at least two positive integers, got {sizes}")
+    if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2 or any(
+            isinstance(s, bool) or not hasattr(s, "__index__") or s < 1 for s in sizes):
+        raise ValueError(
+            f"layer sizes must be a module or a sequence of at least two positive integers, "
+            f"got {sizes!r}"
+        )
+    sizes = [operator.index(s) for s in sizes]
     last = len(sizes) - 2
     return [
         _LayerShape(f"layer{i}", n_in, n_out, 2 if i == last else 0, False, None, 4)

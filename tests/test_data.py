@@ -176,3 +176,10 @@ def test_randman_arguments_that_would_corrupt_the_data_are_refused(kwargs, messa
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         make_randman(**args)
+
+
+def test_split_needs_one_label_per_sample():
+    spikes, labels = make_randman(num_classes=2, num_inputs=4, num_steps=8,
+                                  num_samples_per_class=5)
+    with pytest.raises(ValueError, match="one label per sample"):
+        split(spikes, labels[:-1])

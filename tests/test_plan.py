@@ -266,6 +266,12 @@ def test_plan_of_layers_learning_decays_counts_their_dense_history():
     assert syn_learned - syn_plain == 2 * 10 * 4 * n * 4
 
 
+def test_plan_sizes_must_be_integers():
+    for sizes in ([700.9, 256], ["700", 256], "700", [700], [700, 0], [700, True]):
+        with pytest.raises(ValueError, match="sequence of at least two positive integers"):
+            plan(sizes, 4, 10)
+
+
 def test_plan_arguments_are_checked_by_name():
     for kwargs in (dict(max_spikes=0), dict(input_max_spikes=2.5), dict(threads=-1),
                    dict(num_steps=2**33)):

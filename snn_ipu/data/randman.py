@@ -207,6 +207,11 @@ def split(
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    if labels.dim() != 1 or spikes.shape[0] != labels.shape[0]:
+        raise ValueError(
+            f"split needs one label per sample: spikes {tuple(spikes.shape)}, labels "
+            f"{tuple(labels.shape)}"
+        )
     is_test = torch.zeros(labels.shape[0], dtype=torch.bool)
     for label in labels.unique():
         members = (labels == label).nonzero().squeeze(1)
