@@ -12,7 +12,7 @@ import torch  # noqa: F401, I001
 
 from . import data, encoding, losses, surrogate
 from .layers import LIFLayer, ReadoutLayer, SynapticLayer
-from .planning import PlanError, PlanReport, plan
+from .planning import PlanError, PlanReport, place, plan
 from .spikes import SparseSpikes, SpikeOverflowError
 
 __version__ = "0.1.0"
@@ -28,6 +28,7 @@ __all__ = [
     "data",
     "encoding",
     "losses",
+    "place",
     "plan",
     "surrogate",
 ]

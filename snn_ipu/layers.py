@@ -166,6 +166,8 @@ class _Layer(nn.Module):
         # in ``last_membrane``: for plots and debugging, at the cost of dense memory.
         self.record_membrane = False
         self.last_membrane: Optional[torch.Tensor] = None
+        # The tiles of this layer's IPU op (snn_ipu.planning.place); None: from tile 0.
+        self.ipu_tiles = None
 
     def _register(self, name: str, value: torch.Tensor, learn: bool) -> None:
         if learn:

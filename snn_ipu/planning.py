@@ -5,6 +5,9 @@ planner (``popops_ext/plan``, the same one the Poplar builder and the
 emulator run) and reports per layer: tiles used, bytes per tile against the
 624 KiB of an IPU tile, exchange bytes and estimated cycles per training
 step, and whether it fits, with what to change when it does not.
+``place(model, batch_size, num_steps)`` plans the same way and hands each
+layer its tiles, so that the ``ipu`` backend builds the layers where the
+report counted them.
 
 The estimates are a model (instruction counts of the codelets, exchange at
 4 bytes per tile per cycle), not measurements on an IPU.
@@ -20,7 +23,7 @@ import torch
 
 from .backends.tiles import MODEL_CODES, default_threads, model_code
 
-__all__ = ["LayerPlanRow", "PlanError", "PlanReport", "plan"]
+__all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
 
 _MODEL_NAMES = {code: name for name, code in MODEL_CODES.items()}
 
@@ -138,7 +141,7 @@ class PlanReport:
     @property
     def bytes_per_tile_overlaid(self) -> int:
         """Bytes on tile 0 with every layer laid out from tile 0 (what the ipu backend
-        does until it takes ``tile_offsets``)."""
+        does with layers that :func:`place` did not place)."""
         return sum(r.bytes_per_tile_max for r in self.layers)
 
     @property
@@ -226,8 +229,9 @@ class PlanReport:
         if self.is_ipu and self.disjoint and len(self.layers) > 1:
             overlaid = self.bytes_per_tile_overlaid
             lines.append(
-                "note: the ipu backend still starts every layer at tile 0 (docs/ipu.md, "
-                f"known gaps); overlaid, the busiest tile holds {_kib(overlaid)}"
+                "note: the ipu backend places the layers so only after "
+                "snn_ipu.planning.place(model, batch_size, num_steps); without it every layer "
+                f"starts at tile 0 and the busiest tile holds {_kib(overlaid)}"
                 + ("" if overlaid <= self.budget else " - that does NOT fit")
             )
         if not self.is_ipu and self.layers:
@@ -248,6 +252,19 @@ def _kib(n: int) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
+@dataclass(frozen=True)
+class IpuTiles:
+    """Where :func:`place` put a layer's op on the IPU, for one batch size and
+    sequence length: tiles ``[first_tile, first_tile + num_tiles)``, each with
+    ``neurons_per_tile`` of its output neurons (the last with the rest)."""
+
+    first_tile: int
+    num_tiles: int
+    neurons_per_tile: int
+    batch_size: int
+    num_steps: int
+
+
 @dataclass
 class _LayerShape:
     name: str
@@ -261,11 +278,17 @@ class _LayerShape:
     dense_history: bool = False
 
 
+def _snn_layers(model: torch.nn.Module) -> List[Any]:
+    """(name, module) of the model's snn_ipu layers, in registration order."""
+    layers = [(name, m) for name, m in model.named_modules() if hasattr(m, "neuron_model")]
+    if not layers:
+        raise ValueError("the model has no snn_ipu layers (modules with a neuron_model)")
+    return layers
+
+
 def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
     shapes = []
-    for name, m in model.named_modules():
-        if not hasattr(m, "neuron_model"):
-            continue
+    for name, m in _snn_layers(model):
         weight = getattr(m, "weight", None)
         shapes.append(_LayerShape(
             name=getattr(m, "name", None) or name or type(m).__name__,
@@ -281,8 +304,6 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
                 for decay in ("beta", "alpha")
             ),
         ))
-    if not shapes:
-        raise ValueError("the model has no snn_ipu layers (modules with a neuron_model)")
     return shapes
 
 
@@ -358,3 +379,35 @@ def plan(
         clock_hz = float(d["clock_hz"])
         capacity_in = int(d["capacity_out"])  # the next layer reads this layer's list
     return PlanReport(target, batch_size, num_steps, rows, clock_hz)
+
+
+def place(
+    model: torch.nn.Module,
+    batch_size: int,
+    num_steps: int,
+    max_spikes: Optional[int] = None,
+    activity: float = 0.05,
+    input_max_spikes: Optional[int] = None,
+) -> PlanReport:
+    """Plan ``model`` for an IPU (:func:`plan`, target ``"ipu2"``) and give each of
+    its layers the tiles of that plan (``layer.ipu_tiles``, an :class:`IpuTiles`).
+
+    The ``ipu`` backend then builds each layer's op on its own tiles, side by
+    side, with the plan's tile size, where the report counted them; without
+    ``place`` every op starts at tile 0 and the layers share tiles. When the
+    layers' tiles add up to more than the IPU has, they still start at tile 0
+    (``PlanReport.tile_offsets``). Call it again after changing the batch size
+    or the sequence length: a layer placed for other ones refuses to run.
+
+    Raises:
+        PlanError: the network does not fit; the message says what to change.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"place() needs the model (a torch.nn.Module), got {type(model).__name__}")
+    report = plan(model, batch_size, num_steps, target="ipu2", max_spikes=max_spikes,
+                  activity=activity, input_max_spikes=input_max_spikes)
+    report.raise_if_not_fits()
+    for (_, layer), row, first in zip(_snn_layers(model), report.layers, report.tile_offsets):
+        layer.ipu_tiles = IpuTiles(first, row.num_tiles, row.neurons_per_tile, batch_size,
+                                   num_steps)
+    return report

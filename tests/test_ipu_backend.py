@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 
+import snn_ipu
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 from snn_ipu.backends import ipu
 
@@ -125,3 +126,72 @@ def test_infinite_window_is_packed_as_negative():
                             keep_dense_state=False)
     assert config.grad_window is None and a["grad_window"] == -1.0
     assert math.isfinite(a["activity"])
+
+
+def full_spikes(T, B, n, K=8):
+    return SparseSpikes(torch.zeros(T, B, K, dtype=torch.int32),
+                        torch.zeros(T, B, 2, dtype=torch.int32), n)
+
+
+def test_place_puts_each_layer_on_its_own_tiles(fake_poptorch):
+    """place() hands every layer the tiles its plan counted, side by side from tile 0,
+    and the ops are built there with the plan's tile size."""
+    net = torch.nn.Sequential(LIFLayer(700, 256, max_spikes=16), LIFLayer(256, 256, max_spikes=16),
+                              ReadoutLayer(256, 20))
+    T, B = 100, 128
+    report = snn_ipu.place(net, B, T, input_max_spikes=8)
+    rows = report.layers
+    assert [r.num_tiles for r in rows] == [
+        -(-layer.out_features // r.neurons_per_tile) for layer, r in zip(net, rows)]
+    firsts = [0, rows[0].num_tiles, rows[0].num_tiles + rows[1].num_tiles]
+    assert firsts[2] + rows[2].num_tiles <= 1472  # side by side on one IPU
+    assert [layer.ipu_tiles.first_tile for layer in net] == firsts
+    x = call_spiking(net[0], full_spikes(T, B, 700))
+    h = call_spiking(net[1], full_spikes(T, B, 256, K=16))
+    ipu.readout_layer(net[2], full_spikes(T, B, 256, K=16), net[2].weight, net[2].bias,
+                      torch.full((20,), 0.9))
+    assert x.capacity == 16 and h.capacity == 16
+    attrs = [c["attributes"] for c in fake_poptorch.calls]
+    assert [a["first_tile"] for a in attrs] == firsts
+    assert [a["neurons_per_tile"] for a in attrs] == [r.neurons_per_tile for r in rows]
+
+
+def test_unplaced_layers_start_at_tile_zero(fake_poptorch):
+    call_spiking(LIFLayer(700, 256, max_spikes=16), full_spikes(4, 2, 700))
+    assert fake_poptorch.calls[0]["attributes"]["first_tile"] == 0
+
+
+def test_a_layer_placed_for_other_shapes_refuses_to_run(fake_poptorch):
+    net = torch.nn.Sequential(LIFLayer(64, 32, max_spikes=8), ReadoutLayer(32, 4))
+    snn_ipu.place(net, 16, 20)
+    with pytest.raises(ValueError, match=r"batch_size=16, num_steps=20.*batch_size=8.*place\("):
+        call_spiking(net[0], full_spikes(20, 8, 64))
+    with pytest.raises(ValueError, match=r"num_steps=20.*num_steps=30"):
+        ipu.readout_layer(net[1], full_spikes(30, 16, 32), net[1].weight, net[1].bias,
+                          torch.full((4,), 0.9))
+    assert fake_poptorch.calls == []
+
+
+def test_place_refuses_networks_that_do_not_fit():
+    net = torch.nn.Sequential(LIFLayer(2312, 1466, max_spikes=64), ReadoutLayer(1466, 10))
+    with pytest.raises(snn_ipu.PlanError, match="does not fit"):
+        snn_ipu.place(net, 1024, 500)
+    assert all(layer.ipu_tiles is None for layer in net)
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        snn_ipu.place([700, 256, 20], 8, 10)
+
+
+def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monkeypatch):
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["dense_history"])
+        return tile_starts(*args, **kwargs)
+
+    tile_starts = ipu.tile_starts_for
+    monkeypatch.setattr(ipu, "tile_starts_for", recording)
+    layer = LIFLayer(8, 6, max_spikes=4)
+    call_spiking(layer, spikes())  # fixed beta
+    ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, layer.bias, None,
+                      torch.full((6,), 0.9, requires_grad=True), torch.ones(6), None)
+    assert seen == [False, True]

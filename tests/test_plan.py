@@ -334,13 +334,14 @@ def test_host_plan_fits_and_reports_items():
 
 
 def test_side_by_side_report_says_what_the_ipu_backend_does():
-    """The plan places layers side by side, the ipu backend still from tile 0: the
+    """The plan places layers side by side, the ipu backend only after place(): the
     report says so, with the overlaid total (here over a tile's 624 KiB)."""
     r = plan([700, 256, 256, 20], batch_size=128, num_steps=100)
     assert r.disjoint and r.fits
     overlaid = sum(row.bytes_per_tile_max for row in r.layers)
     assert overlaid > 624 * 1024
-    assert "the ipu backend still starts every layer at tile 0" in str(r)
+    assert "only after snn_ipu.planning.place" in str(r)
+    assert "without it every layer starts at tile 0" in str(r)
     assert "that does NOT fit" in str(r)
     crowded = plan([700, 256, 256, 20], batch_size=140, num_steps=100)
     assert crowded.disjoint and not crowded.fits

@@ -95,7 +95,7 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     )
 
 
-def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int) -> int:
+def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> int:
     """The tile size the planner picks for ipu2 (what snn_ipu.planning reports)."""
     try:
         starts = tile_starts_for(
@@ -103,11 +103,31 @@ def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int) -> int:
             recurrent=layer.recurrent, model=layer.neuron_model,
             capacity_in=spikes.capacity, capacity_out=capacity,
             weight_bytes=layer.weight.element_size(), target="ipu2", threads=1,
+            dense_history=dense_history,
         )
     except ImportError:  # the planner ships with the emulator's extension
         per_tile = math.ceil(layer.out_features / _IPU_TILES)
         return max(8, -(-per_tile // 8) * 8)
     return int(starts[1] - starts[0])
+
+
+def _tiles(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> Dict[str, int]:
+    """``neurons_per_tile`` and ``first_tile`` of the layer's op: where
+    :func:`snn_ipu.planning.place` put the layer, else the planner's tile size
+    from tile 0."""
+    placed = getattr(layer, "ipu_tiles", None)
+    if placed is None:
+        return {"neurons_per_tile": _neurons_per_tile(layer, spikes, capacity, dense_history),
+                "first_tile": 0}
+    shape = (spikes.batch_size, spikes.num_steps)
+    if shape != (placed.batch_size, placed.num_steps):
+        raise ValueError(
+            f"{layer.name} was placed on the IPU for batch_size={placed.batch_size}, "
+            f"num_steps={placed.num_steps}, but this call has batch_size={shape[0]}, "
+            f"num_steps={shape[1]}: run snn_ipu.planning.place(model, {shape[0]}, {shape[1]}) "
+            "again (IPU shapes are fixed when the model compiles)"
+        )
+    return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile}
 
 
 def pack_attributes(
@@ -143,7 +163,7 @@ def pack_attributes(
     }
 
 
-def _capacity(layer, spikes: SparseSpikes) -> int:
+def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
     if layer.max_spikes is not None:
         return int(layer.max_spikes)
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
@@ -154,7 +174,7 @@ def _capacity(layer, spikes: SparseSpikes) -> int:
     plan = _C.plan_layer(
         layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
         layer.recurrent, model_code(layer.neuron_model), spikes.capacity, 0, 0.05,
-        layer.weight.element_size(), "ipu2", 1,
+        layer.weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
 
@@ -171,12 +191,12 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
     poptorch = _require_ipu()
     load_library()
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
-    capacity = _capacity(layer, spikes)
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
+    capacity = _capacity(layer, spikes, learn_decay)
     attributes = pack_attributes(
-        config, capacity, _neurons_per_tile(layer, spikes, capacity), bias is not None,
-        keep_dense_state=learn_decay,
+        config, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
+        **_tiles(layer, spikes, capacity, learn_decay),
     )
     f32 = torch.zeros(1, dtype=torch.float32)
     inputs = [
@@ -214,8 +234,8 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tens
     config = layer.config()
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     attributes = pack_attributes(
-        config, 0, _neurons_per_tile(layer, spikes, 0), bias is not None,
-        keep_dense_state=False,
+        config, 0, has_bias=bias is not None, keep_dense_state=False,
+        **_tiles(layer, spikes, 0, False),
     )
     inputs = [
         spikes.ids.to(torch.int32),

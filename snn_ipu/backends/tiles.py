@@ -39,7 +39,10 @@ def default_threads() -> int:
 def _cached(args: tuple) -> np.ndarray:
     from .. import _C
 
-    starts = np.ascontiguousarray(_C.plan_layer(*args)["tile_starts"], dtype=np.int32)
+    *shape, dense_history = args
+    starts = np.ascontiguousarray(
+        _C.plan_layer(*shape, dense_history=dense_history)["tile_starts"], dtype=np.int32
+    )
     starts.setflags(write=False)  # shared by every caller through the cache
     return starts
 
@@ -57,14 +60,18 @@ def tile_starts_for(
     target: str = "host",
     threads: Optional[int] = None,
     activity: float = 0.05,
+    dense_history: bool = False,
 ) -> np.ndarray:
     """``int32[num_tiles + 1]``: tile ``i`` owns neurons ``[starts[i], starts[i + 1])``.
 
-    Read-only and cached: the same layer shape always gets the same plan.
+    ``dense_history``: the layer keeps its dense state history (an IPU op whose
+    decays are learned), which takes tile memory. Read-only and cached: the
+    same layer shape always gets the same plan.
     """
     args = (
         int(in_features), int(out_features), int(batch), int(num_steps), bool(recurrent),
         model_code(model), int(capacity_in), int(capacity_out), float(activity),
         int(weight_bytes), str(target), int(threads if threads is not None else default_threads()),
+        bool(dense_history),
     )
     return _cached(args)
