@@ -7,11 +7,30 @@ a layer takes ``[T, B, in_features]``).
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Optional
 
 import torch
 
 __all__ = ["rate", "latency", "latency_times", "delta"]
+
+
+def _count(name: str, value: int, minimum: int) -> int:
+    """An integer argument (a Python or numpy int, not a bool or a float) >= minimum."""
+    if not isinstance(value, bool):
+        try:
+            index = operator.index(value)
+        except TypeError:
+            index = None
+        if index is not None and index >= minimum:
+            return index
+    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _finite(name: str, data: torch.Tensor) -> None:
+    if data.dtype.is_floating_point and not bool(torch.isfinite(data).all()):
+        raise ValueError(f"{name} contains NaN or inf")
 
 
 def rate(
@@ -28,7 +47,9 @@ def rate(
         \qquad t = 0, \dots, T-1 \text{ independently}
 
     With ``generator=None`` the global torch RNG is used and, for the same seed, the
-    result equals ``snntorch.spikegen.rate(data, num_steps, gain, offset)`` bit for bit.
+    result equals ``snntorch.spikegen.rate(data, num_steps, gain, offset)`` bit for bit
+    (float32, float16, bfloat16 and float64 data). Probabilities beyond [0, 1],
+    infinite ones included, are clipped; NaN is an error.
 
     :param data: intensities, any shape; already time-major ``[T, ...]`` if
         ``num_steps`` is None
@@ -41,16 +62,23 @@ def rate(
     if num_steps is None:
         probabilities = data * gain + offset
     else:
-        if num_steps <= 0:
-            raise ValueError(f"num_steps must be positive, got {num_steps}")
+        num_steps = _count("num_steps", num_steps, 1)
         # repeat, not expand: same memory layout as snnTorch, hence identical draws.
         probabilities = data.repeat(num_steps, *([1] * data.dim())) * gain + offset
-    return torch.bernoulli(probabilities.clamp(0.0, 1.0).float(), generator=generator)
+    if bool(torch.isnan(probabilities).any()):
+        raise ValueError("rate coding needs data * gain + offset without NaN")
+    probabilities = probabilities.clamp(0.0, 1.0)
+    # Drawn in float64 for float64 data, as snnTorch draws (float64 takes other random
+    # numbers); float32 for every other dtype gives snnTorch's draws as well.
+    if probabilities.dtype != torch.float64:
+        probabilities = probabilities.float()
+    return torch.bernoulli(probabilities, generator=generator).float()
 
 
 def latency_times(
     data: torch.Tensor,
     num_steps: int,
+    *,
     tau: float = 1.0,
     threshold: float = 0.01,
     linear: bool = False,
@@ -68,22 +96,28 @@ def latency_times(
     ``normalize`` rescales so that the latest possible spike lands on step ``T - 1``
     (linear: :math:`\tau = T - 1 - t_0`; log: divide by the largest time in ``data``).
     Both add ``first_spike_time`` :math:`t_0`.
+
+    The arguments after ``num_steps`` are keyword-only: snnTorch takes ``threshold``
+    before ``tau``, so the same positional call would mean something else here.
     """
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
-    if tau <= 0:
-        raise ValueError(f"tau must be positive, got {tau}")
-    if num_steps <= 0:
-        raise ValueError(f"num_steps must be positive, got {num_steps}")
-    if not 0 <= first_spike_time <= num_steps - 1:
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"tau must be finite and positive, got {tau}")
+    num_steps = _count("num_steps", num_steps, 1)
+    first_spike_time = _count("first_spike_time", first_spike_time, 0)
+    if first_spike_time > num_steps - 1:
         raise ValueError(
             f"first_spike_time must be in [0, {num_steps - 1}], got {first_spike_time}"
         )
+    _finite("latency coding data", data)
     if data.numel() and (float(data.min()) < 0.0 or float(data.max()) > 1.0):
         raise ValueError(
             f"latency coding needs data in [0, 1], got [{float(data.min())}, {float(data.max())}]"
         )
     data = data.float()
+    if data.numel() == 0:
+        return data + first_spike_time
     if linear:
         if normalize:
             tau = num_steps - 1 - first_spike_time
@@ -98,6 +132,7 @@ def latency_times(
 def latency(
     data: torch.Tensor,
     num_steps: int,
+    *,
     tau: float = 1.0,
     threshold: float = 0.01,
     linear: bool = False,
@@ -113,7 +148,8 @@ def latency(
 
     Features below ``threshold`` saturate and fire at the latest time, or not at all
     with ``clip=True``. Spike times beyond ``num_steps - 1`` are an error (lower ``tau``
-    or pass ``normalize=True``), as in snnTorch without ``bypass``.
+    or pass ``normalize=True``), as in snnTorch without ``bypass``. The arguments after
+    ``num_steps`` are keyword-only (snnTorch's positional order is threshold, tau).
 
     :param data: intensities in [0, 1], any shape
     :param num_steps: number of steps T
@@ -125,7 +161,9 @@ def latency(
     :param first_spike_time: delay added to every spike time
     :return: float 0/1 ``[num_steps, *data.shape]``
     """
-    times = latency_times(data, num_steps, tau, threshold, linear, normalize, first_spike_time)
+    times = latency_times(data, num_steps, tau=tau, threshold=threshold, linear=linear,
+                          normalize=normalize, first_spike_time=first_spike_time)
+    num_steps = _count("num_steps", num_steps, 1)
     # torch.round is round-half-to-even, like snnTorch's.
     steps = torch.round(times).long()
     if steps.numel() and int(steps.max()) > num_steps - 1:
@@ -150,13 +188,17 @@ def delta(
               \cdot \mathbb{1}_{\text{off\_spike}}
 
     :param data: ``[T, ...]``
-    :param threshold: minimal change θ that emits a spike
+    :param threshold: minimal change θ that emits a spike (finite, > 0)
     :param padding: take :math:`x_{-1} = x_0` (no spike at t=0) instead of 0
     :param off_spike: emit -1 for decreases (the output is then not 0/1)
     :return: float ``[T, ...]``
     """
     if data.dim() == 0 or data.shape[0] == 0:
         raise ValueError("delta needs time-major data with at least one step")
+    if not (math.isfinite(threshold) and threshold > 0):
+        # at or below 0 an unchanged input spikes, and off_spike cancels every spike
+        raise ValueError(f"delta's threshold must be finite and > 0, got {threshold}")
+    _finite("delta's data", data)
     first = data[:1] if padding else torch.zeros_like(data[:1])
     previous = torch.cat((first, data[:-1]))
     change = data - previous

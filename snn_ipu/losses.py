@@ -20,6 +20,7 @@ All losses average over the batch (snnTorch's default ``reduction='mean'``).
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Union
 
 import torch
@@ -45,23 +46,60 @@ def _is_sparse(spikes: SpikesLike) -> bool:
     return hasattr(spikes, "to_dense") and hasattr(spikes, "spike_counts")
 
 
-def _dense(spikes: SpikesLike, name: str = "spikes") -> torch.Tensor:
-    """Time-major dense view [T, B, N] of either input form."""
+def _require_time_and_batch(num_steps: int, batch_size: int, name: str) -> None:
+    if num_steps == 0 or batch_size == 0:
+        raise ValueError(
+            f"{name} have T={num_steps} steps and B={batch_size} samples; a loss or an "
+            "accuracy needs at least one of each"
+        )
+
+
+def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False) -> torch.Tensor:
+    """Time-major dense view [T, B, N] of either input form, floating point. ``binary``:
+    dense spikes must be 0/1 (a membrane passed where spikes belong is an error)."""
     if _is_sparse(spikes):
-        return spikes.to_dense()
+        dense = spikes.to_dense()
+        _require_time_and_batch(dense.shape[0], dense.shape[1], name)
+        return dense
     if not isinstance(spikes, torch.Tensor):
         raise TypeError(f"{name} must be a SparseSpikes or a torch.Tensor, got {type(spikes)}")
     if spikes.dim() != 3:
         raise ValueError(
             f"{name} must have shape [T, B, N] (time first), got {tuple(spikes.shape)}"
         )
+    _require_time_and_batch(spikes.shape[0], spikes.shape[1], name)
+    if spikes.is_complex():
+        raise TypeError(f"{name} must be real, got dtype {spikes.dtype}")
+    if not spikes.dtype.is_floating_point:  # bool or integer 0/1 spikes, e.g. mem > thr
+        spikes = spikes.float()
+    if binary:
+        with torch.no_grad():
+            non_binary = (spikes != 0) & (spikes != 1)
+            if bool(non_binary.any()):
+                raise ValueError(
+                    f"{name} must be 0/1 spikes, found {spikes[non_binary][0].item()!r}; for a "
+                    "membrane potential use ce_membrane_loss"
+                )
     return spikes
+
+
+def _population(population: int) -> int:
+    if not isinstance(population, bool):  # True would silently mean 1
+        try:
+            value = operator.index(population)
+        except TypeError:
+            value = 0
+        if value >= 1:
+            return value
+    raise ValueError(
+        "population must be a positive int (output neurons per class; snnTorch's "
+        f"population_code=True is population=N // num_classes here), got {population!r}"
+    )
 
 
 def _pool_population(x: torch.Tensor, population: int) -> torch.Tensor:
     """Sum the last dim in contiguous blocks of ``population``: [..., C*P] -> [..., C]."""
-    if not isinstance(population, int) or population < 1:
-        raise ValueError(f"population must be a positive int, got {population!r}")
+    population = _population(population)
     num_outputs = x.shape[-1]
     if num_outputs % population:
         raise ValueError(
@@ -73,7 +111,9 @@ def _pool_population(x: torch.Tensor, population: int) -> torch.Tensor:
     return x.reshape(*x.shape[:-1], num_outputs // population, population).sum(-1)
 
 
-def _check_targets(targets: torch.Tensor, batch_size: int, num_classes: int) -> None:
+def _check_targets(targets: torch.Tensor, batch_size: int, num_classes: int) -> torch.Tensor:
+    """The targets as int64 class indices (torch's losses take no other integer dtype
+    alike), after checking them."""
     if not isinstance(targets, torch.Tensor):
         raise TypeError(f"targets must be a torch.Tensor of class indices, got {type(targets)}")
     if targets.dtype.is_floating_point or targets.dtype == torch.bool or targets.is_complex():
@@ -87,6 +127,7 @@ def _check_targets(targets: torch.Tensor, batch_size: int, num_classes: int) -> 
             f"targets must lie in [0, {num_classes}), got range "
             f"[{int(targets.min())}, {int(targets.max())}]"
         )
+    return targets.long()
 
 
 def spike_count(spikes: SpikesLike, population: int = 1) -> torch.Tensor:
@@ -103,8 +144,9 @@ def spike_count(spikes: SpikesLike, population: int = 1) -> torch.Tensor:
     """
     if _is_sparse(spikes):
         counts = spikes.spike_counts()
+        _require_time_and_batch(spikes.num_steps, counts.shape[0], "spikes")
     else:
-        counts = _dense(spikes).sum(0)
+        counts = _dense(spikes, binary=True).sum(0)
     return _pool_population(counts, population)
 
 
@@ -118,12 +160,12 @@ def ce_count_loss(
         \qquad n_{b,c} = \sum_t S_{t,b,c}
 
     :param spikes: SparseSpikes or dense ``[T, B, C * population]``
-    :param targets: int64 class indices ``[B]``
+    :param targets: integer class indices ``[B]``
     :param population: output neurons per class
     :return: scalar loss
     """
     counts = spike_count(spikes, population)
-    _check_targets(targets, counts.shape[0], counts.shape[1])
+    targets = _check_targets(targets, counts.shape[0], counts.shape[1])
     return F.cross_entropy(counts, targets)
 
 
@@ -142,13 +184,13 @@ def ce_rate_loss(
     class weights and does not pool; this is the pooled reading of it.)
 
     :param spikes: SparseSpikes or dense ``[T, B, C * population]``
-    :param targets: int64 class indices ``[B]``
+    :param targets: integer class indices ``[B]``
     :param population: output neurons per class
     :return: scalar loss
     """
-    dense = _pool_population(_dense(spikes), population)
+    dense = _pool_population(_dense(spikes, binary=True), population)
     num_steps, batch_size, num_classes = dense.shape
-    _check_targets(targets, batch_size, num_classes)
+    targets = _check_targets(targets, batch_size, num_classes)
     # Mean over (t, b) pairs equals the mean over t of per-step batch means.
     return F.cross_entropy(
         dense.reshape(num_steps * batch_size, num_classes), targets.repeat(num_steps)
@@ -180,13 +222,13 @@ def ce_membrane_loss(
     SpyTorch); ``"mean"``, ``"sum"`` and ``"last"`` reduce over time accordingly.
 
     :param membrane: ``[T, B, C]``, e.g. the output of :class:`~snn_ipu.ReadoutLayer`
-    :param targets: int64 class indices ``[B]``
+    :param targets: integer class indices ``[B]``
     :param reduction: how time is reduced: ``"max" | "mean" | "last" | "sum"``
     :return: scalar loss
     """
     membrane = _dense(membrane, "membrane")
     logits = _reduce_time(membrane, reduction)
-    _check_targets(targets, logits.shape[0], logits.shape[1])
+    targets = _check_targets(targets, logits.shape[0], logits.shape[1])
     return F.cross_entropy(logits, targets)
 
 
@@ -210,7 +252,7 @@ def mse_count_loss(
     The target counts are truncated to integers, as snnTorch does.
 
     :param spikes: SparseSpikes or dense ``[T, B, C * population]``
-    :param targets: int64 class indices ``[B]``
+    :param targets: integer class indices ``[B]``
     :param correct_rate: target firing rate (spikes per step) of the correct class
     :param incorrect_rate: target firing rate of every other class
     :param population: output neurons per class
@@ -219,10 +261,10 @@ def mse_count_loss(
     for name, rate in (("correct_rate", correct_rate), ("incorrect_rate", incorrect_rate)):
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {rate}")
-    num_steps = spikes.num_steps if _is_sparse(spikes) else _dense(spikes).shape[0]
     counts = spike_count(spikes, population)
+    num_steps = spikes.num_steps if _is_sparse(spikes) else spikes.shape[0]
     batch_size, num_classes = counts.shape
-    _check_targets(targets, batch_size, num_classes)
+    targets = _check_targets(targets, batch_size, num_classes)
     on_target = int(num_steps * correct_rate * population)
     off_target = int(num_steps * incorrect_rate * population)
     target_counts = torch.full_like(counts, float(off_target))
@@ -244,7 +286,7 @@ def accuracy(
     :func:`ce_membrane_loss` (``"max"`` by default there). Ties go to the lowest class.
 
     :param outputs: SparseSpikes, dense spikes or membrane ``[T, B, C * population]``
-    :param targets: int64 class indices ``[B]``
+    :param targets: integer class indices ``[B]``
     :param population: output neurons per class
     :param reduction: reduction over time, ``"sum" | "max" | "mean" | "last"``
     :return: accuracy in [0, 1]
@@ -254,8 +296,9 @@ def accuracy(
             scores = spike_count(outputs, population)
         else:
             scores = _pool_population(_reduce_time(_dense(outputs), reduction), population)
-        _check_targets(targets, scores.shape[0], scores.shape[1])
-        if scores.shape[0] == 0:
-            raise ValueError("accuracy of an empty batch is undefined")
+        targets = _check_targets(targets, scores.shape[0], scores.shape[1])
+        if not bool(torch.isfinite(scores).all()):
+            # argmax would rank NaN first and score a diverged output as correct
+            raise ValueError("outputs contain NaN or inf: the accuracy is undefined")
         predicted = scores.argmax(1)
         return float((predicted == targets.to(predicted.device)).float().mean())

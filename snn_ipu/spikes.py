@@ -130,6 +130,21 @@ def listed_mask(counts: torch.Tensor, capacity: int, which: int) -> torch.Tensor
     return k < counts[..., which : which + 1].long()
 
 
+def _capacity_or_none(max_spikes) -> Optional[int]:
+    """A positive whole number (a Python, numpy or whole float one) or None."""
+    if max_spikes is None:
+        return None
+    if not isinstance(max_spikes, bool):
+        try:
+            value = operator.index(max_spikes)
+        except TypeError:
+            is_whole = isinstance(max_spikes, float) and max_spikes.is_integer()
+            value = int(max_spikes) if is_whole else 0
+        if value >= 1:
+            return value
+    raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes!r}")
+
+
 class SparseSpikes:
     """Spikes of a layer over a whole sequence as fixed-capacity index lists.
 
@@ -195,7 +210,7 @@ class SparseSpikes:
     def validate(self) -> SparseSpikes:
         """Raises ValueError/TypeError naming the first broken invariant."""
         ids, counts, values = self.ids, self.counts, self.values
-        for name, t in (("ids", ids), ("counts", counts), ("values", values)):
+        for name, t in (("ids", ids), ("counts", counts)):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(
                     f"SparseSpikes.{name} must be a torch.Tensor, got {type(t).__name__}"
@@ -211,6 +226,10 @@ class SparseSpikes:
             raise ValueError(
                 f"SparseSpikes.counts must have shape [T, B, 2] = {[T, B, 2]}, "
                 f"got {list(counts.shape)}"
+            )
+        if not isinstance(values, torch.Tensor):
+            raise TypeError(
+                f"SparseSpikes.values must be a torch.Tensor, got {type(values).__name__}"
             )
         if tuple(values.shape) != (T, B, K):
             raise ValueError(
@@ -293,16 +312,20 @@ class SparseSpikes:
                 f"dense spikes must be binary (0 or 1), found {bad}; encode analog inputs "
                 "first (e.g. snn_ipu.encoding.rate)"
             )
-        if max_spikes is not None and (isinstance(max_spikes, bool) or int(max_spikes) != max_spikes
-                                       or max_spikes < 1):
-            raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes}")
-        if eligible is not None and tuple(eligible.shape) != tuple(x.shape):
-            raise ValueError(
-                f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
-                f"got {tuple(eligible.shape)}"
-            )
+        max_spikes = _capacity_or_none(max_spikes)
+        if eligible is not None:
+            if not isinstance(eligible, torch.Tensor) or eligible.dtype != torch.bool:
+                # a float mask would list every nonzero (NaN included) entry
+                what = eligible.dtype if isinstance(eligible, torch.Tensor) else type(
+                    eligible).__name__
+                raise TypeError(f"eligible must be a bool torch.Tensor mask, got {what}")
+            if tuple(eligible.shape) != tuple(x.shape):
+                raise ValueError(
+                    f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
+                    f"got {tuple(eligible.shape)}"
+                )
         ids, counts, ovf = lists_from_masks(
-            xd != 0, None if eligible is None else eligible.bool(), max_spikes, overflow
+            xd != 0, eligible, max_spikes, overflow
         )
         raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
         xf = x if x.is_floating_point() else x.float()

@@ -104,8 +104,10 @@ class Sigmoid(Surrogate):
         return (self.slope, 0.0)
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
-        s = torch.sigmoid(self.slope * x)
-        return self.slope * s * (1 - s)
+        # In |x|, as the codelet: s * (1 - s) loses the tail for x > 0 to cancellation
+        # (0 beyond k x ~ 17), and exp(-k x) alone overflows for x < 0.
+        e = torch.exp(-self.slope * x.abs())
+        return self.slope * e / (1 + e) ** 2
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,17 @@ def get(surrogate: Union[str, Surrogate, None]) -> Surrogate:
     """A Surrogate from an instance, a name such as ``"atan"``, or None (ATan(2))."""
     if surrogate is None:
         return ATan()
+    if isinstance(surrogate, type) and issubclass(surrogate, Surrogate):
+        raise TypeError(
+            f"surrogate must be an instance: pass {surrogate.__name__}() rather than the class "
+            f"{surrogate.__name__}"
+        )
     if isinstance(surrogate, Surrogate):
+        if surrogate.kind < 0:
+            raise TypeError(
+                "Surrogate is the abstract base class; use ATan(), FastSigmoid(), Sigmoid(), "
+                "Triangle() or StraightThrough()"
+            )
         return surrogate
     if isinstance(surrogate, str):
         key = surrogate.lower()

@@ -1,5 +1,7 @@
 """snn_ipu.encoding against snntorch.spikegen (independent reference)."""
 
+import math
+
 import pytest
 import torch
 from snntorch import spikegen
@@ -109,3 +111,67 @@ def test_delta_matches_snntorch(padding, off_spike):
 def test_delta_multidimensional():
     data = torch.rand(8, 2, 3, generator=torch.Generator().manual_seed(5))
     assert torch.equal(delta(data, 0.2, off_spike=True), spikegen.delta(data, 0.2, off_spike=True))
+
+
+def test_rate_float64_draws_as_snntorch():
+    data = torch.rand(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    torch.manual_seed(7)
+    ours = rate(data, 7)
+    torch.manual_seed(7)
+    ref = spikegen.rate(data, num_steps=7)
+    assert ours.dtype == torch.float32
+    assert torch.equal(ours, ref.float())
+
+
+@pytest.mark.parametrize("num_steps", [2.0, 2.5, True, 0, -1])
+def test_encoders_refuse_bad_step_counts(num_steps):
+    x = torch.rand(3)
+    for fn in (rate, latency, latency_times):
+        with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
+            fn(x, num_steps)
+
+
+def test_rate_refuses_nan_and_clips_inf():
+    with pytest.raises(ValueError, match="NaN"):
+        rate(torch.tensor([[math.nan, 0.5]]), 3)
+    assert rate(torch.tensor([math.inf, -math.inf]), 4).tolist() == [[1.0, 0.0]] * 4
+
+
+def test_latency_arguments_after_num_steps_are_keywords():
+    """snnTorch's positional order is (threshold, tau): the same call must not silently
+    encode differently here."""
+    x = torch.tensor([0.9, 0.5, 0.2, 0.1])
+    with pytest.raises(TypeError):
+        latency(x, 20, 0.3, 0.5)
+    with pytest.raises(TypeError):
+        latency_times(x, 20, 0.3)
+    ref = spikegen.latency(x, 20, 0.3, 0.5)
+    assert torch.equal(latency(x, 20, threshold=0.3, tau=0.5), ref)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"tau": math.nan}, "tau must be finite"), ({"tau": math.inf}, "tau must be finite"),
+    ({"first_spike_time": 1.5}, "first_spike_time must be an integer"),
+])
+def test_latency_refuses_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        latency(torch.rand(4), 10, **kwargs)
+
+
+def test_latency_refuses_nan_data_and_encodes_empty_data():
+    for fn in (latency, latency_times):
+        with pytest.raises(ValueError, match="NaN or inf"):
+            fn(torch.tensor([math.nan, 0.5]), 5)
+    assert latency(torch.zeros(0, 3), 5, normalize=True).shape == (5, 0, 3)
+    assert latency_times(torch.zeros(0), 5, normalize=True).shape == (0,)
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, math.nan, math.inf])
+def test_delta_refuses_non_positive_thresholds(threshold):
+    with pytest.raises(ValueError, match="threshold must be finite and > 0"):
+        delta(torch.tensor([0.0, 0.5, 0.5]), threshold=threshold)
+
+
+def test_delta_refuses_nan_data():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        delta(torch.tensor([0.0, math.nan, 1.0, 1.0]))

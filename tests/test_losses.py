@@ -6,6 +6,7 @@ import math
 import pytest
 import snntorch.functional as SF
 import torch
+import torch.nn.functional as F
 
 from snn_ipu import SparseSpikes
 from snn_ipu.losses import (
@@ -87,7 +88,8 @@ def test_ce_rate_population_pools_each_step():
     spk = random_spikes(N=6, seed=4)
     targets = random_targets(C=3, seed=5)
     pooled = spk.reshape(12, 5, 3, 2).sum(-1)
-    assert torch.allclose(ce_rate_loss(spk, targets, population=2), ce_rate_loss(pooled, targets))
+    by_step = torch.stack([F.cross_entropy(pooled[t], targets) for t in range(12)]).mean()
+    assert torch.allclose(ce_rate_loss(spk, targets, population=2), by_step)
 
 
 @pytest.mark.parametrize("population", [1, 3])
@@ -242,3 +244,66 @@ def test_losses_train_through_a_real_layer():
     loss.backward()
     assert layer.weight.grad is not None and layer.weight.grad.abs().sum() > 0
     assert torch.allclose(spike_count(out), out.to_dense().sum(0))
+
+
+def test_accuracy_refuses_nan_outputs():
+    """argmax ranks NaN first: a diverged output in the target's column scored 1.0."""
+    mem = torch.tensor([[[math.nan, 5.0, 0.0]], [[math.nan, 6.0, 0.0]]])
+    with pytest.raises(ValueError, match="NaN or inf"):
+        accuracy(mem, torch.tensor([0]), reduction="max")
+
+
+@pytest.mark.parametrize("fn", [accuracy, ce_count_loss, mse_count_loss, spike_count])
+def test_population_true_is_refused(fn, targets):
+    """snnTorch's population_code=True is not a population size (True passed as 1)."""
+    spk = random_spikes(N=20)
+    args = (spk,) if fn is spike_count else (spk, targets)
+    with pytest.raises(ValueError, match="population_code=True is population=N // num_classes"):
+        fn(*args, population=True)
+
+
+def test_population_takes_numpy_ints(targets):
+    import numpy as np
+
+    spk = random_spikes(N=8)
+    assert torch.equal(ce_count_loss(spk, targets, population=np.int64(2)),
+                       ce_count_loss(spk, targets, population=2))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+@pytest.mark.parametrize("fn", [ce_count_loss, ce_rate_loss, mse_count_loss])
+def test_every_integer_target_dtype_gives_the_int64_loss(fn, dtype, spk, targets):
+    assert torch.equal(fn(spk, targets.to(dtype)), fn(spk, targets))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.uint8])
+@pytest.mark.parametrize("fn", [ce_count_loss, ce_rate_loss, mse_count_loss])
+def test_bool_and_integer_spikes_count_as_floats(fn, dtype, spk, targets):
+    """Spikes as `mem > thr` (bool) or integers: snnTorch's float loss of the same 0/1 values."""
+    ref = {ce_count_loss: SF.ce_count_loss(), ce_rate_loss: SF.ce_rate_loss(),
+           mse_count_loss: SF.mse_count_loss(1.0, 0.0)}[fn]
+    torch.testing.assert_close(fn(spk.to(dtype), targets), ref(spk, targets).reshape(()))
+
+
+@pytest.mark.parametrize("fn", [ce_count_loss, ce_rate_loss, mse_count_loss])
+def test_count_losses_refuse_a_membrane(fn, targets):
+    mem = torch.randn(12, 5, 4)
+    with pytest.raises(ValueError, match="must be 0/1 spikes.*ce_membrane_loss"):
+        fn(mem, targets)
+
+
+@pytest.mark.parametrize("T, B", [(0, 5), (12, 0)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_empty_time_or_batch_is_an_error(T, B, sparse):
+    spk = torch.zeros(T, B, 4)
+    out = SparseSpikes.from_dense(spk) if sparse else spk
+    targets = torch.zeros(B, dtype=torch.long)
+    for fn in (ce_count_loss, ce_rate_loss, mse_count_loss, accuracy):
+        with pytest.raises(ValueError, match=f"T={T} steps and B={B} samples"):
+            fn(out, targets)
+    if not sparse:
+        for reduction in ("max", "last"):
+            with pytest.raises(ValueError, match=f"T={T} steps"):
+                ce_membrane_loss(spk, targets, reduction=reduction)
+            with pytest.raises(ValueError, match=f"T={T} steps"):
+                accuracy(spk, targets, reduction=reduction)

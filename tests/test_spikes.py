@@ -47,3 +47,40 @@ def test_overflow_policies():
     assert s.ids[1, 1].tolist() == [0, 2, 3] and s.dropped == 1
     g = SparseSpikes.from_dense(x, max_spikes=3, overflow="grow")
     assert g.capacity == 4 and torch.equal(g.to_dense(), x)
+
+
+@pytest.mark.parametrize("max_spikes", [float("nan"), float("inf"), 2.5, 0, True, "3"])
+def test_from_dense_refuses_bad_capacities(max_spikes):
+    with pytest.raises(ValueError, match="max_spikes must be a positive integer or None"):
+        SparseSpikes.from_dense(torch.zeros(2, 1, 3), max_spikes=max_spikes)
+
+
+def test_from_dense_takes_whole_capacities_of_any_int_type():
+    import numpy as np
+
+    x = torch.zeros(2, 1, 5)
+    x[0, 0, :3] = 1
+    for k in (4, np.int64(4), 4.0):
+        assert SparseSpikes.from_dense(x, max_spikes=k).capacity == 4
+
+
+def test_eligible_must_be_a_bool_tensor():
+    import numpy as np
+
+    x = torch.zeros(2, 1, 3)
+    for mask, what in ((torch.full((2, 1, 3), float("nan")), "torch.float32"),
+                       (np.ones((2, 1, 3), bool), "ndarray")):
+        with pytest.raises(TypeError, match=f"must be a bool torch.Tensor mask, got {what}"):
+            SparseSpikes.from_dense(x, eligible=mask)
+
+
+@pytest.mark.parametrize("ids_shape, counts_shape, match", [
+    ((1, 1, 2), (1, 2), r"counts must have shape \[T, B, 2\]"),
+    ((1, 1, 2), (1, 1), r"counts must have shape \[T, B, 2\]"),
+    ((1, 2), (1, 1, 2), r"ids must have shape \[T, B, K\]"),
+])
+def test_constructor_names_the_misshapen_tensor(ids_shape, counts_shape, match):
+    """values is built from ids and counts, so their shapes are what is wrong, not values."""
+    with pytest.raises(ValueError, match=match):
+        SparseSpikes(torch.zeros(ids_shape, dtype=torch.int32),
+                     torch.zeros(counts_shape, dtype=torch.int32), 4)

@@ -46,3 +46,21 @@ def test_names():
     assert surrogate.get("atan") == surrogate.ATan(2.0)
     assert surrogate.get(None) == surrogate.ATan(2.0)
     assert isinstance(surrogate.get("fast_sigmoid"), surrogate.FastSigmoid)
+
+
+def test_sigmoid_keeps_both_tails_in_float32():
+    """The closed form in float64 (snnTorch's, which is exact there) against ours in float32,
+    where s * (1 - s) lost the positive tail to cancellation (0.0 at x = 0.8, slope 25)."""
+    x = torch.tensor([-0.8, -0.5, 0.5, 0.8])
+    exact = 25.0 * torch.exp(-25.0 * x.double()) / (1 + torch.exp(-25.0 * x.double())) ** 2
+    ours = surrogate.Sigmoid(25.0).derivative(x)
+    assert ours.dtype == torch.float32
+    torch.testing.assert_close(ours.double(), exact, rtol=1e-5, atol=0)
+    assert ours[3] > 0 and ours[3] == ours[0]
+
+
+def test_get_refuses_the_base_class_and_classes():
+    with pytest.raises(TypeError, match="abstract base class; use ATan()"):
+        surrogate.get(surrogate.Surrogate())
+    with pytest.raises(TypeError, match=r"pass ATan\(\) rather than the class"):
+        surrogate.get(surrogate.ATan)
