@@ -16,6 +16,9 @@ import snn_ipu
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 from snn_ipu.backends import ipu
 
+# Layers here keep the default overflow="error", which the IPU cannot keep (tested below).
+pytestmark = pytest.mark.filterwarnings("ignore:.*cannot be honoured on the IPU")
+
 
 def spikes(T=3, B=2, K=4, n=8):
     ids = torch.zeros(T, B, K, dtype=torch.int32)
@@ -195,3 +198,15 @@ def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monk
     ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, layer.bias, None,
                       torch.full((6,), 0.9, requires_grad=True), torch.ones(6), None)
     assert seen == [False, True]
+
+
+def test_an_overflow_policy_the_ipu_cannot_keep_is_warned_once(fake_poptorch):
+    layer = LIFLayer(8, 6, max_spikes=4)  # overflow="error" by default
+    with pytest.warns(UserWarning, match=r"overflow='error' cannot be honoured on the IPU"):
+        call_spiking(layer, spikes())
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call_spiking(layer, spikes())  # once per layer
+        call_spiking(LIFLayer(8, 6, max_spikes=4, overflow="drop"), spikes())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -190,6 +191,16 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
                   alpha):
     poptorch = _require_ipu()
     load_library()
+    if layer.overflow != "drop" and not layer.overflow_warned:
+        # Shapes are static and the host cannot stop a compiled step: the op drops.
+        warnings.warn(
+            f"{layer.name}: overflow={layer.overflow!r} cannot be honoured on the IPU; spikes "
+            f"beyond max_spikes={layer.max_spikes} are dropped there (each still resets its "
+            "neuron). Check the capacity on the emulator (layer.stats['needed_capacity']) and "
+            "set overflow='drop' to silence this.",
+            stacklevel=3,
+        )
+        layer.overflow_warned = True
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
