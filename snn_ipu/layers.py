@@ -120,10 +120,62 @@ def _positive_int(name: str, value) -> int:
     return value
 
 
+def _check_backend(value: str) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"unknown backend {value!r}; choose one of {BACKENDS}")
+    return value
+
+
+def _check_plan_target(value: str) -> str:
+    if value not in PLAN_TARGETS:
+        raise ValueError(f"unknown plan_target {value!r}; choose one of {PLAN_TARGETS}")
+    return value
+
+
+def _check_reset(value: str) -> str:
+    if value not in RESETS:
+        raise ValueError(f"unknown reset mechanism {value!r}; choose one of {tuple(RESETS)}")
+    return value
+
+
+def _check_grad_window(value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"grad_window must be None or a number >= 0, got {value}")
+    window = float(value)
+    if not math.isfinite(window) or window < 0:
+        raise ValueError(f"grad_window must be None or a finite number >= 0, got {value}")
+    return window
+
+
+def _check_max_spikes(value: Optional[int]) -> Optional[int]:
+    return None if value is None else _positive_int("max_spikes", value)
+
+
+class _Setting:
+    """A layer setting checked whenever it is set: in the constructor and when a
+    notebook changes it later (``layer.backend = "reference"``)."""
+
+    def __init__(self, check) -> None:
+        self.check = check
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = "_setting_" + name
+
+    def __get__(self, layer, owner=None):
+        return self if layer is None else layer.__dict__[self.key]
+
+    def __set__(self, layer, value) -> None:
+        layer.__dict__[self.key] = self.check(value)
+
+
 class _Layer(nn.Module):
     """Weights, decay and backend selection shared by every layer type."""
 
     neuron_model = "leaky"
+    backend = _Setting(_check_backend)
+    plan_target = _Setting(_check_plan_target)
 
     def __init__(
         self,
@@ -141,13 +193,9 @@ class _Layer(nn.Module):
         super().__init__()
         self.in_features = _positive_int("in_features", in_features)
         self.out_features = _positive_int("out_features", out_features)
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        self.backend = backend
         if dtype not in (torch.float32, torch.float16):
             raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
-        if plan_target not in PLAN_TARGETS:
-            raise ValueError(f"unknown plan_target {plan_target!r}; choose one of {PLAN_TARGETS}")
-        self.backend = backend
         self.plan_target = plan_target
         self.recurrent = bool(recurrent)
         self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
@@ -191,7 +239,20 @@ class _Layer(nn.Module):
             if not bool(torch.isfinite(p.sum(dtype=torch.float32))) and not bool(
                 torch.isfinite(p).all()
             ):
-                raise ValueError(f"{self.name}: {pname} contains NaN or inf")
+                hint = (
+                    " (float16 weights: torch's Adam divides by eps=1e-8, which is 0 in "
+                    "float16; keep float32 master weights or use an optimizer that is safe "
+                    "in float16, see the README's Precision section)"
+                    if p.dtype == torch.float16 else ""
+                )
+                raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")
+        threshold = getattr(self, "threshold", None)
+        if isinstance(threshold, nn.Parameter) and bool((threshold.detach() <= 0).any()):
+            # the constructor's bound, which an optimizer step can cross
+            raise ValueError(
+                f"{self.name}: the learned threshold reached {float(threshold.detach().min())}"
+                " <= 0; it must stay > 0 (lower the learning rate, or clamp it after each step)"
+            )
 
     def _backend(self):
         from .backends import select
@@ -206,6 +267,12 @@ class _Layer(nn.Module):
 
 
 class _SpikingLayer(_Layer):
+    reset = _Setting(_check_reset)
+    surrogate = _Setting(surrogate_mod.get)
+    grad_window = _Setting(_check_grad_window)
+    max_spikes = _Setting(_check_max_spikes)
+    overflow = _Setting(check_overflow_policy)
+
     def __init__(
         self,
         in_features: int,
@@ -230,24 +297,11 @@ class _SpikingLayer(_Layer):
             in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype,
             plan_target, name,
         )
-        if reset not in RESETS:
-            raise ValueError(f"unknown reset mechanism {reset!r}; choose one of {tuple(RESETS)}")
-        if isinstance(grad_window, bool):
-            raise ValueError(f"grad_window must be None or a number >= 0, got {grad_window}")
-        if grad_window is not None:
-            gw = float(grad_window)
-            if not math.isfinite(gw) or gw < 0:
-                raise ValueError(
-                    f"grad_window must be None or a finite number >= 0, got {grad_window}"
-                )
-            grad_window = gw
-        if max_spikes is not None:
-            _positive_int("max_spikes", max_spikes)
         self.reset = reset
-        self.surrogate = surrogate_mod.get(surrogate)
+        self.surrogate = surrogate
         self.grad_window = grad_window
         self.max_spikes = max_spikes
-        self.overflow = check_overflow_policy(overflow)
+        self.overflow = overflow
         self._register("threshold", _threshold(threshold, out_features), learn_threshold)
         self.overflow_warned = False
 
@@ -323,6 +377,13 @@ class LIFLayer(_SpikingLayer):
         dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
         name: used in error messages and reports.
+
+    Every call runs the whole sequence from zero state (``U = 0``, no spike before
+    step 0). With ``record_membrane = True`` the layer keeps the call's membrane
+    ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a loss on a
+    membrane needs a :class:`ReadoutLayer`). Porting an ``RLeaky``: copy
+    ``fc.bias + rleaky.recurrent.bias`` into ``bias`` and ``rleaky.recurrent.weight``
+    into ``rec_weight`` (see the README, "Coming from snnTorch").
     """
 
     neuron_model = "leaky"

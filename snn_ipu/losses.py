@@ -9,6 +9,8 @@ functions rather than objects to instantiate::
     SF.ce_count_loss()(spk, y)                 ce_count_loss(spk, y)
     SF.ce_rate_loss()(spk, y)                  ce_rate_loss(spk, y)
     SF.ce_max_membrane_loss()(mem, y)          ce_membrane_loss(mem, y, reduction="max")
+    sum_t nn.CrossEntropyLoss()(mem[t], y)     T * ce_membrane_loss(mem, y, "per_step")
+    SF.mse_membrane_loss()(mem, y)             mse_membrane_loss(mem, y)
     SF.mse_count_loss(0.8, 0.2)(spk, y)        mse_count_loss(spk, y, 0.8, 0.2)
     SF.accuracy_rate(spk, y)                   accuracy(spk, y)
     population_code=True, num_classes=C        population=N // C
@@ -20,6 +22,7 @@ All losses average over the batch (snnTorch's default ``reduction='mean'``).
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any, Union
 
@@ -31,6 +34,7 @@ __all__ = [
     "ce_count_loss",
     "ce_rate_loss",
     "ce_membrane_loss",
+    "mse_membrane_loss",
     "mse_count_loss",
     "accuracy",
 ]
@@ -78,7 +82,7 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False) -> to
             if bool(non_binary.any()):
                 raise ValueError(
                     f"{name} must be 0/1 spikes, found {spikes[non_binary][0].item()!r}; for a "
-                    "membrane potential use ce_membrane_loss"
+                    "membrane potential use ce_membrane_loss or mse_membrane_loss"
                 )
     return spikes
 
@@ -220,16 +224,57 @@ def ce_membrane_loss(
 
     ``reduction="max"`` is ``snntorch.functional.ce_max_membrane_loss`` (from Zenke's
     SpyTorch); ``"mean"``, ``"sum"`` and ``"last"`` reduce over time accordingly.
+    ``"per_step"`` is the cross-entropy of every step's membrane averaged over the
+    steps, :math:`\frac{1}{T} \sum_t \mathrm{CE}(U_t, y)` (snnTorch's tutorial 5
+    sums the steps: T times this).
 
     :param membrane: ``[T, B, C]``, e.g. the output of :class:`~snn_ipu.ReadoutLayer`
     :param targets: integer class indices ``[B]``
-    :param reduction: how time is reduced: ``"max" | "mean" | "last" | "sum"``
+    :param reduction: ``"max" | "mean" | "last" | "sum"`` over time, or ``"per_step"``
     :return: scalar loss
     """
     membrane = _dense(membrane, "membrane")
+    if reduction == "per_step":
+        num_steps, batch_size, num_classes = membrane.shape
+        targets = _check_targets(targets, batch_size, num_classes)
+        return F.cross_entropy(
+            membrane.reshape(num_steps * batch_size, num_classes), targets.repeat(num_steps)
+        )
     logits = _reduce_time(membrane, reduction)
     targets = _check_targets(targets, logits.shape[0], logits.shape[1])
     return F.cross_entropy(logits, targets)
+
+
+def mse_membrane_loss(
+    membrane: torch.Tensor,
+    targets: torch.Tensor,
+    on_target: float = 1.0,
+    off_target: float = 0.0,
+) -> torch.Tensor:
+    r"""Mean squared error of the membrane against a target potential at every step
+    (``snntorch.functional.mse_membrane_loss`` with targets fixed over time; snnTorch
+    1.0 leaves the other classes at 0 whatever its ``off_target``, so the two agree
+    for ``off_target=0``).
+
+    .. math::
+        \mathcal{L} = \frac{1}{T} \sum_t \frac{1}{B C} \sum_{b,c} (U_{t,b,c} - \hat U_{b,c})^2,
+        \qquad \hat U_{b,c} = \begin{cases} u_{\mathrm{on}} & c = y_b \\
+            u_{\mathrm{off}} & \text{otherwise} \end{cases}
+
+    :param membrane: ``[T, B, C]``, e.g. the output of :class:`~snn_ipu.ReadoutLayer`
+    :param targets: integer class indices ``[B]``
+    :param on_target: target potential of the correct class
+    :param off_target: target potential of every other class
+    :return: scalar loss
+    """
+    for name, value in (("on_target", on_target), ("off_target", off_target)):
+        if isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    membrane = _dense(membrane, "membrane")
+    targets = _check_targets(targets, membrane.shape[1], membrane.shape[2])
+    target = torch.full_like(membrane[0], float(off_target))
+    target.scatter_(1, targets.unsqueeze(1), float(on_target))
+    return F.mse_loss(membrane, target.expand_as(membrane))
 
 
 def mse_count_loss(

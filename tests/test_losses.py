@@ -15,6 +15,7 @@ from snn_ipu.losses import (
     ce_membrane_loss,
     ce_rate_loss,
     mse_count_loss,
+    mse_membrane_loss,
     spike_count,
 )
 
@@ -307,3 +308,31 @@ def test_empty_time_or_batch_is_an_error(T, B, sparse):
                 ce_membrane_loss(spk, targets, reduction=reduction)
             with pytest.raises(ValueError, match=f"T={T} steps"):
                 accuracy(spk, targets, reduction=reduction)
+
+
+def test_mse_membrane_matches_snntorch():
+    mem = torch.randn(9, 5, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    targets = random_targets()
+    for on in (1.0, 0.8):  # snnTorch 1.0 leaves off_target at 0 whatever is passed
+        ours = mse_membrane_loss(mem, targets, on)
+        ref = SF.mse_membrane_loss(on_target=on)(mem, targets).reshape(())
+        torch.testing.assert_close(ours, ref)
+        g_ours, = torch.autograd.grad(ours, mem)
+        g_ref, = torch.autograd.grad(ref, mem)
+        torch.testing.assert_close(g_ours, g_ref)
+
+
+def test_mse_membrane_off_target_by_hand():
+    mem = torch.tensor([[[0.5, 0.0]], [[1.0, -1.0]]])  # T=2, B=1, C=2, target class 1
+    # targets (off, on) = (-0.2, 0.8): ((0.7^2 + 0.8^2) + (1.2^2 + 1.8^2)) / 4
+    expected = (0.49 + 0.64 + 1.44 + 3.24) / 4
+    got = mse_membrane_loss(mem, torch.tensor([1]), on_target=0.8, off_target=-0.2)
+    assert float(got) == pytest.approx(expected)
+
+
+def test_per_step_membrane_cross_entropy_is_tutorial_5s_loss_over_t():
+    """snnTorch's tutorial 5: sum over steps of nn.CrossEntropyLoss on each step's membrane."""
+    mem = torch.randn(7, 5, 4, generator=torch.Generator().manual_seed(4))
+    targets = random_targets()
+    tutorial = sum(torch.nn.CrossEntropyLoss()(mem[t], targets) for t in range(7))
+    torch.testing.assert_close(7 * ce_membrane_loss(mem, targets, reduction="per_step"), tutorial)

@@ -210,3 +210,50 @@ def test_from_dense_drop_warning_does_not_promise_a_layer():
         SparseSpikes.from_dense(torch.ones(3, 2, 5), max_spikes=2, overflow="drop")
     (w,) = record
     assert "SparseSpikes.from_dense" in str(w.message) and "layer" not in str(w.message)
+
+
+@pytest.mark.parametrize("setting, value, message", [
+    ("backend", "emulater", "unknown backend 'emulater'"),
+    ("reset", "Zero", "unknown reset mechanism 'Zero'"),
+    ("grad_window", -1.0, "grad_window must be None or a finite number >= 0"),
+    ("grad_window", True, "grad_window must be None or a number >= 0"),
+    ("max_spikes", 2.5, "max_spikes must be a positive integer"),
+    ("overflow", "clip", "overflow"),
+    ("plan_target", "ipu3", "unknown plan_target 'ipu3'"),
+])
+def test_settings_changed_on_a_layer_are_checked(setting, value, message):
+    """A notebook's `layer.reset = ...` gets the constructor's checks, not a KeyError later."""
+    layer = LIFLayer(4, 3)
+    with pytest.raises(ValueError, match=message):
+        setattr(layer, setting, value)
+
+
+def test_settings_changed_on_a_layer_take_effect():
+    layer = LIFLayer(4, 3)
+    layer.surrogate = "fast_sigmoid"
+    layer.grad_window = 1
+    layer.backend = "reference"
+    assert layer.surrogate == surrogate.FastSigmoid() and layer.grad_window == 1.0
+    assert layer.config().surrogate == surrogate.FastSigmoid()
+    with pytest.raises(TypeError, match="Python callbacks"):
+        layer.surrogate = lambda x: x
+    readout = ReadoutLayer(4, 2)
+    with pytest.raises(ValueError, match="unknown backend"):
+        readout.backend = "gpu"
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_a_learned_threshold_that_reached_zero_is_refused(backend):
+    layer = LIFLayer(4, 3, learn_threshold=True, backend=backend)
+    with torch.no_grad():
+        layer.threshold.fill_(-0.2)
+    with pytest.raises(ValueError, match=r"learned threshold reached -0.2\d* <= 0"):
+        layer(binary((5, 2, 4), 0.3, 0))
+
+
+def test_inf_in_half_weights_points_at_the_optimizer():
+    layer = LIFLayer(4, 3, dtype=torch.float16, backend="reference")
+    with torch.no_grad():
+        layer.weight[0, 0] = math.inf
+    with pytest.raises(ValueError, match="weight contains NaN or inf .float16 weights: torch"):
+        layer(binary((5, 2, 4), 0.3, 0))
