@@ -6,16 +6,8 @@
 #pragma once
 #include <poplar/Vertex.hpp>
 
+#include "NeuronTerms.hpp"
 #include "SpikeEmission.hpp"
-
-namespace snn {
-enum ResetKind : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
-
-// The step's input of neuron n: its current, plus the bias when there is one.
-inline float input(const float *__restrict cur, const float *__restrict bias, unsigned n) {
-  return bias ? cur[n] + bias[n] : cur[n];
-}
-} // namespace snn
 
 class LifUpdate : public poplar::Vertex {
 public:

@@ -9,7 +9,7 @@
 #pragma once
 #include <poplar/Vertex.hpp>
 
-#include "NeuronUpdate.hpp"
+#include "NeuronTerms.hpp"
 #include "SurrogateDerivative.hpp"
 
 namespace snn {
@@ -97,7 +97,7 @@ public:
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::InOut<poplar::Vector<float>> carry;        // dL/dU[t] flowing into step t-1
   poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
-  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> currentGrad; // written, then read back
   poplar::InOut<poplar::Vector<float>> betaGrad;
   poplar::InOut<poplar::Vector<float>> thresholdGrad;
   unsigned numNeurons;
@@ -162,7 +162,7 @@ public:
   poplar::InOut<poplar::Vector<float>> carry;        // into U[t-1]
   poplar::InOut<poplar::Vector<float>> carrySynaptic; // into syn[t-1]
   poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
-  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> currentGrad; // written, then read back
   poplar::InOut<poplar::Vector<float>> alphaGrad;
   poplar::InOut<poplar::Vector<float>> betaGrad;
   poplar::InOut<poplar::Vector<float>> thresholdGrad;
@@ -226,7 +226,7 @@ public:
   poplar::Input<poplar::Vector<float>> beta;
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::InOut<poplar::Vector<float>> carry;
-  poplar::Output<poplar::Vector<float>> currentGrad;
+  poplar::InOut<poplar::Vector<float>> currentGrad; // written, then read back
   poplar::InOut<poplar::Vector<float>> betaGrad;
   unsigned numNeurons;
 

@@ -210,3 +210,18 @@ def test_an_overflow_policy_the_ipu_cannot_keep_is_warned_once(fake_poptorch):
         warnings.simplefilter("error")
         call_spiking(layer, spikes())  # once per layer
         call_spiking(LIFLayer(8, 6, max_spikes=4, overflow="drop"), spikes())
+
+
+def test_capacities_beyond_the_layer_width_are_clamped_or_refused(fake_poptorch):
+    """The op's graph holds a row to the layer's width: a larger max_spikes is clamped
+    (in the example outputs too), an input list wider than in_features is refused."""
+    layer = LIFLayer(8, 6, max_spikes=10, overflow="drop")
+    out = call_spiking(layer, spikes())
+    assert fake_poptorch.calls[0]["attributes"]["capacity"] == 6 and out.capacity == 6
+    wide = SparseSpikes(torch.zeros(3, 2, 9, dtype=torch.int32),
+                        torch.zeros(3, 2, 2, dtype=torch.int32), 8)
+    with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
+        call_spiking(layer, wide)
+    with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
+        ipu.readout_layer(ReadoutLayer(8, 2), wide, torch.zeros(2, 8), None,
+                          torch.full((2,), 0.9))

@@ -9,6 +9,7 @@
 // dL/d(input values), which the upstream layer's grad op consumes.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -173,8 +174,9 @@ public:
   }
   void setup() override {
     const auto &ids = inInfo(in::kIds);
-    const int64_t T = ids.dim(0), B = ids.dim(1), K = attributes_.capacity;
     const int64_t N = inInfo(in::kWeight).dim(0);
+    // The planner (and so the graph) holds a row to at most N entries.
+    const int64_t T = ids.dim(0), B = ids.dim(1), K = std::min<int64_t>(attributes_.capacity, N);
     outInfo(out::kValues) = TensorInfo(DataType::FLOAT, {T, B, K});
     outInfo(out::kIds) = TensorInfo(DataType::INT32, {T, B, K});
     outInfo(out::kCounts) = TensorInfo(DataType::INT32, {T, B, 2});

@@ -8,9 +8,8 @@
 #include <poputil/TileMapping.hpp>
 #include <poputil/Util.hpp>
 
-#include <mutex>
+#include <algorithm>
 #include <numeric>
-#include <set>
 #include <stdexcept>
 
 #include "plan/PerformanceEstimation.hpp"
@@ -37,12 +36,10 @@ std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
 } // namespace
 
 void addSnnCodelets(Graph &graph, const std::string &gpPath) {
-  // Poplar rejects a second registration of the same vertices in one graph.
-  static std::mutex mutex;
-  static std::set<const Graph *> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (done.insert(&graph).second)
-    graph.addCodelets(gpPath);
+  // Once per op, as PopTorch's own custom ops do (FastGatherLastDim.cpp): a
+  // process-wide set of graphs seen would skip a new graph built where a
+  // destroyed one was, and key virtual graphs apart from their IPU's graph.
+  graph.addCodelets(gpPath);
 }
 
 LayerGraph::LayerGraph(Graph &graph, const plan::LayerPlan &plan, const NeuronConfig &config,
@@ -61,7 +58,7 @@ LayerGraph::LayerGraph(Graph &graph, const plan::LayerPlan &plan, const NeuronCo
   }
 }
 
-void LayerGraph::connectEach(const VertexRef &v, const std::string &field,
+void LayerGraph::connectEach(VertexRef v, const std::string &field,
                              const std::vector<Tensor> &tensors) {
   graph_.setFieldSize(v[field], tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i)
@@ -73,7 +70,9 @@ void LayerGraph::estimate(const VertexRef &v, std::uint64_t cycles) {
 }
 
 Tensor LayerGraph::empty(const Type &type) {
-  return graph_.addVariable(type, {0}, {dnai_, "empty"});
+  Tensor t = graph_.addVariable(type, {0}, {dnai_, "empty"});
+  graph_.setTileMapping(t, tiles_[0].index); // mapped, as poplibs maps its empty tensors
+  return t;
 }
 
 std::vector<Tensor> LayerGraph::perTile(const Type &type, unsigned leading, bool padded,
@@ -133,19 +132,21 @@ std::vector<Tensor> LayerGraph::weightBlocks(Sequence &prog, const Tensor &w, un
                                              const std::string &name) {
   // Block j is [rows x rowLength] with block[i][n] = W[first + n][i]: a spike
   // of input i reads one contiguous row (see codelets/SpikeMatmul.hpp).
+  // Flattened pieces: the tiles' widths differ where the last tile is narrower,
+  // so [rows x width] pieces cannot be concatenated along rows.
   std::vector<Tensor> blocks, padding, sources, targets;
   for (const Tile &tile : tiles_) {
     Tensor block = graph_.addVariable(w.elementType(), {rows, tile.rowLength}, {dnai_, name});
     graph_.setTileMapping(block, tile.index);
-    sources.push_back(w.slice(tile.first, tile.first + tile.width, 0).transpose());
-    targets.push_back(block.slice(0, tile.width, 1));
+    sources.push_back(w.slice(tile.first, tile.first + tile.width, 0).transpose().flatten());
+    targets.push_back(block.slice(0, tile.width, 1).flatten());
     if (tile.rowLength > tile.width)
       padding.push_back(block.slice(tile.width, tile.rowLength, 1).flatten());
     blocks.push_back(block.flatten());
   }
   if (!padding.empty())
     popops::zero(graph_, concat(padding), prog, {dnai_, name + "/pad"});
-  prog.add(Copy(concat(sources, 0), concat(targets, 0), false, {dnai_, name + "/blocks"}));
+  prog.add(Copy(concat(sources), concat(targets), false, {dnai_, name + "/blocks"}));
   return blocks;
 }
 
@@ -214,13 +215,14 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     stepIds = perSample(INT, K, "stepIds");
     stepMem = perSample(FLOAT, K, "stepMembrane");
     stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
-    toZero.push_back(stepCounts.flatten()); // the list before step 0 is empty
   }
   if (readout || config_.keepDenseState)
     out.denseMembrane = sliceable(FLOAT, {T, B, N}, "denseMembrane");
   if (synaptic && config_.keepDenseState)
     out.denseSynaptic = sliceable(FLOAT, {T, B, N}, "denseSynaptic");
   popops::zero(graph_, concat(toZero), prog, {dnai_, "initState"});
+  if (!readout) // a tensor has one element type: the counts are zeroed apart
+    popops::zero(graph_, stepCounts, prog, {dnai_, "initCounts"}); // no list before step 0
 
   Tensor t = graph_.addVariable(UNSIGNED_INT, {1}, {dnai_, "t"});
   graph_.setTileMapping(t, tiles_[0].index);

@@ -72,7 +72,7 @@ struct BackwardOutputs {
   poplar::Tensor gradAlpha;     // FLOAT [out]
 };
 
-// Adds codelets/*.gp (built by popc, see CMakeLists.txt) once per graph.
+// Adds codelets/*.gp (built by popc, see CMakeLists.txt) to the graph of an op.
 void addSnnCodelets(poplar::Graph &graph, const std::string &gpPath);
 
 class LayerGraph {
@@ -116,7 +116,7 @@ private:
   unsigned combineTile(unsigned b) const { return tiles_[b % tiles_.size()].index; }
   void estimate(const poplar::VertexRef &v, std::uint64_t cycles);
   // A Vector<Input<Vector<T>>> field: one tensor per element.
-  void connectEach(const poplar::VertexRef &v, const std::string &field,
+  void connectEach(poplar::VertexRef v, const std::string &field,
                    const std::vector<poplar::Tensor> &tensors);
 
   poplar::Graph &graph_;

@@ -166,7 +166,8 @@ def pack_attributes(
 
 def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
     if layer.max_spikes is not None:
-        return int(layer.max_spikes)
+        # A row holds at most out_features entries; the op's graph is planned so.
+        return min(int(layer.max_spikes), layer.out_features)
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
     try:
         from .. import _C
@@ -178,6 +179,17 @@ def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
         layer.weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
+
+
+def _check_input_capacity(layer, spikes: SparseSpikes) -> None:
+    # The op's graph holds an input row to in_features entries; the gradient of a
+    # wider list would come back narrower than the list.
+    if spikes.capacity > layer.in_features:
+        raise ValueError(
+            f"{layer.name}: the input list's capacity K={spikes.capacity} exceeds "
+            f"in_features={layer.in_features}; on the IPU list the input with "
+            f"max_spikes <= {layer.in_features}"
+        )
 
 
 def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -> torch.Tensor:
@@ -201,6 +213,7 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
             stacklevel=3,
         )
         layer.overflow_warned = True
+    _check_input_capacity(layer, spikes)
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
@@ -243,6 +256,7 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tens
     poptorch = _require_ipu()
     load_library()
     config = layer.config()
+    _check_input_capacity(layer, spikes)
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     attributes = pack_attributes(
         config, 0, has_bias=bias is not None, keep_dense_state=False,
