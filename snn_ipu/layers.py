@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 import torch
 from torch import nn
@@ -120,22 +120,13 @@ def _positive_int(name: str, value) -> int:
     return value
 
 
-def _check_backend(value: str) -> str:
-    if value not in BACKENDS:
-        raise ValueError(f"unknown backend {value!r}; choose one of {BACKENDS}")
-    return value
-
-
-def _check_plan_target(value: str) -> str:
-    if value not in PLAN_TARGETS:
-        raise ValueError(f"unknown plan_target {value!r}; choose one of {PLAN_TARGETS}")
-    return value
-
-
-def _check_reset(value: str) -> str:
-    if value not in RESETS:
-        raise ValueError(f"unknown reset mechanism {value!r}; choose one of {tuple(RESETS)}")
-    return value
+def _one_of(what: str, choices) -> Callable[[str], str]:
+    """The check of a setting that takes one of ``choices``."""
+    def check(value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"unknown {what} {value!r}; choose one of {tuple(choices)}")
+        return value
+    return check
 
 
 def _check_grad_window(value: Optional[float]) -> Optional[float]:
@@ -174,8 +165,8 @@ class _Layer(nn.Module):
     """Weights, decay and backend selection shared by every layer type."""
 
     neuron_model = "leaky"
-    backend = _Setting(_check_backend)
-    plan_target = _Setting(_check_plan_target)
+    backend = _Setting(_one_of("backend", BACKENDS))
+    plan_target = _Setting(_one_of("plan_target", PLAN_TARGETS))
 
     def __init__(
         self,
@@ -267,7 +258,7 @@ class _Layer(nn.Module):
 
 
 class _SpikingLayer(_Layer):
-    reset = _Setting(_check_reset)
+    reset = _Setting(_one_of("reset mechanism", RESETS))
     surrogate = _Setting(surrogate_mod.get)
     grad_window = _Setting(_check_grad_window)
     max_spikes = _Setting(_check_max_spikes)
