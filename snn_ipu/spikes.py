@@ -1,9 +1,11 @@
 """The fixed-capacity spike-list format shared by every layer and backend.
 
 For every timestep ``t`` and sample ``b``, ``ids[t, b, :K]`` holds int32 neuron
-indices: the first ``counts[t, b, 0]`` are neurons that spiked (ascending),
-the entries up to ``counts[t, b, 1]`` are gradient-eligible neurons that did
-not spike (ascending); the rest is padding (id 0, value 0). ``values[t, b, k]``
+indices: the first ``counts[t, b, 0]`` are neurons that spiked, the entries up
+to ``counts[t, b, 1]`` are gradient-eligible neurons that did not spike; the
+rest is padding (id 0, value 0). Layers and ``from_dense`` list each part in
+ascending order; a list built by hand may hold them in any order, each id at
+most once per (t, b). ``values[t, b, k]``
 is 1.0 for a spike and 0.0 for an eligible-only entry; it is the
 differentiable part, its gradient is dL/dS at exactly the listed positions.
 """
