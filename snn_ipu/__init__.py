@@ -11,13 +11,14 @@ emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
 import torch  # noqa: F401, I001
 
 from . import data, encoding, losses, surrogate
-from .layers import LIFLayer, ReadoutLayer, SynapticLayer
+from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, place, plan
 from .spikes import SparseSpikes, SpikeOverflowError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LayerState",
     "LIFLayer",
     "PlanError",
     "PlanReport",

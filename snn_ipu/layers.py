@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 from torch import nn
@@ -41,7 +41,7 @@ from torch import nn
 from . import surrogate as surrogate_mod
 from .spikes import OVERFLOW_POLICIES, SparseSpikes, as_sparse, check_overflow_policy
 
-__all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig"]
+__all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
 
 RESETS = {"subtract": 0, "zero": 1, "none": 2}
 MODELS = {"leaky": 0, "synaptic": 1, "readout": 2}
@@ -49,6 +49,15 @@ BACKENDS = ("auto", "reference", "emulator", "ipu")
 PLAN_TARGETS = ("host", "ipu2")
 
 Scalar = Union[float, torch.Tensor]
+
+
+class LayerState(NamedTuple):
+    """A layer's state after the last step of a call, detached float32 ``[B, out]``:
+    what the next call starts from when ``carry_state`` is set."""
+
+    membrane: torch.Tensor
+    synaptic: Optional[torch.Tensor]  # SynapticLayer only
+    spikes: Optional[torch.Tensor]  # 0/1; spiking layers only
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,10 @@ class _Layer(nn.Module):
         # in ``last_membrane``: for plots and debugging, at the cost of dense memory.
         self.record_membrane = False
         self.last_membrane: Optional[torch.Tensor] = None
+        # When True, each call starts from the state the last one ended in (``state``)
+        # instead of zero: a long sequence in chunks, as truncated BPTT or streaming.
+        self.carry_state = False
+        self.state: Optional[LayerState] = None
         # The tiles of this layer's IPU op (snn_ipu.planning.place); None: from tile 0.
         self.ipu_tiles = None
 
@@ -244,6 +257,27 @@ class _Layer(nn.Module):
                 f"{self.name}: the learned threshold reached {float(threshold.detach().min())}"
                 " <= 0; it must stay > 0 (lower the learning rate, or clamp it after each step)"
             )
+
+    def reset_state(self) -> None:
+        """The next call starts from zero state (with ``carry_state``)."""
+        self.state = None
+
+    def _initial_state(self, spikes: SparseSpikes) -> Optional[LayerState]:
+        """The state this call starts from, checked: None for zero."""
+        if not self.carry_state or self.state is None:
+            return None
+        shape = (spikes.batch_size, self.out_features)
+        for field in ("membrane", "synaptic", "spikes"):
+            value = getattr(self.state, field)
+            if value is not None and (not isinstance(value, torch.Tensor)
+                                      or tuple(value.shape) != shape):
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value)
+                raise ValueError(
+                    f"{self.name}: the carried state's {field} is {got}, this call needs "
+                    f"{shape} (batch {shape[0]}); call reset_state() to start from zero"
+                )
+        return LayerState(*(None if v is None else v.detach().float().contiguous()
+                            for v in self.state))
 
     def _backend(self):
         from .backends import select
@@ -334,7 +368,35 @@ class _SpikingLayer(_Layer):
             self._per_neuron(self.beta, clamp=True),
             self._per_neuron(self.threshold, clamp=False),
             self._alpha(),
+            self._initial_spiking_state(spikes),
         )
+
+    def _initial_spiking_state(self, spikes: SparseSpikes) -> Optional[LayerState]:
+        initial = self._initial_state(spikes)
+        if initial is None:
+            return None
+        if initial.spikes is None or (self.neuron_model == "synaptic") != (
+                initial.synaptic is not None):
+            raise ValueError(
+                f"{self.name}: a carried state needs spikes"
+                + (" and a synaptic current" if self.neuron_model == "synaptic" else "")
+                + " (and no synaptic current for a leaky layer)"
+            )
+        if self.recurrent and self.max_spikes is not None:
+            # the step-0 recurrent input is the state's spikes, under the list's capacity
+            if self.overflow == "drop":
+                raise ValueError(
+                    f"{self.name}: carry_state on a recurrent layer needs overflow "
+                    "'error' or 'grow' (with 'drop', which spikes of the last step recur "
+                    "is not kept in the state)"
+                )
+            most = int(initial.spikes.gt(0).sum(-1).max()) if initial.spikes.numel() else 0
+            if self.overflow == "error" and most > self.max_spikes:
+                raise ValueError(
+                    f"{self.name}: the carried state has {most} spikes in a sample, more "
+                    f"than max_spikes={self.max_spikes}"
+                )
+        return initial
 
     def extra_repr(self) -> str:
         return (
@@ -369,8 +431,10 @@ class LIFLayer(_SpikingLayer):
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
         name: used in error messages and reports.
 
-    Every call runs the whole sequence from zero state (``U = 0``, no spike before
-    step 0). With ``record_membrane = True`` the layer keeps the call's membrane
+    A call runs the whole sequence from zero state (``U = 0``, no spike before step
+    0); with ``carry_state = True`` it starts from ``state``, where the last call
+    ended (a constant: truncated BPTT), until ``reset_state()``.
+    With ``record_membrane = True`` the layer keeps the call's membrane
     ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a loss on a
     membrane needs a :class:`ReadoutLayer`). Porting an ``RLeaky``: copy
     ``fc.bias + rleaky.recurrent.bias`` into ``bias`` and ``rleaky.recurrent.weight``
@@ -486,6 +550,10 @@ class ReadoutLayer(_Layer):
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
         spikes = as_sparse(x, self.in_features, self.name)
         self._check_finite()
+        initial = self._initial_state(spikes)
+        if initial is not None and (initial.synaptic is not None or initial.spikes is not None):
+            raise ValueError(f"{self.name}: a readout's carried state is its membrane alone")
         return self._backend().readout_layer(
-            self, spikes, self.weight, self.bias, self._per_neuron(self.beta, clamp=True)
+            self, spikes, self.weight, self.bias, self._per_neuron(self.beta, clamp=True),
+            initial,
         )

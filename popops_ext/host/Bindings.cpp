@@ -139,6 +139,7 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
     result["membrane"] = membrane;
     return result;
   }
+  const bool withState = options.returnState;
   const bool dense = options.keepDenseState;
   const bool synaptic = a.neuron.model == MODEL_SYNAPTIC;
   FloatArray denseMembrane = dense ? FloatArray({T, B, N}) : FloatArray({py::ssize_t(0)});
@@ -146,10 +147,23 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
   float *dm = dense ? denseMembrane.mutable_data() : nullptr;
   float *ds = dense && synaptic ? denseSyn.mutable_data() : nullptr;
   ForwardStats stats;
+  FloatArray finalMembrane({withState ? B : 0, withState ? N : 0});
+  FloatArray finalSyn({withState && synaptic ? B : 0, withState && synaptic ? N : 0});
+  FloatArray finalSpikes({withState ? B : 0, withState ? N : 0});
   {
+    float *fm = withState ? finalMembrane.mutable_data() : nullptr;
+    float *fs = withState && synaptic ? finalSyn.mutable_data() : nullptr;
+    float *fk = withState ? finalSpikes.mutable_data() : nullptr;
     py::gil_scoped_release release;
     layer.run(dm, ds);
+    if (withState)
+      layer.finalState(fm, fs, fk);
     stats = layer.decideCapacity();
+  }
+  if (withState) {
+    result["final_membrane"] = finalMembrane;
+    result["final_syn"] = finalSyn;
+    result["final_spikes"] = finalSpikes;
   }
   const py::ssize_t K = stats.capacity;
   IntArray ids({T, B, K});
@@ -201,7 +215,9 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
                       const FloatArray &bias, const py::array &recWeight,
                       const FloatArray &beta, const FloatArray &threshold,
                       const FloatArray &alpha, int numThreads,
-                      const FloatArray &inputCurrents, bool checkLists) {
+                      const FloatArray &inputCurrents, bool checkLists,
+                      const FloatArray &initialMembrane, const FloatArray &initialSyn,
+                      const FloatArray &initialSpikes, bool returnState) {
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, bias, recWeight, beta, threshold, alpha, checkLists);
   requireCode(overflow, 3, "overflow");
@@ -210,9 +226,17 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
   const bool givenCurrents =
       optionalShape(inputCurrents, {a.shape.steps, a.shape.batch, a.shape.outFeatures},
                     "input_currents");
-  const ForwardOptions options{unsigned(capacity), overflow, keepDenseState,
-                               threadCount(numThreads),
-                               givenCurrents ? inputCurrents.data() : nullptr};
+  ForwardOptions options{unsigned(capacity), overflow, keepDenseState,
+                         threadCount(numThreads),
+                         givenCurrents ? inputCurrents.data() : nullptr};
+  const py::ssize_t B = a.shape.batch, N = a.shape.outFeatures;
+  if (optionalShape(initialMembrane, {B, N}, "initial_membrane"))
+    options.initialMembrane = initialMembrane.data();
+  if (optionalShape(initialSyn, {B, N}, "initial_syn"))
+    options.initialSynaptic = initialSyn.data();
+  if (optionalShape(initialSpikes, {B, N}, "initial_spikes"))
+    options.initialSpikes = initialSpikes.data();
+  options.returnState = returnState;
   return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
 }
 
@@ -286,7 +310,9 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        const FloatArray &denseSyn, const FloatArray &gradOut,
                        const std::vector<bool> &needsList, int numThreads,
                        bool returnGradCurrent, bool checkLists, const IntArray &droppedIds,
-                       const IntArray &droppedCounts) {
+                       const IntArray &droppedCounts, const FloatArray &initialMembrane,
+                       const FloatArray &initialSyn, const IntArray &initialSpikeIds,
+                       const IntArray &initialSpikeCounts) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, noBias, recWeight, beta, threshold, alpha, checkLists);
@@ -327,6 +353,17 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
     in.droppedStart = droppedStart.data();
   } else if (droppedIds.size() != 0) {
     throw std::invalid_argument("dropped_ids given without dropped_counts");
+  }
+  if (optionalShape(initialMembrane, {B, N}, "initial_membrane"))
+    in.initialMembrane = initialMembrane.data();
+  if (optionalShape(initialSyn, {B, N}, "initial_syn"))
+    in.initialSynaptic = initialSyn.data();
+  std::vector<std::size_t> initialStart;
+  if (initialSpikeCounts.size() != 0) {
+    // One row per sample: the dropped-list format over a single step.
+    initialStart = droppedRows(initialSpikeIds, initialSpikeCounts, 1, B, N);
+    in.initialSpikeIds = initialSpikeIds.data();
+    in.initialSpikeStart = initialStart.data();
   }
   in.membrane = membrane.data();
   in.gradOut = gradOut.data();
@@ -380,7 +417,11 @@ PYBIND11_MODULE(_C, m) {
         py::arg("keep_dense_state"), py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("bias"), py::arg("rec_weight"),
         py::arg("beta"), py::arg("threshold"), py::arg("alpha"), py::arg("num_threads") = 0,
-        py::arg("input_currents") = FloatArray(py::ssize_t(0)), py::arg("check_lists") = true);
+        py::arg("input_currents") = FloatArray(py::ssize_t(0)), py::arg("check_lists") = true,
+        py::arg("initial_membrane") = FloatArray(py::ssize_t(0)),
+        py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
+        py::arg("initial_spikes") = FloatArray(py::ssize_t(0)),
+        py::arg("return_state") = false);
   m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),
@@ -390,7 +431,11 @@ PYBIND11_MODULE(_C, m) {
         py::arg("dense_syn"), py::arg("grad_out"), py::arg("needs"),
         py::arg("num_threads") = 0, py::arg("return_grad_current") = false,
         py::arg("check_lists") = true, py::arg("dropped_ids") = IntArray(py::ssize_t(0)),
-        py::arg("dropped_counts") = IntArray(py::ssize_t(0)));
+        py::arg("dropped_counts") = IntArray(py::ssize_t(0)),
+        py::arg("initial_membrane") = FloatArray(py::ssize_t(0)),
+        py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
+        py::arg("initial_spike_ids") = IntArray(py::ssize_t(0)),
+        py::arg("initial_spike_counts") = IntArray(py::ssize_t(0)));
   m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
   m.def(

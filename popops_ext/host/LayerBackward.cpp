@@ -221,19 +221,28 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       prefetchRow(j, row + kRowsAhead - 2 * std::size_t(B));
     float *currentGrad = currentGradAt(j, t, b);
     float *carry = s.carry.data() + std::size_t(b) * len;
-    // U[t-1] or syn[t-1] of the tile; unbound when its gradient is not needed.
-    auto prevDense = [&](const float *dense, bool needed) {
+    // U[t-1] or syn[t-1] of the tile (at t = 0 the initial state's, or zero);
+    // unbound when its gradient is not needed.
+    auto prevDense = [&](const float *dense, const float *initial, bool needed) {
       if (!needed)
         return std::make_pair(static_cast<const float *>(nullptr), std::size_t(0));
-      return std::make_pair(t > 0 ? dense + (row - B) * N + first : zeros_.data(),
-                            std::size_t(width));
+      const float *prev = t > 0     ? dense + (row - B) * N + first
+                          : initial ? initial + std::size_t(b) * N + first
+                                    : zeros_.data();
+      return std::make_pair(prev, std::size_t(width));
     };
+    // Sample b's initial spikes (all tiles), ascending.
+    const int32_t *initialIds = nullptr, *initialEnd = nullptr;
+    if (t == 0 && in_.initialSpikeIds) {
+      initialIds = in_.initialSpikeIds + in_.initialSpikeStart[b];
+      initialEnd = in_.initialSpikeIds + in_.initialSpikeStart[b + 1];
+    }
 
     if (neuron_.model == MODEL_READOUT) {
       ReadoutStateGrad v;
       v.outputGrad.bind(in_.gradOut + row * N + first, width);
       v.beta.bind(neuron_.beta + first, width);
-      const auto prevU = prevDense(in_.membrane, needs_.beta);
+      const auto prevU = prevDense(in_.membrane, in_.initialMembrane, needs_.beta);
       v.prevMembrane.bind(prevU.first, prevU.second);
       v.carry.bind(carry, width);
       v.currentGrad.bind(currentGrad, width);
@@ -249,6 +258,10 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       if (t > 0) {
         prev = spikeRange(j, row - B);
         prevIds = in_.output.idsAt(row - B) + prev.begin;
+      } else if (initialIds) { // the tile's initial spikes
+        const int32_t *begin = std::lower_bound(initialIds, initialEnd, int(first));
+        prevIds = begin;
+        prev.end = unsigned(std::lower_bound(begin, initialEnd, int(first + width)) - begin);
       }
       unsigned numPrev = prev.end - prev.begin;
       if (t > 0 && in_.droppedStart)
@@ -262,7 +275,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
         v.numPrevSpikes.bind(&numPrev);
         v.beta.bind(neuron_.beta + first, width);
         v.threshold.bind(neuron_.threshold + first, width);
-        const auto prevU = prevDense(in_.denseMembrane, needs_.beta);
+        const auto prevU = prevDense(in_.denseMembrane, in_.initialMembrane, needs_.beta);
         v.prevMembrane.bind(prevU.first, prevU.second);
         v.carry.bind(carry, width);
         v.notSpiked.bind(s.notSpiked.data(), width);
@@ -279,7 +292,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       if (neuron_.model == MODEL_SYNAPTIC) {
         SynapticStateGrad v;
         bindCommon(v);
-        const auto prevSyn = prevDense(in_.denseSynaptic, needs_.alpha);
+        const auto prevSyn = prevDense(in_.denseSynaptic, in_.initialSynaptic, needs_.alpha);
         v.prevSynaptic.bind(prevSyn.first, prevSyn.second);
         v.alpha.bind(neuron_.alpha + first, width);
         v.carrySynaptic.bind(s.carrySynaptic.data() + std::size_t(b) * len, width);
@@ -305,10 +318,11 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       scatter.rowLength = len;
       scatter.compute();
     }
-    if (recWeight_ && needs_.recWeight && t > 0) {
+    if (recWeight_ && needs_.recWeight && (t > 0 || initialIds)) {
+      // V's gradient meets the step's recurrent input: S[t-1], the initial spikes at t = 0.
       WeightGradScatter scatter;
-      unsigned numIds = in_.output.spikesAt(row - B);
-      scatter.ids.bind(in_.output.idsAt(row - B), numIds);
+      unsigned numIds = t > 0 ? in_.output.spikesAt(row - B) : unsigned(initialEnd - initialIds);
+      scatter.ids.bind(t > 0 ? in_.output.idsAt(row - B) : initialIds, numIds);
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);
       scatter.weightGrad.bind(recWeightGrad_.block(j), recWeightGrad_.blockSize(j));

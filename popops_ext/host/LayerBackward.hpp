@@ -36,6 +36,13 @@ struct BackwardInputs {
   // .. droppedStart[r + 1]). Null when none were dropped.
   const int32_t *droppedIds;
   const std::size_t *droppedStart; // [T x B + 1]
+  // The state before step 0 (a previous call's last step; null: zero), for
+  // the terms of step 0: U[-1], syn[-1] [B x out], and the spikes S[-1] of
+  // sample b, ids ascending: initialSpikeIds[initialSpikeStart[b] .. [b + 1]).
+  const float *initialMembrane;
+  const float *initialSynaptic;
+  const int32_t *initialSpikeIds;
+  const std::size_t *initialSpikeStart; // [B + 1]
 };
 
 // Every pointer may be null when the gradient is not needed.

@@ -37,13 +37,22 @@ template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
   if (recWeight_)
     recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
   TileState &s = tiles_[j];
+  const unsigned N = shape_.outFeatures, first = layout_.first(j);
+  // The tile's columns of a [B x out] initial state (zero without one).
+  auto initial = [&](AlignedVector<float> &dst, const float *src) {
+    dst.assign(std::size_t(B) * len, 0.0f);
+    if (src)
+      for (unsigned b = 0; b < B; ++b)
+        std::memcpy(dst.data() + std::size_t(b) * len, src + std::size_t(b) * N + first,
+                    width * sizeof(float));
+  };
   s.currents.assign(std::size_t(B) * len, 0.0f);
-  s.membrane.assign(std::size_t(B) * len, 0.0f);
+  initial(s.membrane, options_.initialMembrane);
   if (neuron_.model == MODEL_SYNAPTIC)
-    s.synaptic.assign(std::size_t(B) * len, 0.0f);
+    initial(s.synaptic, options_.initialSynaptic);
   if (neuron_.model == MODEL_READOUT)
     return;
-  s.spiked.assign(std::size_t(B) * len, 0.0f);
+  initial(s.spiked, options_.initialSpikes);
   const std::size_t rows = std::size_t(shape_.steps) * B, dense = rows * width;
   const bool allEligible = std::isinf(neuron_.gradWindow) && neuron_.gradWindow > 0;
   s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width);
@@ -51,6 +60,36 @@ template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
     s.recentIds.assign(2 * std::size_t(B) * width, 0);
     s.recentCounts.assign(2 * std::size_t(B), 0);
     s.recurrentIds.assign(shape_.outFeatures, 0);
+    // The initial spikes as step -1's list (parity 1), the recurrent input of step 0.
+    for (unsigned b = 0; options_.initialSpikes && b < B; ++b) {
+      const float *spikes = options_.initialSpikes + std::size_t(b) * N + first;
+      int *ids = s.recentIds.data() + (std::size_t(B) + b) * width;
+      unsigned count = 0;
+      for (unsigned n = 0; n < width; ++n)
+        if (spikes[n] != 0.0f)
+          ids[count++] = int(first + n);
+      s.recentCounts[B + b] = count;
+    }
+  }
+}
+
+template <typename WT>
+void LayerForward<WT>::finalState(float *membrane, float *synaptic, float *spikes) const {
+  const unsigned B = shape_.batch, N = shape_.outFeatures;
+  for (unsigned j = 0; j < layout_.numTiles(); ++j) {
+    const TileState &s = tiles_[j];
+    const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
+    auto out = [&](float *dst, const AlignedVector<float> &src) {
+      if (dst)
+        for (unsigned b = 0; b < B; ++b)
+          std::memcpy(dst + std::size_t(b) * N + first, src.data() + std::size_t(b) * len,
+                      width * sizeof(float));
+    };
+    out(membrane, s.membrane);
+    if (neuron_.model == MODEL_SYNAPTIC)
+      out(synaptic, s.synaptic);
+    if (neuron_.model != MODEL_READOUT)
+      out(spikes, s.spiked);
   }
 }
 
@@ -119,7 +158,7 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
     const std::size_t row = std::size_t(t) * B + b;
     float *currents = s.currents.data() + std::size_t(b) * len;
     float *membrane = s.membrane.data() + std::size_t(b) * len;
-    if (recWeight_ && t > 0)
+    if (recWeight_ && (t > 0 || options_.initialSpikes))
       addRecurrentInput(j, t, b, currents);
 
     float *denseU = denseMembrane ? denseMembrane + row * N + first : nullptr;

@@ -27,6 +27,13 @@ struct ForwardOptions {
   // where the input is dense enough for one to beat the spike matmul), or null:
   // the tiles then add their input rows themselves.
   const float *inputCurrents = nullptr;
+  // The state before step 0, [B x out] each (a previous call's last step: its
+  // membrane, synaptic current and 0/1 spikes, which reset at step 0 and, in a
+  // recurrent layer, are its input), or null: zero.
+  const float *initialMembrane = nullptr;
+  const float *initialSynaptic = nullptr;
+  const float *initialSpikes = nullptr;
+  bool returnState = false; // the bindings copy the last step's state out
 };
 
 struct OverflowAt {
@@ -67,6 +74,10 @@ public:
                      int32_t *droppedCounts) const;
 
   const ForwardStats &stats() const { return stats_; }
+
+  // After run(): the state after the last step, [B x out] each (synaptic and
+  // spikes may be null; a readout has no spikes).
+  void finalState(float *membrane, float *synaptic, float *spikes) const;
 
 private:
   struct TileState {

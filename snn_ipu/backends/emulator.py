@@ -23,6 +23,7 @@ from typing import Iterator, Optional, Tuple
 import numpy as np
 import torch
 
+from ..layers import LayerState
 from ..spikes import Overflow, SparseSpikes, listed_mask
 from .bookkeeping import apply_overflow, record_stats
 from .tiles import default_threads, tile_starts_for
@@ -167,10 +168,32 @@ def _grad(result: dict, key: str, like: Optional[torch.Tensor]) -> Optional[torc
     return torch.from_numpy(result[key]).to(like.dtype).reshape(like.shape)
 
 
+def _initial_forward(initial) -> dict:
+    """The executor's arguments for a carried state (none: zero state)."""
+    if initial is None:
+        return {}
+    return {"initial_membrane": _np(initial.membrane), "initial_syn": _np(initial.synaptic),
+            "initial_spikes": _np(initial.spikes)}
+
+
+def _initial_backward(initial) -> dict:
+    """The backward's view of a carried state: U[-1], syn[-1] and the spikes S[-1] of
+    every sample as ascending ids."""
+    if initial is None:
+        return {}
+    args = {"initial_membrane": _np(initial.membrane), "initial_syn": _np(initial.synaptic)}
+    if initial.spikes is not None:
+        nonzero = initial.spikes.nonzero()  # row-major: by sample, ids ascending
+        args["initial_spike_ids"] = _np(nonzero[:, 1].to(torch.int32))
+        args["initial_spike_counts"] = _np(torch.bincount(
+            nonzero[:, 0], minlength=initial.spikes.shape[0]).to(torch.int32).reshape(1, -1))
+    return args
+
+
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer, cfg, tiles, keep_dense, in_ids, in_counts, in_values, weight,
-                bias, rec_weight, beta, threshold, alpha):
+                bias, rec_weight, beta, threshold, alpha, initial):
         sur = cfg.surrogate
         T, B = in_ids.shape[:2]
         ids_np, counts_np = _np(in_ids), _np(in_counts)
@@ -182,7 +205,15 @@ class _SpikingLayerFn(torch.autograd.Function):
             _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
             _threads_for(in_ids, layer.out_features),
             input_currents=_currents(dense_x, weight, T, B), check_lists=False,
+            return_state=layer.carry_state, **_initial_forward(initial),
         )
+        if layer.carry_state:
+            layer.state = LayerState(
+                torch.from_numpy(res["final_membrane"]),
+                torch.from_numpy(res["final_syn"]) if cfg.model == "synaptic" else None,
+                torch.from_numpy(res["final_spikes"]),
+            )
+        ctx.initial = initial
         ids = torch.from_numpy(res["ids"])
         counts = torch.from_numpy(res["counts"])
         K = ids.shape[-1]
@@ -225,7 +256,7 @@ class _SpikingLayerFn(torch.autograd.Function):
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         _first_order_only(ctx.layer)
         if grad_values is None:  # nothing downstream used the values
-            return (None,) * 13
+            return (None,) * 14
         (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
          membrane, dense_membrane, dense_syn, dropped_ids, dropped_counts) = ctx.saved_tensors
         cfg = ctx.cfg
@@ -242,6 +273,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
                 dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
+                **_initial_backward(ctx.initial),
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -254,12 +286,13 @@ class _SpikingLayerFn(torch.autograd.Function):
             _grad(res, "grad_beta", beta) if needs[4] else None,
             _grad(res, "grad_threshold", threshold) if needs[5] else None,
             _grad(res, "grad_alpha", alpha) if needs[6] and ctx.has_alpha else None,
+            None,
         )
 
 
 class _ReadoutFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta):
+    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta, initial):
         T, B = in_ids.shape[:2]
         ids_np, counts_np = _np(in_ids), _np(in_counts)
         dense_x = _checked_dense_input(in_ids, in_counts, ids_np, counts_np, weight.shape[1])
@@ -268,11 +301,15 @@ class _ReadoutFn(torch.autograd.Function):
             _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
             _threads_for(in_ids, layer.out_features),
             input_currents=_currents(dense_x, weight, T, B), check_lists=False,
+            **_initial_forward(initial),
         )
+        ctx.initial = initial
         layer.stats = {"backend": "emulator", "path": "sparse" if dense_x is None else "dense"}
         ctx.dense_x = dense_x if ctx.needs_input_grad[5] else None
         membrane = torch.from_numpy(res["membrane"])
         layer.last_membrane = membrane.detach() if layer.record_membrane else None
+        if layer.carry_state:
+            layer.state = LayerState(membrane[-1].clone(), None, None)
         ctx.layer = layer
         ctx.tiles = tiles
         ctx.has_bias = bias is not None
@@ -294,6 +331,7 @@ class _ReadoutFn(torch.autograd.Function):
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
+                **_initial_backward(ctx.initial),
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -303,6 +341,7 @@ class _ReadoutFn(torch.autograd.Function):
             None, None, None, None, grad_in, grad_w,
             torch.from_numpy(res["grad_bias"]) if needs[2] and ctx.has_bias else None,
             _grad(res, "grad_beta", beta) if needs[4] else None,
+            None,
         )
 
 
@@ -328,7 +367,7 @@ def _named(where: str) -> Iterator[None]:
 
 
 def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha):
+                  alpha, initial=None):
     _check_inputs(layer.name, (weight, rec_weight), spikes.values, bias, beta, threshold, alpha)
     tiles = _plan(layer, spikes)
     # Learned decays need the dense state history in backward; decided here because
@@ -340,17 +379,17 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     with _named(layer.name):
         values, ids, counts = _SpikingLayerFn.apply(
             layer, cfg, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
-            rec_weight, beta, threshold, alpha,
+            rec_weight, beta, threshold, alpha, initial,
         )
     return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
     _check_inputs(layer.name, (weight,), spikes.values, bias, beta)
     tiles = _plan(layer, spikes)
     with _named(layer.name):
         return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
-                                bias, beta)
+                                bias, beta, initial)
 
 
 def spike_matmul(

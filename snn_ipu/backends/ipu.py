@@ -199,8 +199,17 @@ def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -
     return t
 
 
+def _no_carried_state(layer) -> None:
+    if layer.carry_state:
+        raise ValueError(
+            f"{layer.name}: carry_state is not supported on the ipu backend yet (the op "
+            "starts every call from zero state)"
+        )
+
+
 def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha):
+                  alpha, initial=None):
+    _no_carried_state(layer)
     poptorch = _require_ipu()
     load_library()
     if layer.overflow != "drop" and not layer.overflow_warned:
@@ -252,7 +261,8 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
     return SparseSpikes(ids, counts, N, values, validate=False)
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
+    _no_carried_state(layer)
     poptorch = _require_ipu()
     load_library()
     config = layer.config()

@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ..layers import LayerState
 from ..spikes import SparseSpikes, listed_mask, lists_from_masks
 from .bookkeeping import apply_overflow, record_stats
 
@@ -66,7 +67,7 @@ def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
 
 
 def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha):
+                  alpha, initial=None):
     T, B, _ = spikes.dense_shape
     N = layer.out_features
     current = _input_current(spikes, weight, bias)
@@ -77,6 +78,11 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     syn = current.new_zeros(B, N)
     s_prev = current.new_zeros(B, N)  # reset signal: detached previous spikes
     r_prev = current.new_zeros(B, N)  # recurrent input: listed previous spikes
+    if initial is not None:  # a constant: no gradient reaches the previous call
+        U = initial.membrane.to(current.dtype)
+        if initial.synaptic is not None:
+            syn = initial.synaptic.to(current.dtype)
+        s_prev = r_prev = initial.spikes.to(current.dtype)
     # Cast once: a cast per step would also sum a half V's gradient in half, step by step.
     rec_t = rec_weight.to(current.dtype).t() if cfg.recurrent else None
     S_all, spk_all, elig_all, U_all = [], [], [], []
@@ -111,6 +117,10 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
         spk_all.append(spk)
         elig_all.append(elig)
 
+    if layer.carry_state:
+        layer.state = LayerState(U.detach().float(),
+                                 syn.detach().float() if cfg.model == "synaptic" else None,
+                                 spk.float())
     S_all = torch.stack(S_all)
     layer.last_membrane = torch.stack(U_all) if layer.record_membrane else None
     spk_all = torch.stack(spk_all)
@@ -127,13 +137,15 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     return SparseSpikes(ids, counts, N, values, validate=False)
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta) -> torch.Tensor:
+def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
     current = _input_current(spikes, weight, bias)
-    U: Optional[torch.Tensor] = None
+    U: Optional[torch.Tensor] = None if initial is None else initial.membrane.to(current.dtype)
     out = []
     for t in range(current.shape[0]):
         U = current[t] if U is None else beta * U + current[t]
         out.append(U)
     out = torch.stack(out)
     layer.last_membrane = out.detach() if layer.record_membrane else None
+    if layer.carry_state:
+        layer.state = LayerState(out[-1].detach().float(), None, None)
     return out

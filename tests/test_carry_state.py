@@ -1,0 +1,208 @@
+"""carry_state: a sequence run in chunks, each call starting where the last one ended.
+
+Forward: the chunks give the spikes and the final state of one call over the whole
+sequence. Backward: the carried state is a constant (truncated BPTT); the gradients
+of the second chunk match snnTorch's with the membrane detached at the boundary, and
+the emulator's (whose step 0 reads the state in C++) match the reference's.
+"""
+
+import copy
+
+import pytest
+import snntorch as snn
+import torch
+from conftest import assert_rel_close, binary, margin
+
+from snn_ipu import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
+from snn_ipu.backends import ipu
+
+T, B, IN, N = 14, 3, 30, 12
+SPLIT = 6
+
+
+def layer_for(model, reset, recurrent, backend, seed, **kw):
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    layer = cls(IN, N, reset=reset, recurrent=recurrent, backend=backend, **kw)
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+        if recurrent:
+            layer.rec_weight.mul_(2.0)
+    return layer
+
+
+def tie_free(model, reset, recurrent, window=None, **kw):
+    for seed in range(30):
+        layer = layer_for(model, reset, recurrent, "reference", seed, grad_window=window, **kw)
+        x = binary((T, B, IN), 0.25, seed)
+        layer.record_membrane = True
+        with torch.no_grad():
+            layer(x)
+        layer.record_membrane = False
+        if margin(layer.last_membrane, 1.0, window) > 1e-4:
+            return layer, x
+    pytest.fail("no tie-free seed")
+
+
+def chunked(layer, x):
+    layer.carry_state = True
+    layer.reset_state()
+    outs = [layer(x[:SPLIT]).to_dense(), layer(x[SPLIT:]).to_dense()]
+    return torch.cat(outs), layer.state
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_chunks_equal_one_call(backend, model, reset, recurrent):
+    ref, x = tie_free(model, reset, recurrent)
+    layer = copy.deepcopy(ref)
+    layer.backend = backend
+    layer.carry_state = True
+    with torch.no_grad():
+        whole = layer(x).to_dense()
+        final = layer.state
+        parts, state = chunked(layer, x)
+    assert whole.sum() > 0 and torch.equal(parts, whole)
+    torch.testing.assert_close(state.membrane, final.membrane, atol=1e-5, rtol=0)
+    assert torch.equal(state.spikes, whole[-1])
+    assert (state.synaptic is not None) == (model == "synaptic")
+    if model == "synaptic":
+        torch.testing.assert_close(state.synaptic, final.synaptic, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_second_chunk_gradients_are_snntorchs_truncated_bptt(backend, reset):
+    """snnTorch: nn.Linear + Leaky over all steps, mem detached after the first chunk,
+    loss on the second chunk's spikes."""
+    ours, x = tie_free("leaky", reset, False)
+    ours.backend = backend
+    fc = torch.nn.Linear(IN, N)
+    with torch.no_grad():
+        fc.weight.copy_(ours.weight)
+        fc.bias.copy_(ours.bias)
+    lif = snn.Leaky(beta=0.9, threshold=1.0, reset_mechanism=reset)
+    weights = torch.randn(T - SPLIT, B, N, generator=torch.Generator().manual_seed(5))
+    mem = lif.init_leaky()
+    spikes = []
+    for t in range(T):
+        if t == SPLIT:
+            mem = mem.detach()
+        spk, mem = lif(fc(x[t]), mem)
+        spikes.append(spk)
+    (torch.stack(spikes[SPLIT:]) * weights).sum().backward()
+
+    ours.carry_state = True
+    with torch.no_grad():
+        ours(x[:SPLIT])
+    (ours(x[SPLIT:]).to_dense() * weights).sum().backward()
+    assert float(fc.weight.grad.abs().max()) > 0
+    assert_rel_close(ours.weight.grad, fc.weight.grad, 1e-4, "weight")
+    assert_rel_close(ours.bias.grad, fc.bias.grad, 1e-4, "bias")
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_emulator_gradients_from_a_carried_state_equal_the_reference(model, reset, recurrent):
+    """Every parameter, learned decays and threshold included: step 0's terms use the
+    state's membrane, synaptic current and spikes (and V meets its spikes)."""
+    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, N))
+    if model == "synaptic":  # per neuron: a scalar's gradient is a sum that cancels
+        extra.update(learn_alpha=True, alpha=torch.linspace(0.5, 0.85, N))
+    ref, x = tie_free(model, reset, recurrent, window=0.4, **extra)
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    readout = torch.randn(T - SPLIT, B, N, generator=torch.Generator().manual_seed(3))
+    for layer in (ref, emu):
+        layer.carry_state = True
+        with torch.no_grad():
+            layer(x[:SPLIT])
+        assert float(layer.state.spikes.sum()) > 0
+        xg = x[SPLIT:].clone().requires_grad_()
+        (layer(xg).to_dense() * readout).sum().backward()
+        layer.input_grad = xg.grad
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(emu.input_grad, ref.input_grad, 1e-4, "input grad")
+
+
+def test_beta_and_threshold_gradients_see_the_carried_state():
+    """By hand, one neuron, one step from U[-1] = 0.5 with S[-1] = 1 (subtract reset):
+    U[0] = beta U[-1] + I - thr; the gradients of beta and thr at step 0 need the state."""
+    layer = LIFLayer(1, 1, beta=0.8, threshold=1.0, learn_beta=True, learn_threshold=True,
+                     bias=False, backend="emulator", grad_window=None)
+    with torch.no_grad():
+        layer.weight.fill_(2.0)
+    layer.carry_state = True
+    layer.state = LayerState(torch.tensor([[0.5]]), None, torch.tensor([[1.0]]))
+    out = layer(torch.ones(1, 1, 1))  # U[0] = 0.8 * 0.5 + 2 - 1 = 1.4 > 1: a spike
+    out.to_dense().sum().backward()
+    # dS/dU at U - thr = 0.4 with ATan(2): 1 / (1 + (pi * 0.4)^2)
+    d = 1.0 / (1.0 + (torch.pi * 0.4) ** 2)
+    assert float(layer.beta.grad) == pytest.approx(d * 0.5, rel=1e-5)
+    # dU/dthr = -S[-1] = -1, and dS/dthr = -dS/dU directly
+    assert float(layer.threshold.grad) == pytest.approx(-2 * d, rel=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_readout_chunks_equal_one_call(backend):
+    torch.manual_seed(1)
+    ref = ReadoutLayer(IN, 5, beta=torch.linspace(0.5, 0.9, 5), learn_beta=True,
+                       backend=backend)
+    x = binary((T, B, IN), 0.3, 1)
+    whole = ref(x).detach()
+    ref.carry_state = True
+    parts = torch.cat([ref(x[:SPLIT]).detach(), ref(x[SPLIT:])])
+    torch.testing.assert_close(parts.detach(), whole, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ref.state.membrane, whole[-1], atol=1e-5, rtol=0)
+
+
+def test_readout_beta_gradient_from_a_carried_state_equals_the_reference():
+    torch.manual_seed(2)
+    ref = ReadoutLayer(IN, 5, beta=torch.linspace(0.5, 0.9, 5), learn_beta=True,
+                       backend="reference")
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    x = binary((T, B, IN), 0.3, 2)
+    for layer in (ref, emu):
+        layer.carry_state = True
+        with torch.no_grad():
+            layer(x[:SPLIT])
+        (layer(x[SPLIT:]) ** 2).sum().backward()
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_a_state_for_another_batch_is_refused_until_reset(backend):
+    layer = LIFLayer(IN, N, backend=backend)
+    layer.carry_state = True
+    layer(binary((4, 3, IN), 0.3, 0))
+    with pytest.raises(ValueError, match=r"is \(3, 12\), this call needs \(2, 12\).*reset_state"):
+        layer(binary((4, 2, IN), 0.3, 0))
+    layer.reset_state()
+    layer(binary((4, 2, IN), 0.3, 0))
+    assert layer.state.membrane.shape == (2, N)
+
+
+def test_without_carry_state_every_call_starts_from_zero():
+    layer = LIFLayer(IN, N, backend="emulator")
+    x = binary((T, B, IN), 0.3, 4)
+    first = layer(x).to_dense()
+    assert torch.equal(layer(x).to_dense(), first) and layer.state is None
+
+
+def test_what_carry_state_cannot_do_is_refused():
+    recurrent = LIFLayer(IN, N, recurrent=True, max_spikes=N, overflow="drop")
+    recurrent.carry_state = True
+    recurrent(binary((4, B, IN), 0.3, 0))
+    with pytest.raises(ValueError, match="needs overflow 'error' or 'grow'"):
+        recurrent(binary((4, B, IN), 0.3, 0))
+    layer = LIFLayer(IN, N)
+    layer.carry_state = True
+    with pytest.raises(ValueError, match="not supported on the ipu backend"):
+        ipu.spiking_layer(layer, layer.config(), None, None, None, None, None, None, None)
