@@ -8,24 +8,21 @@ a layer takes ``[T, B, in_features]``).
 from __future__ import annotations
 
 import math
-import operator
 from typing import Optional
 
 import torch
+
+from ._numbers import whole_number
 
 __all__ = ["rate", "latency", "latency_times", "delta"]
 
 
 def _count(name: str, value: int, minimum: int) -> int:
     """An integer argument (a Python or numpy int, not a bool or a float) >= minimum."""
-    if not isinstance(value, bool):
-        try:
-            index = operator.index(value)
-        except TypeError:
-            index = None
-        if index is not None and index >= minimum:
-            return index
-    raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    number = whole_number(value, minimum)
+    if number is None:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return number
 
 
 def _finite(name: str, data: torch.Tensor) -> None:

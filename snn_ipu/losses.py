@@ -23,11 +23,12 @@ All losses average over the batch (snnTorch's default ``reduction='mean'``).
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any, Union
 
 import torch
 import torch.nn.functional as F
+
+from ._numbers import whole_number
 
 __all__ = [
     "spike_count",
@@ -88,17 +89,13 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False) -> to
 
 
 def _population(population: int) -> int:
-    if not isinstance(population, bool):  # True would silently mean 1
-        try:
-            value = operator.index(population)
-        except TypeError:
-            value = 0
-        if value >= 1:
-            return value
-    raise ValueError(
-        "population must be a positive int (output neurons per class; snnTorch's "
-        f"population_code=True is population=N // num_classes here), got {population!r}"
-    )
+    value = whole_number(population, 1)
+    if value is None:
+        raise ValueError(
+            "population must be a positive int (output neurons per class; snnTorch's "
+            f"population_code=True is population=N // num_classes here), got {population!r}"
+        )
+    return value
 
 
 def _pool_population(x: torch.Tensor, population: int) -> torch.Tensor:

@@ -18,6 +18,8 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from ._numbers import whole_number
+
 __all__ = ["SparseSpikes", "SpikeOverflowError", "OVERFLOW_POLICIES"]
 
 OVERFLOW_POLICIES = ("error", "drop", "grow")
@@ -136,15 +138,10 @@ def _capacity_or_none(max_spikes) -> Optional[int]:
     """A positive whole number (a Python, numpy or whole float one) or None."""
     if max_spikes is None:
         return None
-    if not isinstance(max_spikes, bool):
-        try:
-            value = operator.index(max_spikes)
-        except TypeError:
-            is_whole = isinstance(max_spikes, float) and max_spikes.is_integer()
-            value = int(max_spikes) if is_whole else 0
-        if value >= 1:
-            return value
-    raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes!r}")
+    value = whole_number(max_spikes, 1, whole_floats=True)
+    if value is None:
+        raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes!r}")
+    return value
 
 
 class SparseSpikes:
