@@ -382,16 +382,11 @@ class _SpikingLayer(_Layer):
                 + (" and a synaptic current" if self.neuron_model == "synaptic" else "")
                 + " (and no synaptic current for a leaky layer)"
             )
-        if self.recurrent and self.max_spikes is not None:
+        if self.recurrent and self.max_spikes is not None and self.overflow == "error":
             # the step-0 recurrent input is the state's spikes, under the list's capacity
-            if self.overflow == "drop":
-                raise ValueError(
-                    f"{self.name}: carry_state on a recurrent layer needs overflow "
-                    "'error' or 'grow' (with 'drop', which spikes of the last step recur "
-                    "is not kept in the state)"
-                )
+            # (with "drop" the lowest-numbered ones, as at every step)
             most = int(initial.spikes.gt(0).sum(-1).max()) if initial.spikes.numel() else 0
-            if self.overflow == "error" and most > self.max_spikes:
+            if most > self.max_spikes:
                 raise ValueError(
                     f"{self.name}: the carried state has {most} spikes in a sample, more "
                     f"than max_spikes={self.max_spikes}"

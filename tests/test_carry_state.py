@@ -196,12 +196,71 @@ def test_without_carry_state_every_call_starts_from_zero():
     assert torch.equal(layer(x).to_dense(), first) and layer.state is None
 
 
+CAP = 3  # below the spikes of a sample at the chunks' boundary: the list drops some
+
+
+def dropping_at_the_boundary(model, window=None, **kw):
+    """A recurrent layer whose list (capacity CAP, overflow "drop") drops spikes of
+    some sample at step SPLIT - 1, the first chunk's last step."""
+    for seed in range(40):
+        layer = layer_for(model, "subtract", True, "reference", seed, grad_window=window,
+                          max_spikes=CAP, overflow="drop", **kw)
+        layer.overflow_warned = True  # the drops are the point here
+        x = binary((T, B, IN), 0.25, seed)
+        layer.record_membrane = True
+        with torch.no_grad():
+            layer(x)
+        layer.record_membrane = False
+        U = layer.last_membrane
+        if margin(U, 1.0, window) > 1e-4 and int((U[SPLIT - 1] > 1.0).sum(-1).max()) > CAP:
+            return layer, x
+    pytest.fail("no tie-free seed that drops at the boundary")
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_recurrent_chunks_with_drop_equal_one_call(backend, model):
+    """Step 0 of the second chunk takes the state's lowest-numbered CAP spikes as its
+    recurrent input, as the one call's step SPLIT takes its list, and all of them reset."""
+    ref, x = dropping_at_the_boundary(model)
+    layer = copy.deepcopy(ref)
+    layer.backend = backend
+    layer.carry_state = True
+    with torch.no_grad():
+        whole = layer(x).to_dense()
+        parts, _ = chunked(layer, x)
+    assert layer.stats["spikes_dropped"] > 0
+    assert torch.equal(parts, whole)
+    # the state keeps every spike of the last step (they reset), not just the listed ones
+    assert int(layer.state.spikes.sum(-1).max()) >= int(whole[-1].sum(-1).max())
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_emulator_gradients_from_a_dropped_carried_state_equal_the_reference(model):
+    """V's gradient at step 0 meets the recurrent input the list kept (CAP of the
+    state's spikes); the reset terms meet all of them."""
+    ref, x = dropping_at_the_boundary(model, window=0.4, learn_beta=True,
+                                      learn_threshold=True)
+    emu = copy.deepcopy(ref)
+    emu.backend = "emulator"
+    readout = torch.randn(T - SPLIT, B, N, generator=torch.Generator().manual_seed(3))
+    for layer in (ref, emu):
+        layer.carry_state = True
+        with torch.no_grad():
+            layer(x[:SPLIT])
+        assert int(layer.state.spikes.sum(-1).max()) > CAP
+        (layer(x[SPLIT:]).to_dense() * readout).sum().backward()
+    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+
+
 def test_what_carry_state_cannot_do_is_refused():
-    recurrent = LIFLayer(IN, N, recurrent=True, max_spikes=N, overflow="drop")
+    recurrent = LIFLayer(IN, N, recurrent=True, max_spikes=2, overflow="error")
     recurrent.carry_state = True
-    recurrent(binary((4, B, IN), 0.3, 0))
-    with pytest.raises(ValueError, match="needs overflow 'error' or 'grow'"):
-        recurrent(binary((4, B, IN), 0.3, 0))
+    recurrent.state = LayerState(torch.zeros(B, N), None, torch.ones(B, N))
+    with pytest.raises(ValueError, match="the carried state has 12 spikes in a sample"):
+        recurrent(binary((4, B, IN), 0.0, 0))
     layer = LIFLayer(IN, N)
     layer.carry_state = True
     with pytest.raises(ValueError, match="not supported on the ipu backend"):

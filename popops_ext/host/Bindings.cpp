@@ -312,7 +312,7 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        bool returnGradCurrent, bool checkLists, const IntArray &droppedIds,
                        const IntArray &droppedCounts, const FloatArray &initialMembrane,
                        const FloatArray &initialSyn, const IntArray &initialSpikeIds,
-                       const IntArray &initialSpikeCounts) {
+                       const IntArray &initialSpikeCounts, int initialRecurrentCap) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, noBias, recWeight, beta, threshold, alpha, checkLists);
@@ -365,6 +365,9 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
     in.initialSpikeIds = initialSpikeIds.data();
     in.initialSpikeStart = initialStart.data();
   }
+  if (initialRecurrentCap < 0)
+    throw std::invalid_argument("initial_recurrent_cap must be >= 0");
+  in.initialRecurrentCap = unsigned(initialRecurrentCap);
   in.membrane = membrane.data();
   in.gradOut = gradOut.data();
   const unsigned threads = threadCount(numThreads);
@@ -435,7 +438,8 @@ PYBIND11_MODULE(_C, m) {
         py::arg("initial_membrane") = FloatArray(py::ssize_t(0)),
         py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
         py::arg("initial_spike_ids") = IntArray(py::ssize_t(0)),
-        py::arg("initial_spike_counts") = IntArray(py::ssize_t(0)));
+        py::arg("initial_spike_counts") = IntArray(py::ssize_t(0)),
+        py::arg("initial_recurrent_cap") = 0);
   m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
         py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
   m.def(

@@ -322,6 +322,8 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       // V's gradient meets the step's recurrent input: S[t-1], the initial spikes at t = 0.
       WeightGradScatter scatter;
       unsigned numIds = t > 0 ? in_.output.spikesAt(row - B) : unsigned(initialEnd - initialIds);
+      if (t == 0 && in_.initialRecurrentCap > 0)
+        numIds = std::min(numIds, in_.initialRecurrentCap);
       scatter.ids.bind(t > 0 ? in_.output.idsAt(row - B) : initialIds, numIds);
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);

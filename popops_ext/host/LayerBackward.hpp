@@ -43,6 +43,9 @@ struct BackwardInputs {
   const float *initialSynaptic;
   const int32_t *initialSpikeIds;
   const std::size_t *initialSpikeStart; // [B + 1]
+  // How many of a sample's initial spikes were step 0's recurrent input: the
+  // lowest-numbered ones, under a list capacity that drops (all of them: 0).
+  unsigned initialRecurrentCap;
 };
 
 // Every pointer may be null when the gradient is not needed.

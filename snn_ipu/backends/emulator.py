@@ -176,12 +176,16 @@ def _initial_forward(initial) -> dict:
             "initial_spikes": _np(initial.spikes)}
 
 
-def _initial_backward(initial) -> dict:
+def _initial_backward(initial, cfg=None) -> dict:
     """The backward's view of a carried state: U[-1], syn[-1] and the spikes S[-1] of
-    every sample as ascending ids."""
+    every sample as ascending ids. Under a capacity that drops, a recurrent layer's
+    step 0 took the lowest-numbered ``capacity`` of them as its input, as at every
+    other step; all of them reset their neurons."""
     if initial is None:
         return {}
     args = {"initial_membrane": _np(initial.membrane), "initial_syn": _np(initial.synaptic)}
+    if cfg is not None and cfg.recurrent and cfg.capacity and cfg.overflow == "drop":
+        args["initial_recurrent_cap"] = cfg.capacity
     if initial.spikes is not None:
         nonzero = initial.spikes.nonzero()  # row-major: by sample, ids ascending
         args["initial_spike_ids"] = _np(nonzero[:, 1].to(torch.int32))
@@ -273,7 +277,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
                 dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
-                **_initial_backward(ctx.initial),
+                **_initial_backward(ctx.initial, cfg),
             )
 
         res, grad_in, grad_w = _backward_input_side(

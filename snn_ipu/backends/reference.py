@@ -83,6 +83,10 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
         if initial.synaptic is not None:
             syn = initial.synaptic.to(current.dtype)
         s_prev = r_prev = initial.spikes.to(current.dtype)
+        if drop_per_step:  # the list of step -1 held the lowest-numbered spikes
+            kept, _ = _keep_first(s_prev > 0, torch.zeros_like(s_prev, dtype=torch.bool),
+                                  cfg.capacity)
+            r_prev = kept.to(current.dtype)
     # Cast once: a cast per step would also sum a half V's gradient in half, step by step.
     rec_t = rec_weight.to(current.dtype).t() if cfg.recurrent else None
     S_all, spk_all, elig_all, U_all = [], [], [], []
