@@ -234,7 +234,28 @@ class _Layer(nn.Module):
             t = t.clamp(0, 1)
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
 
-    def _check_finite(self) -> None:
+    def _check_parameters(self) -> None:
+        """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
+        values and a positive learned threshold, before any backend reads them."""
+        n, m = self.out_features, self.in_features
+        matrices = {"weight": (n, m), "rec_weight": (n, n)}
+        for pname in ("weight", "bias", "rec_weight", "beta", "threshold", "alpha"):
+            t = getattr(self, pname, None)
+            if t is None:
+                continue
+            shape = tuple(t.shape)
+            want = matrices.get(pname)
+            if want is not None and shape != want:
+                hint = " (transposed? nn.Linear's weight is [out, in])" if shape == want[::-1] \
+                    else ""
+                raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
+                                 f"needs {list(want)} = [out_features, "
+                                 f"{'in_features' if pname == 'weight' else 'out_features'}]"
+                                 f"{hint}")
+            if want is None and shape != (n,) and (pname == "bias" or t.numel() != 1):
+                raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
+                                 f"needs [{n}] (out_features)"
+                                 + ("" if pname == "bias" else " or a scalar"))
         for pname, p in self.named_parameters(recurse=False):
             # One summing pass (a NaN or inf anywhere makes the sum non-finite) instead of
             # isfinite's several over a large weight; the exact test runs only when the
@@ -353,7 +374,7 @@ class _SpikingLayer(_Layer):
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> SparseSpikes:
         """Runs the layer over all timesteps; returns its output spikes."""
         spikes = as_sparse(x, self.in_features, self.name)
-        self._check_finite()
+        self._check_parameters()
         records_grad = torch.is_grad_enabled() and (
             spikes.values.requires_grad
             or any(p.requires_grad for p in self.parameters(recurse=False))
@@ -544,7 +565,7 @@ class ReadoutLayer(_Layer):
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
         spikes = as_sparse(x, self.in_features, self.name)
-        self._check_finite()
+        self._check_parameters()
         initial = self._initial_state(spikes)
         if initial is not None and (initial.synaptic is not None or initial.spikes is not None):
             raise ValueError(f"{self.name}: a readout's carried state is its membrane alone")

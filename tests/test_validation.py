@@ -57,6 +57,28 @@ def test_wrong_rank_and_features(backend):
         layer([[0, 1]])
 
 
+@pytest.mark.parametrize("name, shape, message", [
+    ("weight", (4, 6), r"weight has shape \[4, 6\], this layer needs \[4, 5\]"),
+    ("weight", (5, 4), r"needs \[4, 5\] = \[out_features, in_features\] \(transposed"),
+    ("bias", (3,), r"bias has shape \[3\], this layer needs \[4\]"),
+    ("rec_weight", (4, 5), r"rec_weight has shape \[4, 5\], this layer needs \[4, 4\]"),
+    ("beta", (5,), r"beta has shape \[5\], this layer needs \[4\] \(out_features\) or a scalar"),
+    ("alpha", (2,), r"alpha has shape \[2\]"),
+])
+def test_parameters_replaced_with_another_shape_are_refused(backend, name, shape, message):
+    """``param.data = ...`` (porting weights) bypasses nn.Module: a wider weight was
+    silently cut to in_features by the emulator."""
+    layer = SynapticLayer(5, 4, recurrent=True, learn_beta=True, learn_alpha=True,
+                          beta=torch.full((4,), 0.9), backend=backend)
+    getattr(layer, name).data = torch.rand(shape)
+    with pytest.raises(ValueError, match=message):
+        layer(binary((3, 2, 5), 0.5, 0))
+    readout = ReadoutLayer(5, 3, backend=backend)
+    readout.weight.data = torch.rand(3, 7)
+    with pytest.raises(ValueError, match=r"weight has shape \[3, 7\]"):
+        readout(binary((3, 2, 5), 0.5, 0))
+
+
 def test_negative_and_out_of_range_ids():
     s = spikes_3x2x5()
     ids = s.ids.clone()
