@@ -71,13 +71,11 @@ def raise_or_warn_overflow(
         )
 
 
-def _ranks(mask: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For a bool [G, N] mask: (group, neuron, rank within group) of each True entry."""
-    group, neuron = mask.nonzero(as_tuple=True)
-    counts = mask.sum(-1)
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(group.numel(), device=mask.device) - starts[group]
-    return group, neuron, rank
+def _ranks(rows: torch.Tensor, per_row: torch.Tensor) -> torch.Tensor:
+    """The rank of each entry within its row, for entries in row-major order
+    (``nonzero``'s) with ``per_row`` entries in each row."""
+    starts = torch.cumsum(per_row, 0) - per_row
+    return torch.arange(rows.numel(), device=rows.device) - starts[rows]
 
 
 def lists_from_masks(
@@ -95,8 +93,23 @@ def lists_from_masks(
     T, B, N = spikes.shape
     spikes = spikes.reshape(T * B, N)
     only = None if eligible is None else (eligible.reshape(T * B, N) & ~spikes)
-    n_spk = spikes.sum(-1)
-    needed = n_spk if only is None else n_spk + only.sum(-1)
+    return _lists_from_entries(
+        T, B, spikes.nonzero(as_tuple=True),
+        None if only is None else only.nonzero(as_tuple=True), capacity, policy,
+    )
+
+
+def _lists_from_entries(
+    T: int, B: int, spikes: Tuple[torch.Tensor, torch.Tensor],
+    only: Optional[Tuple[torch.Tensor, torch.Tensor]], capacity: Optional[int], policy: str,
+) -> Tuple[torch.Tensor, torch.Tensor, Overflow]:
+    """:func:`lists_from_masks` from the (row, neuron) entries of the spikes and of the
+    eligible-only neurons, each in row-major order; rows are (t, b). Counting the rows
+    with ``bincount`` over the entries, not a sum over the dense mask, keeps the cost
+    with the spikes."""
+    G = T * B
+    n_spk = torch.bincount(spikes[0], minlength=G)
+    needed = n_spk if only is None else n_spk + torch.bincount(only[0], minlength=G)
     max_needed = int(needed.max()) if needed.numel() else 0
     overflow = Overflow(0, 0, None)
     K = max(max_needed, 1) if capacity is None else int(capacity)
@@ -112,17 +125,19 @@ def lists_from_masks(
                 int(((needed - n_spk) - (kept - kept_spk)).sum()),
                 (g // B, g % B, int(n_spk[g]), int(needed[g])),
             )
-    ids = torch.zeros(T * B, K, dtype=torch.int32, device=spikes.device)
-    group, neuron, rank = _ranks(spikes)
-    keep = rank < K
-    ids[group[keep], rank[keep]] = neuron[keep].to(torch.int32)
+    ids = torch.zeros(G, K, dtype=torch.int32, device=n_spk.device)
+
+    def place(rows, neurons, rank):
+        if max_needed > K:  # only then can an entry fall outside the list
+            keep = rank < K
+            rows, neurons, rank = rows[keep], neurons[keep], rank[keep]
+        ids[rows, rank] = neurons.to(torch.int32)
+
+    place(*spikes, _ranks(spikes[0], n_spk))
     count_spk = n_spk.clamp(max=K)
     count_all = count_spk
     if only is not None:
-        group, neuron, rank = _ranks(only)
-        rank = rank + n_spk[group]
-        keep = rank < K
-        ids[group[keep], rank[keep]] = neuron[keep].to(torch.int32)
+        place(*only, _ranks(only[0], needed - n_spk) + n_spk[only[0]])
         count_all = needed.clamp(max=K)
     counts = torch.stack([count_spk, count_all], -1).to(torch.int32)
     return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
@@ -302,14 +317,20 @@ class SparseSpikes:
             )
         if x.shape[-1] < 1:
             raise ValueError("dense spikes need at least one neuron")
-        xd = x.detach()
-        if xd.is_floating_point() and not bool(torch.isfinite(xd).all()):
-            raise ValueError("dense spikes contain NaN or inf")
-        if not bool(((xd == 0) | (xd == 1)).all()):
-            bad = xd[(xd != 0) & (xd != 1)][0].item()
+        T, B, N = x.shape
+        flat = x.detach().reshape(T * B, N)
+        # One pass finds the spikes and, through their values, anything not 0 or 1.
+        entries = flat.nonzero(as_tuple=True)
+        nonzero = flat[entries]
+        if not bool((nonzero == 1).all()):
+            bad = nonzero[nonzero != 1]
+            if not bool(torch.isfinite(bad).all()):
+                raise ValueError("dense spikes contain NaN or inf")
             raise ValueError(
-                f"dense spikes must be binary (0 or 1), found {bad}; encode analog inputs "
-                "first (e.g. snn_ipu.encoding.rate)"
+                f"dense spikes must be binary (0 or 1), found {bad[0].item()}: encode "
+                "analog inputs first (snn_ipu.encoding.rate, latency, delta); event "
+                "counts become spikes with (x > 0); for dropout multiply by an unscaled "
+                "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
             )
         max_spikes = _capacity_or_none(max_spikes)
         if eligible is not None:
@@ -323,9 +344,10 @@ class SparseSpikes:
                     f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
                     f"got {tuple(eligible.shape)}"
                 )
-        ids, counts, ovf = lists_from_masks(
-            xd != 0, eligible, max_spikes, overflow
-        )
+        only = None
+        if eligible is not None:
+            only = (eligible.reshape(T * B, N) & (flat == 0)).nonzero(as_tuple=True)
+        ids, counts, ovf = _lists_from_entries(T, B, entries, only, max_spikes, overflow)
         raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.

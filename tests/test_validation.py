@@ -17,6 +17,8 @@ def test_non_binary_dense_spikes(backend):
     layer = LIFLayer(5, 4, backend=backend)
     with pytest.raises(ValueError, match="binary"):
         layer(torch.full((3, 2, 5), 0.5))
+    with pytest.raises(ValueError, match=r"found 2.0: .*event counts become spikes with \(x > 0\)"):
+        layer(torch.full((3, 2, 5), 2.0))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
