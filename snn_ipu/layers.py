@@ -32,6 +32,7 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Union
 
@@ -350,6 +351,7 @@ class _SpikingLayer(_Layer):
         self.overflow = overflow
         self._register("threshold", _threshold(threshold, out_features), learn_threshold)
         self.overflow_warned = False
+        self.silence_warned = False
 
     def config(self, records_grad: bool = True) -> LayerConfig:
         """The settings of one call. Eligible-only entries exist for the backward
@@ -379,7 +381,7 @@ class _SpikingLayer(_Layer):
             spikes.values.requires_grad
             or any(p.requires_grad for p in self.parameters(recurse=False))
         )
-        return self._backend().spiking_layer(
+        out = self._backend().spiking_layer(
             self,
             self.config(records_grad),
             spikes,
@@ -390,6 +392,26 @@ class _SpikingLayer(_Layer):
             self._per_neuron(self.threshold, clamp=False),
             self._alpha(),
             self._initial_spiking_state(spikes),
+        )
+        if records_grad and self.grad_window is not None:
+            self._warn_if_no_gradient_passes()
+        return out
+
+    def _warn_if_no_gradient_passes(self) -> None:
+        """A windowed layer's gradient flows only through its listed entries: with none
+        (common at initialisation, when the weights are too small for any neuron to come
+        near threshold) its weights and every layer before it get exactly zero."""
+        if self.silence_warned or self.stats.get("spikes", 1) or self.stats.get(
+                "eligible_activity", 1):
+            return
+        self.silence_warned = True
+        warnings.warn(
+            f"{self.name}: no neuron spiked or came within grad_window={self.grad_window} "
+            "of threshold in this call, so no gradient reaches its weights or the layers "
+            "before it; scale the weights or inputs up until the layer fires (its "
+            "stats['activity']), or use grad_window=None (warned once per layer)",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
     def _initial_spiking_state(self, spikes: SparseSpikes) -> Optional[LayerState]:

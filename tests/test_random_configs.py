@@ -23,6 +23,10 @@ from snn_ipu import LIFLayer, ReadoutLayer, SynapticLayer
 from snn_ipu import surrogate as sg
 from snn_ipu.backends import emulator
 
+# Small random networks often have a windowed layer that passes no gradient: what the
+# tests compare then is zero on both backends, and the layer's warning is expected.
+pytestmark = pytest.mark.filterwarnings("ignore:.*no neuron spiked or came within")
+
 SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
               sg.StraightThrough()]
 

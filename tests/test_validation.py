@@ -1,6 +1,7 @@
 """Every input a user can get wrong raises a clear exception naming the problem."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -281,3 +282,31 @@ def test_inf_in_half_weights_points_at_the_optimizer():
         layer.weight[0, 0] = math.inf
     with pytest.raises(ValueError, match="weight contains NaN or inf .float16 weights: torch"):
         layer(binary((5, 2, 4), 0.3, 0))
+
+
+def test_a_windowed_layer_that_passes_no_gradient_warns_once(backend):
+    """Too-small weights: nothing spikes or comes within the window, so the weights'
+    gradient is exactly zero; the layer says so once, and not where it cannot matter."""
+    x = binary((6, 3, 5), 0.5, 0)
+    layer = LIFLayer(5, 4, grad_window=0.1, backend=backend, name="hidden")
+    with torch.no_grad():
+        layer.weight.fill_(0.01)
+        layer.bias.zero_()
+    with pytest.warns(RuntimeWarning, match="hidden: no neuron spiked or came within "
+                                            "grad_window=0.1"):
+        out = layer(x)
+    out.values.sum().backward()
+    assert float(layer.weight.grad.abs().max()) == 0.0  # what the warning is about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer(x)  # once per layer
+        quiet = LIFLayer(5, 4, grad_window=0.1, backend=backend)
+        with torch.no_grad():
+            quiet.weight.fill_(0.01)
+            quiet.bias.zero_()
+            quiet(x)  # no gradient recorded
+        exact = LIFLayer(5, 4, grad_window=None, backend=backend)
+        with torch.no_grad():
+            exact.weight.fill_(0.01)
+            exact.bias.zero_()
+        exact(x)  # every neuron listed
