@@ -377,11 +377,18 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
 }
 
 template <typename WT>
+void LayerBackward<WT>::writeWeightGrad(unsigned j, const BackwardOutputs &out) {
+  if (!out.gradWeight || weightGrad_.blockSize(j) == 0) // not needed, or written already
+    return;
+  weightGrad_.writeMatrix(layout_, j, shape_.inFeatures, out.gradWeight);
+  weightGrad_.release(j);
+}
+
+template <typename WT>
 void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
   const TileState &s = tiles_[j];
   const unsigned first = layout_.first(j), width = layout_.width(j);
-  if (out.gradWeight)
-    weightGrad_.writeMatrix(layout_, j, shape_.inFeatures, out.gradWeight);
+  writeWeightGrad(j, out);
   if (out.gradRecWeight)
     recWeightGrad_.writeMatrix(layout_, j, shape_.outFeatures, out.gradRecWeight);
   auto copy = [&](float *dst, const std::vector<float> &src) {
@@ -421,6 +428,9 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
         prepareTile(j);
         for (unsigned t = T; t-- > 0;)
           stepTile(j, t);
+        // The tile's dL/dW is complete: out of the block while it is in cache, and
+        // the block freed, so the blocks of all tiles never coexist with dL/dW.
+        writeWeightGrad(j, out);
       }
     });
   } else {

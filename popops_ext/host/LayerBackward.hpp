@@ -90,6 +90,8 @@ private:
   Range eligibleRange(unsigned j, std::size_t row) const;
   float *currentGradAt(unsigned j, unsigned t, unsigned b);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
+  // Tile j's dL/dW into the output matrix, its block then freed (once).
+  void writeWeightGrad(unsigned j, const BackwardOutputs &out);
   void writeOutputs(unsigned j, const BackwardOutputs &out);
 
   Shape shape_;

@@ -229,6 +229,7 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
         prepareTile(j);
         for (unsigned t = 0; t < T; ++t)
           stepTile(j, t, denseMembrane, denseSynaptic);
+        blocks_.release(j);
       }
     });
     return;

@@ -33,6 +33,9 @@ public:
   const WT *block(unsigned j) const { return blocks_[j].data(); }
   std::size_t blockSize(unsigned j) const { return blocks_[j].size(); }
   void resize(unsigned numTiles) { blocks_.resize(numTiles); }
+  // Frees tile j's block once no step reads it: one copy of the weights in
+  // blocks, not two with the caller's matrix, on a wide layer.
+  void release(unsigned j) { RawVector<WT>().swap(blocks_[j]); }
 
 private:
   std::vector<RawVector<WT>> blocks_;
@@ -46,6 +49,7 @@ public:
   std::size_t blockSize(unsigned j) const { return blocks_[j].size(); }
   void resize(unsigned numTiles) { blocks_.resize(numTiles); }
   void writeMatrix(const TileLayout &layout, unsigned j, unsigned rows, float *matrix) const;
+  void release(unsigned j) { RawVector<float>().swap(blocks_[j]); }
 
 private:
   std::vector<RawVector<float>> blocks_;
