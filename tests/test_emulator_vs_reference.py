@@ -174,14 +174,15 @@ def test_learned_decays_and_threshold(model):
         assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
 
 
-def test_readout():
+@pytest.mark.parametrize("steps", [T, 1])
+def test_readout(steps):
     torch.manual_seed(1)
     ref = ReadoutLayer(IN, OUT, beta=torch.linspace(0.5, 0.9, OUT), learn_beta=True,
                        backend="reference")
     emu = copy.deepcopy(ref)
     emu.backend = "emulator"
-    x = binary((T, B, IN), 0.3, 1)
-    target = torch.randn(T, B, OUT)
+    x = binary((steps, B, IN), 0.3, 1)
+    target = torch.randn(steps, B, OUT)
     grads = []
     for layer in (ref, emu):
         xg = x.clone().requires_grad_()

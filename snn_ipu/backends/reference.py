@@ -8,7 +8,7 @@ the result has the same format (and the same gradient paths) as the emulator.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Tuple
 
 import torch
 
@@ -143,10 +143,13 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
     current = _input_current(spikes, weight, bias)
-    U: Optional[torch.Tensor] = None if initial is None else initial.membrane.to(current.dtype)
+    # From zero state, as the spiking layers: beta then takes part from step 0 on, and
+    # gets a zero gradient (not none) from a one-step call, as on the emulator.
+    U = current.new_zeros(current.shape[1:]) if initial is None else initial.membrane.to(
+        current.dtype)
     out = []
     for t in range(current.shape[0]):
-        U = current[t] if U is None else beta * U + current[t]
+        U = beta * U + current[t]
         out.append(U)
     out = torch.stack(out)
     layer.last_membrane = out.detach() if layer.record_membrane else None
