@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=77" wheel pytest ruff matplotlib psutil
+	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=61" wheel pytest ruff matplotlib psutil
 	# --no-deps: snntorch's own requirements would pull another torch.
 	$(BIN)/pip install -q --no-deps snntorch==1.0.0
 	touch $@
