@@ -333,6 +333,7 @@ class SparseSpikes:
                 "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
             )
         max_spikes = _capacity_or_none(max_spikes)
+        only = None
         if eligible is not None:
             if not isinstance(eligible, torch.Tensor) or eligible.dtype != torch.bool:
                 # a float mask would list every nonzero (NaN included) entry
@@ -344,8 +345,6 @@ class SparseSpikes:
                     f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
                     f"got {tuple(eligible.shape)}"
                 )
-        only = None
-        if eligible is not None:
             only = (eligible.reshape(T * B, N) & (flat == 0)).nonzero(as_tuple=True)
         ids, counts, ovf = _lists_from_entries(T, B, entries, only, max_spikes, overflow)
         raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
