@@ -53,6 +53,7 @@ class LayerPlanRow:
     samples_per_second: float
     fits: bool
     reason: str
+    sample_groups: int = 1  # host: a work item per (tile, group of the batch's samples)
     details: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -75,6 +76,7 @@ class LayerPlanRow:
             samples_per_second=float(d["samples_per_second"]),
             fits=bool(d["fits"]),
             reason=str(d["reason"]),
+            sample_groups=int(d["sample_groups"]),
             details=dict(d),
         )
 
@@ -198,14 +200,16 @@ class PlanReport:
 
     def __str__(self) -> str:
         unit = "tile" if self.is_ipu else "item"
-        head = ["layer", "model", "in->out", "K in/out", "tiles", f"n/{unit}",
+        head = ["layer", "model", "in->out", "K in/out",
+                "tiles" if self.is_ipu else "tiles x groups", f"n/{unit}",
                 f"KiB/{unit} max", "mean", "budget", "exch KiB/step", "Mcycles/step", "fits"]
         rows = [head]
         for r in self.layers:
             rows.append([
                 r.name, r.model + (" rec" if r.recurrent else ""),
                 f"{r.in_features}->{r.out_features}", f"{r.capacity_in}/{r.capacity_out}",
-                str(r.num_tiles), str(r.neurons_per_tile),
+                str(r.num_tiles) if self.is_ipu else f"{r.num_tiles} x {r.sample_groups}",
+                str(r.neurons_per_tile),
                 f"{r.bytes_per_tile_max / 1024:.1f}", f"{r.bytes_per_tile_mean / 1024:.1f}",
                 f"{r.bytes_budget / 1024:.0f}" if self.is_ipu else "n/a",
                 f"{r.exchange_bytes_per_step / 1024:.1f}",
@@ -235,7 +239,8 @@ class PlanReport:
                 + ("" if overlaid <= self.budget else " - that does NOT fit")
             )
         if not self.is_ipu and self.layers:
-            lines.append(f"host: work items keep their weight block within "
+            lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
+                         f"samples; tiles keep their weight block within "
                          f"{_kib(self.budget)} (a core's L2); data limit "
                          f"{_kib(int(self.layers[0].details.get('host_memory_budget', 0)))}")
         lines.extend(f"  {p}" for p in self.problems())

@@ -189,7 +189,7 @@ def weight_arg(p, name):
     return w.astype(np.float16 if p["half"] else np.float32)
 
 
-def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True):
+def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True, groups=1):
     kind, p0, p1 = p["surrogate"]
     empty = np.zeros(0, np.float32)
     return _C.layer_forward(
@@ -197,7 +197,7 @@ def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True)
         np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
         weight_arg(p, "W"), f32(p["b"]) if p["b"] is not None else empty,
         weight_arg(p, "V") if p["V"] is not None else empty,
-        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads)
+        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads, sample_groups=groups)
 
 
 def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7,
@@ -284,6 +284,9 @@ def check_spiking(p, tilings, seed):
     for tiles in tilings:
         fwd = run_forward(p, tiles)
         assert_same(fwd, run_forward(p, tiles, threads=2))
+        # A sample's forward never meets another sample's: any grouping, same bits.
+        for groups in (2, B):
+            assert_same(fwd, run_forward(p, tiles, threads=2, groups=groups))
         assert np.array_equal(fwd["ids"], ids) and np.array_equal(fwd["counts"], counts)
         assert fwd["needed_capacity"] == needed
         assert fwd["total_spikes"] == int(S.sum())
@@ -297,24 +300,26 @@ def check_spiking(p, tilings, seed):
             np.testing.assert_allclose(fwd["dense_syn"], syn.detach().numpy(), atol=1e-5,
                                        rtol=0)
 
-        bwd = run_backward(p, tiles, fwd, grad_out)
-        assert_same(bwd, run_backward(p, tiles, fwd, grad_out, threads=2))
-        got_in = bwd["grad_in_values"]
-        past = np.arange(got_in.shape[2])[None, None, :] >= p["in_counts"][..., 1:]
-        assert not got_in[past].any()
-        assert_grad(got_in, values.grad, "input")
-        assert_grad(bwd["grad_weight"], p["W"].grad, "weight")
-        assert_grad(bwd["grad_bias"], p["b"].grad, "bias")
-        assert_grad(bwd["grad_beta"], p["beta"].grad, "beta")
-        assert_grad(bwd["grad_threshold"], p["thr"].grad, "threshold")
-        if p["V"] is not None:
-            assert_grad(bwd["grad_rec_weight"], p["V"].grad, "rec_weight")
-        else:
-            assert "grad_rec_weight" not in bwd
-        if p["model"] == SYNAPTIC:
-            assert_grad(bwd["grad_alpha"], p["alpha"].grad, "alpha")
-        else:
-            assert "grad_alpha" not in bwd
+        for groups in (1, 2, B):
+            bwd = run_backward(p, tiles, fwd, grad_out, sample_groups=groups)
+            assert_same(bwd, run_backward(p, tiles, fwd, grad_out, threads=2,
+                                          sample_groups=groups))
+            got_in = bwd["grad_in_values"]
+            past = np.arange(got_in.shape[2])[None, None, :] >= p["in_counts"][..., 1:]
+            assert not got_in[past].any()
+            assert_grad(got_in, values.grad, "input")
+            assert_grad(bwd["grad_weight"], p["W"].grad, "weight")
+            assert_grad(bwd["grad_bias"], p["b"].grad, "bias")
+            assert_grad(bwd["grad_beta"], p["beta"].grad, "beta")
+            assert_grad(bwd["grad_threshold"], p["thr"].grad, "threshold")
+            if p["V"] is not None:
+                assert_grad(bwd["grad_rec_weight"], p["V"].grad, "rec_weight")
+            else:
+                assert "grad_rec_weight" not in bwd
+            if p["model"] == SYNAPTIC:
+                assert_grad(bwd["grad_alpha"], p["alpha"].grad, "alpha")
+            else:
+                assert "grad_alpha" not in bwd
 
 
 CASES = [(m, r, rec, w) for m in (LEAKY, SYNAPTIC) for r in (SUBTRACT, ZERO, NONE)

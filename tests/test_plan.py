@@ -140,9 +140,27 @@ def test_tiles_cover_all_neurons(target, out):
     sizes = np.diff(starts)
     assert np.all(sizes[:-1] % 8 == 0)  # whole 8-neuron chunks but for the last tile
     if target == "ipu2":
-        assert p["num_tiles"] <= 1472
-    else:
-        assert p["num_tiles"] >= min(3, math.ceil(out / 8))
+        assert p["num_tiles"] <= 1472 and p["sample_groups"] == 1
+    else:  # a work item per thread at least: tiles, or sample groups of a tile
+        assert p["num_tiles"] * p["sample_groups"] >= 3
+        assert p["sample_groups"] == 1 or p["num_tiles"] < 3
+
+
+def test_host_splits_the_batch_when_tiles_are_fewer_than_threads():
+    def split(n_in, batch):
+        p = _C.plan_layer(n_in, 64, batch, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
+        return p["num_tiles"], p["sample_groups"], p["bytes_budget"]
+
+    l2 = split(100, 64)[2]  # a core's L2
+    # Weights within half of L2: one tile, the two threads take 32 samples each.
+    assert split(l2 // 4 // (64 * 4), 64)[:2] == (1, 2)
+    # One sample cannot be split: two tiles, as with larger weights, which every
+    # thread would otherwise read whole.
+    assert split(l2 // 4 // (64 * 4), 1)[:2] == (2, 1)
+    assert split(3 * l2 // 4 // (64 * 4), 64)[:2] == (2, 1)
+    # Tiles enough for the threads: no groups.
+    p = _C.plan_layer(2312, 1466, 48, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
+    assert p["num_tiles"] >= 2 and p["sample_groups"] == 1
 
 
 def test_host_weight_block_within_l2():
@@ -326,7 +344,7 @@ def test_layers_that_fit_alone_but_not_together():
 def test_host_plan_fits_and_reports_items():
     r = plan([100, 64, 10], batch_size=8, num_steps=20, target="host", threads=2)
     assert r.fits and r.target == "host"
-    assert all(x.num_tiles >= 2 for x in r.layers)
+    assert all(x.num_tiles * x.sample_groups >= 2 for x in r.layers)
     with pytest.raises(ValueError):
         plan([100, 64, 10], batch_size=8, num_steps=20, target="tpu")
     with pytest.raises(ValueError):

@@ -48,6 +48,12 @@ unsigned threadCount(int requested) {
   return requested > 0 ? unsigned(requested) : hardwareThreads();
 }
 
+unsigned groupCount(int sampleGroups) {
+  if (sampleGroups < 1)
+    throw std::invalid_argument("sample_groups must be >= 1");
+  return unsigned(sampleGroups);
+}
+
 FloatArray zeros(std::initializer_list<py::ssize_t> shape) {
   FloatArray a{std::vector<py::ssize_t>(shape)};
   std::fill(a.mutable_data(), a.mutable_data() + a.size(), 0.0f);
@@ -217,7 +223,7 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
                       const FloatArray &alpha, int numThreads,
                       const FloatArray &inputCurrents, bool checkLists,
                       const FloatArray &initialMembrane, const FloatArray &initialSyn,
-                      const FloatArray &initialSpikes, bool returnState) {
+                      const FloatArray &initialSpikes, bool returnState, int sampleGroups) {
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, bias, recWeight, beta, threshold, alpha, checkLists);
   requireCode(overflow, 3, "overflow");
@@ -237,6 +243,7 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
   if (optionalShape(initialSpikes, {B, N}, "initial_spikes"))
     options.initialSpikes = initialSpikes.data();
   options.returnState = returnState;
+  options.sampleGroups = groupCount(sampleGroups);
   return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
 }
 
@@ -265,7 +272,7 @@ std::vector<std::size_t> droppedRows(const IntArray &ids, const IntArray &counts
 
 template <typename WT>
 py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds &needs,
-                  unsigned numThreads) {
+                  unsigned numThreads, unsigned sampleGroups) {
   const Shape &s = a.shape;
   const py::ssize_t T = s.steps, B = s.batch, N = s.outFeatures, I = s.inFeatures;
   const bool spiking = a.neuron.model != MODEL_READOUT;
@@ -292,7 +299,7 @@ py::dict backward(const LayerArgs &a, const BackwardInputs &in, const GradNeeds 
   add(needs.alpha && synaptic, "grad_alpha", {N}, out.gradAlpha);
   add(needs.current, "grad_current", {T, B, N}, out.gradCurrent, true);
   LayerBackward<WT> layer(s, a.neuron, *a.layout, in, a.weightData<WT>(),
-                          a.recWeightData<WT>(), needs, numThreads);
+                          a.recWeightData<WT>(), needs, numThreads, sampleGroups);
   {
     py::gil_scoped_release release;
     layer.run(out);
@@ -312,7 +319,8 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
                        bool returnGradCurrent, bool checkLists, const IntArray &droppedIds,
                        const IntArray &droppedCounts, const FloatArray &initialMembrane,
                        const FloatArray &initialSyn, const IntArray &initialSpikeIds,
-                       const IntArray &initialSpikeCounts, int initialRecurrentCap) {
+                       const IntArray &initialSpikeCounts, int initialRecurrentCap,
+                       int sampleGroups) {
   const FloatArray noBias(std::vector<py::ssize_t>{0});
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, noBias, recWeight, beta, threshold, alpha, checkLists);
@@ -370,15 +378,15 @@ py::dict layerBackward(int model, int reset, int surrogateKind, float p0, float 
   in.initialRecurrentCap = unsigned(initialRecurrentCap);
   in.membrane = membrane.data();
   in.gradOut = gradOut.data();
-  const unsigned threads = threadCount(numThreads);
-  return a.weight.isHalf ? backward<half>(a, in, needs, threads)
-                         : backward<float>(a, in, needs, threads);
+  const unsigned threads = threadCount(numThreads), groups = groupCount(sampleGroups);
+  return a.weight.isHalf ? backward<half>(a, in, needs, threads, groups)
+                         : backward<float>(a, in, needs, threads, groups);
 }
 
 // The spike-matmul kernel alone (benchmarks and tests): sum over t of the
 // listed input spikes times W^T, with the time spent in the vertex calls.
 py::dict spikeMatmul(const IntArray &tileStarts, const IntArray &inIds, const IntArray &inCounts,
-                     const py::array &weight_, int numThreads) {
+                     const py::array &weight_, int numThreads, int sampleGroups) {
   const WeightArg weight = toWeight(weight_, "weight");
   if (weight.array.ndim() != 2)
     throw std::invalid_argument("weight must be [out, in]");
@@ -392,15 +400,17 @@ py::dict spikeMatmul(const IntArray &tileStarts, const IntArray &inIds, const In
   FloatArray out = zeros({py::ssize_t(shape.batch), py::ssize_t(shape.outFeatures)});
   float *o = out.mutable_data();
   const SpikeListView input = listView(inIds, inCounts);
-  const unsigned threads = threadCount(numThreads);
+  const unsigned threads = threadCount(numThreads), groups = groupCount(sampleGroups);
   SpikeMatmulTiming timing{};
   {
     py::gil_scoped_release release;
     timing = weight.isHalf
                  ? spikeMatmulOverTime(shape, layout, input,
-                                       static_cast<const half *>(weight.data()), threads, o)
+                                       static_cast<const half *>(weight.data()), threads, groups,
+                                       o)
                  : spikeMatmulOverTime(shape, layout, input,
-                                       static_cast<const float *>(weight.data()), threads, o);
+                                       static_cast<const float *>(weight.data()), threads,
+                                       groups, o);
   }
   py::dict result;
   result["currents"] = out;
@@ -424,7 +434,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("initial_membrane") = FloatArray(py::ssize_t(0)),
         py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
         py::arg("initial_spikes") = FloatArray(py::ssize_t(0)),
-        py::arg("return_state") = false);
+        py::arg("return_state") = false, py::arg("sample_groups") = 1);
   m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),
@@ -439,9 +449,10 @@ PYBIND11_MODULE(_C, m) {
         py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
         py::arg("initial_spike_ids") = IntArray(py::ssize_t(0)),
         py::arg("initial_spike_counts") = IntArray(py::ssize_t(0)),
-        py::arg("initial_recurrent_cap") = 0);
+        py::arg("initial_recurrent_cap") = 0, py::arg("sample_groups") = 1);
   m.def("spike_matmul", &spikeMatmul, py::arg("tile_starts"), py::arg("in_ids"),
-        py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0);
+        py::arg("in_counts"), py::arg("weight"), py::arg("num_threads") = 0,
+        py::arg("sample_groups") = 1);
   m.def(
       "check_spike_list",
       [](const IntArray &ids, const IntArray &counts, unsigned numIds) {

@@ -18,30 +18,39 @@ template <typename WT>
 LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
                                  const TileLayout &layout, const BackwardInputs &in,
                                  const WT *weight, const WT *recWeight,
-                                 const GradNeeds &needs, unsigned numThreads)
+                                 const GradNeeds &needs, unsigned numThreads,
+                                 unsigned sampleGroups)
     : shape_(shape), neuron_(neuron), layout_(layout), in_(in), weight_(weight),
-      recWeight_(recWeight), needs_(needs), numThreads_(numThreads) {
-  const unsigned numTiles = layout.numTiles();
+      recWeight_(recWeight), needs_(needs), numThreads_(numThreads),
+      groups_(shape.batch, sampleGroups) {
+  const unsigned numTiles = layout.numTiles(), G = groups_.count();
   depth_ = (needs.input || needs.current) ? shape.steps : (recWeight ? 2 : 1);
   blocks_.resize(numTiles);
   recBlocks_.resize(numTiles);
-  weightGrad_.resize(numTiles);
-  recWeightGrad_.resize(numTiles);
-  tiles_.resize(numTiles);
+  weightGrad_.resize(G);
+  recWeightGrad_.resize(G);
+  for (unsigned g = 0; g < G; ++g) {
+    weightGrad_[g].resize(numTiles);
+    recWeightGrad_[g].resize(numTiles);
+  }
+  units_.resize(std::size_t(numTiles) * G);
   zeros_.assign(layout.maxRowLength(), 0.0f);
 }
 
-template <typename WT> void LayerBackward<WT>::prepareTile(unsigned j) {
-  const unsigned B = shape_.batch, len = layout_.rowLength(j), width = layout_.width(j);
+template <typename WT> void LayerBackward<WT>::buildBlocks(unsigned j) {
   if (needs_.input)
     blocks_.build(layout_, j, weight_, shape_.inFeatures);
   if (recWeight_)
     recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
+}
+
+template <typename WT> void LayerBackward<WT>::prepareUnit(unsigned j, unsigned g) {
+  const unsigned B = groups_.size(g), len = layout_.rowLength(j), width = layout_.width(j);
   if (needs_.weight)
-    weightGrad_.allocate(layout_, j, shape_.inFeatures);
+    weightGrad_[g].allocate(layout_, j, shape_.inFeatures);
   if (needs_.recWeight && recWeight_)
-    recWeightGrad_.allocate(layout_, j, shape_.outFeatures);
-  TileState &s = tiles_[j];
+    recWeightGrad_[g].allocate(layout_, j, shape_.outFeatures);
+  TileState &s = unit(j, g);
   s.carry.assign(std::size_t(B) * len, 0.0f);
   if (neuron_.model == MODEL_SYNAPTIC)
     s.carrySynaptic.assign(std::size_t(B) * len, 0.0f);
@@ -65,10 +74,16 @@ template <typename WT> void LayerBackward<WT>::prepareTile(unsigned j) {
 }
 
 template <typename WT>
-float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned t, unsigned b) {
+float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b) {
   const std::size_t slot = t % depth_;
-  return tiles_[j].currentGrad.data() +
-         (slot * shape_.batch + b) * std::size_t(layout_.rowLength(j));
+  return unit(j, g).currentGrad.data() +
+         (slot * groups_.size(g) + b) * std::size_t(layout_.rowLength(j));
+}
+
+template <typename WT>
+float *LayerBackward<WT>::currentGradOfRow(unsigned j, std::size_t row) {
+  const unsigned B = shape_.batch, b = unsigned(row % B), g = groups_.of(b);
+  return currentGradAt(j, g, unsigned(row / B), b - groups_.first(g));
 }
 
 // The output list is validated ascending within its spike part and within its
@@ -127,8 +142,8 @@ void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsig
 } // namespace
 
 template <typename WT>
-unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row) {
-  TileState &s = tiles_[j];
+unsigned LayerBackward<WT>::gatherListed(unsigned j, unsigned g, std::size_t row) {
+  TileState &s = unit(j, g);
   const std::size_t base = row * in_.output.capacity;
   const int32_t *ids = in_.output.ids + base;
   unsigned n = 0;
@@ -146,8 +161,8 @@ unsigned LayerBackward<WT>::gatherListed(unsigned j, std::size_t row) {
 // The tile's listed spikes of a row (ids, numIds) and its dropped ones
 // together: points ids at the tile's copy of both where any were dropped.
 template <typename WT>
-unsigned LayerBackward<WT>::withDropped(unsigned j, std::size_t row, const int32_t *&ids,
-                                        unsigned numIds) {
+unsigned LayerBackward<WT>::withDropped(unsigned j, unsigned g, std::size_t row,
+                                        const int32_t *&ids, unsigned numIds) {
   const int32_t *all = in_.droppedIds + in_.droppedStart[row];
   const int32_t *allEnd = in_.droppedIds + in_.droppedStart[row + 1];
   const int first = int(layout_.first(j));
@@ -155,7 +170,7 @@ unsigned LayerBackward<WT>::withDropped(unsigned j, std::size_t row, const int32
   const int32_t *end = std::lower_bound(begin, allEnd, first + int(layout_.width(j)));
   if (begin == end)
     return numIds;
-  std::vector<int> &s = tiles_[j].prevSpikes;
+  std::vector<int> &s = unit(j, g).prevSpikes;
   s.assign(ids, ids + numIds);
   s.insert(s.end(), begin, end);
   ids = s.data();
@@ -163,9 +178,9 @@ unsigned LayerBackward<WT>::withDropped(unsigned j, std::size_t row, const int32
 }
 
 template <typename WT>
-void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned t, unsigned b,
+void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b,
                                          unsigned numListed) {
-  TileState &s = tiles_[j];
+  TileState &s = unit(j, g);
   const unsigned numTiles = layout_.numTiles(), width = layout_.width(j);
   InputSpikeGrad<WT> dot;
   dot.ids.bind(s.listIds.data(), numListed);
@@ -173,7 +188,7 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned t, unsigned b,
   for (unsigned i = 0; i < numTiles; ++i) {
     const unsigned len = layout_.rowLength(i);
     dot.weights.bind(recBlocks_.block(i), recBlocks_.blockSize(i));
-    dot.currentGrad.bind(currentGradAt(i, t + 1, b), len);
+    dot.currentGrad.bind(currentGradAt(i, g, t + 1, b), len);
     dot.partials.bind(s.partials.data() + std::size_t(i) * width, width);
     dot.rowLength = len;
     dot.compute();
@@ -187,7 +202,7 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned t, unsigned b,
   reduce.compute();
 }
 
-// What stepTile reads of one row outside the tile's own state.
+// What stepUnit reads of one row outside the unit's own state.
 template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size_t row) {
   const unsigned B = shape_.batch;
   if (neuron_.model != MODEL_READOUT) {
@@ -206,21 +221,24 @@ template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size
     prefetchRun(in_.input.idsAt(row), 0, in_.input.spikesAt(row));
 }
 
-template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) {
-  TileState &s = tiles_[j];
+template <typename WT>
+void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
+  TileState &s = unit(j, g);
   const unsigned B = shape_.batch, N = shape_.outFeatures, T = shape_.steps;
+  const unsigned Bg = groups_.size(g), b0 = groups_.first(g);
   const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
   static const int noIds[1] = {0};
 
-  for (unsigned b = 0; b < B; ++b) {
+  for (unsigned lb = 0; lb < Bg; ++lb) {
+    const unsigned b = b0 + lb; // in the batch; lb in the group
     const std::size_t row = std::size_t(t) * B + b;
-    // Rows run b upwards within a step and steps downwards.
-    if (b + kRowsAhead < B)
+    // Rows run b upwards within the group and steps downwards.
+    if (lb + kRowsAhead < Bg)
       prefetchRow(j, row + kRowsAhead);
-    else if (t > 0 && b + kRowsAhead - B < B)
-      prefetchRow(j, row + kRowsAhead - 2 * std::size_t(B));
-    float *currentGrad = currentGradAt(j, t, b);
-    float *carry = s.carry.data() + std::size_t(b) * len;
+    else if (t > 0 && lb + kRowsAhead - Bg < Bg)
+      prefetchRow(j, row + kRowsAhead - B - Bg);
+    float *currentGrad = currentGradAt(j, g, t, lb);
+    float *carry = s.carry.data() + std::size_t(lb) * len;
     // U[t-1] or syn[t-1] of the tile (at t = 0 the initial state's, or zero);
     // unbound when its gradient is not needed.
     auto prevDense = [&](const float *dense, const float *initial, bool needed) {
@@ -250,9 +268,9 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       v.numNeurons = width;
       v.compute();
     } else {
-      unsigned numListed = gatherListed(j, row);
+      unsigned numListed = gatherListed(j, g, row);
       if (recWeight_ && t + 1 < T)
-        addRecurrentGrad(j, t, b, numListed);
+        addRecurrentGrad(j, g, t, lb, numListed);
       Range prev{0, 0};
       const int32_t *prevIds = noIds;
       if (t > 0) {
@@ -265,7 +283,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       }
       unsigned numPrev = prev.end - prev.begin;
       if (t > 0 && in_.droppedStart)
-        numPrev = withDropped(j, row - B, prevIds, numPrev);
+        numPrev = withDropped(j, g, row - B, prevIds, numPrev);
       auto bindCommon = [&](auto &v) {
         v.listIds.bind(s.listIds.data(), numListed);
         v.listMembrane.bind(s.listMembrane.data(), numListed);
@@ -295,7 +313,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
         const auto prevSyn = prevDense(in_.denseSynaptic, in_.initialSynaptic, needs_.alpha);
         v.prevSynaptic.bind(prevSyn.first, prevSyn.second);
         v.alpha.bind(neuron_.alpha + first, width);
-        v.carrySynaptic.bind(s.carrySynaptic.data() + std::size_t(b) * len, width);
+        v.carrySynaptic.bind(s.carrySynaptic.data() + std::size_t(lb) * len, width);
         v.alphaGrad.bind(s.alphaGrad.data(), width);
         v.compute();
       } else {
@@ -312,7 +330,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);
       if (needs_.weight)
-        scatter.weightGrad.bind(weightGrad_.block(j), weightGrad_.blockSize(j));
+        scatter.weightGrad.bind(weightGrad_[g].block(j), weightGrad_[g].blockSize(j));
       if (needs_.bias)
         scatter.biasGrad.bind(s.biasGrad.data(), len);
       scatter.rowLength = len;
@@ -327,7 +345,7 @@ template <typename WT> void LayerBackward<WT>::stepTile(unsigned j, unsigned t) 
       scatter.ids.bind(t > 0 ? in_.output.idsAt(row - B) : initialIds, numIds);
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);
-      scatter.weightGrad.bind(recWeightGrad_.block(j), recWeightGrad_.blockSize(j));
+      scatter.weightGrad.bind(recWeightGrad_[g].block(j), recWeightGrad_[g].blockSize(j));
       scatter.rowLength = len;
       scatter.compute();
     }
@@ -367,7 +385,7 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
         continue;
       dot.ids.bind(in_.input.idsAt(row), n);
       dot.numIds.bind(&n);
-      dot.currentGrad.bind(currentGradAt(i, unsigned(row / B), unsigned(row % B)), len);
+      dot.currentGrad.bind(currentGradOfRow(i, row), len);
       dot.compute();
       reduce.out.bind(gradIn + row * Kin, n);
       reduce.numOut.bind(&n);
@@ -376,40 +394,62 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
   }
 }
 
+// Group 0's block of tile j becomes the sum of all groups' blocks, added in
+// group order.
+template <typename WT>
+void LayerBackward<WT>::sumGroups(std::vector<GradBlocks> &grads, unsigned j) {
+  float *__restrict sum = grads[0].block(j);
+  const std::size_t n = grads[0].blockSize(j);
+  for (std::size_t g = 1; g < grads.size(); ++g) {
+    const float *__restrict part = grads[g].block(j);
+    for (std::size_t k = 0; k < n; ++k)
+      sum[k] += part[k];
+  }
+}
+
 template <typename WT>
 void LayerBackward<WT>::writeWeightGrad(unsigned j, const BackwardOutputs &out) {
-  if (!out.gradWeight || weightGrad_.blockSize(j) == 0) // not needed, or written already
+  if (!out.gradWeight || weightGrad_[0].blockSize(j) == 0) // not needed, or written already
     return;
-  weightGrad_.writeMatrix(layout_, j, shape_.inFeatures, out.gradWeight);
-  weightGrad_.release(j);
+  sumGroups(weightGrad_, j);
+  weightGrad_[0].writeMatrix(layout_, j, shape_.inFeatures, out.gradWeight);
+  for (GradBlocks &grad : weightGrad_)
+    grad.release(j);
 }
 
 template <typename WT>
 void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
-  const TileState &s = tiles_[j];
-  const unsigned first = layout_.first(j), width = layout_.width(j);
+  const unsigned first = layout_.first(j), width = layout_.width(j), G = groups_.count();
   writeWeightGrad(j, out);
-  if (out.gradRecWeight)
-    recWeightGrad_.writeMatrix(layout_, j, shape_.outFeatures, out.gradRecWeight);
-  auto copy = [&](float *dst, const std::vector<float> &src) {
-    if (dst)
-      std::memcpy(dst + first, src.data(), width * sizeof(float));
+  if (out.gradRecWeight) {
+    sumGroups(recWeightGrad_, j);
+    recWeightGrad_[0].writeMatrix(layout_, j, shape_.outFeatures, out.gradRecWeight);
+  }
+  // The groups' sums, added in group order.
+  auto write = [&](float *dst, std::vector<float> TileState::*grad) {
+    if (!dst)
+      return;
+    std::memcpy(dst + first, (unit(j, 0).*grad).data(), width * sizeof(float));
+    for (unsigned g = 1; g < G; ++g) {
+      const float *part = (unit(j, g).*grad).data();
+      for (unsigned n = 0; n < width; ++n)
+        dst[first + n] += part[n];
+    }
   };
-  copy(out.gradBias, s.biasGrad);
-  copy(out.gradBeta, s.betaGrad);
-  copy(out.gradThreshold, s.thresholdGrad);
-  copy(out.gradAlpha, s.alphaGrad);
+  write(out.gradBias, &TileState::biasGrad);
+  write(out.gradBeta, &TileState::betaGrad);
+  write(out.gradThreshold, &TileState::thresholdGrad);
+  write(out.gradAlpha, &TileState::alphaGrad);
   if (out.gradCurrent) {
     const unsigned B = shape_.batch, N = shape_.outFeatures;
-    for (unsigned t = 0; t < shape_.steps; ++t)
-      for (unsigned b = 0; b < B; ++b)
-        std::memcpy(out.gradCurrent + (std::size_t(t) * B + b) * N + first,
-                    currentGradAt(j, t, b), width * sizeof(float));
+    for (std::size_t row = 0; row < std::size_t(shape_.steps) * B; ++row)
+      std::memcpy(out.gradCurrent + row * N + first, currentGradOfRow(j, row),
+                  width * sizeof(float));
   }
 }
 
 template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
-  const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
+  const unsigned numTiles = layout_.numTiles(), T = shape_.steps, G = groups_.count();
   const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
   ThreadPool &pool = ThreadPool::instance();
   if (neuron_.model != MODEL_READOUT) {
@@ -421,28 +461,57 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       splitRows(share.first, share.second);
     });
   }
-  if (!recWeight_) {
+  auto runUnit = [&](unsigned j, unsigned g) {
+    prepareUnit(j, g);
+    for (unsigned t = T; t-- > 0;)
+      stepUnit(j, g, t);
+  };
+  if (G == 1 && !recWeight_) {
     std::atomic<unsigned> next{0};
     pool.run(tileThreads, [&](unsigned, unsigned) {
       for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
-        prepareTile(j);
-        for (unsigned t = T; t-- > 0;)
-          stepTile(j, t);
+        buildBlocks(j);
+        runUnit(j, 0);
         // The tile's dL/dW is complete: out of the block while it is in cache, and
         // the block freed, so the blocks of all tiles never coexist with dL/dW.
         writeWeightGrad(j, out);
       }
     });
-  } else {
+  } else if (G == 1) {
     pool.run(tileThreads, [&](unsigned thread, unsigned team) {
       const auto share = threadShare(numTiles, thread, team);
-      for (std::size_t j = share.first; j < share.second; ++j)
-        prepareTile(unsigned(j));
+      for (std::size_t j = share.first; j < share.second; ++j) {
+        buildBlocks(unsigned(j));
+        prepareUnit(unsigned(j), 0);
+      }
       pool.barrier();
       for (unsigned t = T; t-- > 0;) {
         for (std::size_t j = share.first; j < share.second; ++j)
-          stepTile(unsigned(j), t);
+          stepUnit(unsigned(j), 0, t);
         pool.barrier();
+      }
+    });
+  } else {
+    // Sample groups: the tiles' blocks first, then units that never wait for
+    // one another (a recurrent layer's group runs all its tiles on one thread).
+    const std::size_t work = recWeight_ ? G : std::size_t(numTiles) * G;
+    pool.run(effectiveThreads(numThreads_, work), [&](unsigned thread, unsigned team) {
+      const auto tiles = threadShare(numTiles, thread, team);
+      for (std::size_t j = tiles.first; j < tiles.second; ++j)
+        buildBlocks(unsigned(j));
+      pool.barrier();
+      const auto share = threadShare(work, thread, team);
+      for (std::size_t w = share.first; w < share.second; ++w) {
+        if (!recWeight_) {
+          runUnit(unsigned(w % numTiles), unsigned(w / numTiles));
+          continue;
+        }
+        const unsigned g = unsigned(w);
+        for (unsigned j = 0; j < numTiles; ++j)
+          prepareUnit(j, g);
+        for (unsigned t = T; t-- > 0;)
+          for (unsigned j = 0; j < numTiles; ++j)
+            stepUnit(j, g, t);
       }
     });
   }

@@ -6,7 +6,11 @@
 // tiles one step at a time (one barrier per step): a tile first gathers
 // dL/dS of its own listed entries from every tile's dL/dI of step t+1 in
 // tile order. dL/d(input values) is a cross-tile sum, done last per
-// (step, sample) row from the tiles' stored dL/dI.
+// (step, sample) row from the tiles' stored dL/dI. With sample groups
+// (TilePartition.hpp) the unit of work is a tile's neurons for a group's
+// samples, with its own gradient blocks; a recurrent layer runs each group's
+// tiles on one thread, with no barrier; the groups' gradients are summed in
+// group order at the end.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -14,6 +18,7 @@
 #include "LayerViews.hpp"
 #include "RawVector.hpp"
 #include "TileLayout.hpp"
+#include "TilePartition.hpp"
 
 namespace snn {
 
@@ -61,10 +66,11 @@ template <typename WT> class LayerBackward {
 public:
   LayerBackward(const Shape &shape, const NeuronSpec &neuron, const TileLayout &layout,
                 const BackwardInputs &in, const WT *weight, const WT *recWeight,
-                const GradNeeds &needs, unsigned numThreads);
+                const GradNeeds &needs, unsigned numThreads, unsigned sampleGroups = 1);
   void run(const BackwardOutputs &out);
 
 private:
+  // One unit: tile j's neurons for group g's B samples.
   struct TileState {
     AlignedVector<float> carry, carrySynaptic; // [B x rowLength]
     AlignedVector<float> notSpiked;            // [rowLength]: the state-grad vertex's scratch
@@ -79,18 +85,24 @@ private:
     unsigned begin, end;
   };
 
-  void prepareTile(unsigned j);
+  TileState &unit(unsigned j, unsigned g) { return units_[std::size_t(g) * layout_.numTiles() + j]; }
+  void buildBlocks(unsigned j);
+  void prepareUnit(unsigned j, unsigned g);
   void prefetchRow(unsigned j, std::size_t row);
-  void stepTile(unsigned j, unsigned t);
-  unsigned gatherListed(unsigned j, std::size_t row);
-  unsigned withDropped(unsigned j, std::size_t row, const int32_t *&ids, unsigned numIds);
-  void addRecurrentGrad(unsigned j, unsigned t, unsigned b, unsigned numListed);
+  void stepUnit(unsigned j, unsigned g, unsigned t);
+  // Rows are the call's (step, sample); b and t name the sample in its group.
+  unsigned gatherListed(unsigned j, unsigned g, std::size_t row);
+  unsigned withDropped(unsigned j, unsigned g, std::size_t row, const int32_t *&ids,
+                       unsigned numIds);
+  void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, unsigned numListed);
   void splitRows(std::size_t firstRow, std::size_t endRow);
   Range spikeRange(unsigned j, std::size_t row) const;
   Range eligibleRange(unsigned j, std::size_t row) const;
-  float *currentGradAt(unsigned j, unsigned t, unsigned b);
+  float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
+  float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
-  // Tile j's dL/dW into the output matrix, its block then freed (once).
+  static void sumGroups(std::vector<GradBlocks> &grads, unsigned j);
+  // Tile j's dL/dW into the output matrix, its blocks then freed (once).
   void writeWeightGrad(unsigned j, const BackwardOutputs &out);
   void writeOutputs(unsigned j, const BackwardOutputs &out);
 
@@ -102,10 +114,11 @@ private:
   const WT *recWeight_;
   GradNeeds needs_;
   unsigned numThreads_;
-  unsigned depth_; // steps of dL/dI kept per tile
+  SampleGroups groups_;
+  unsigned depth_; // steps of dL/dI kept per unit
   TileBlocks<WT> blocks_, recBlocks_;
-  GradBlocks weightGrad_, recWeightGrad_;
-  std::vector<TileState> tiles_;
+  std::vector<GradBlocks> weightGrad_, recWeightGrad_; // [groups], each over the tiles
+  std::vector<TileState> units_;                       // [groups x tiles]
   std::vector<float> zeros_; // U[-1] and syn[-1]
   // Where each tile's run starts in each row of the output list, spike part
   // and eligible part: [rows x (numTiles + 1)] each (spiking layers only).

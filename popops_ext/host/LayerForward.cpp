@@ -21,29 +21,39 @@ LayerForward<WT>::LayerForward(const Shape &shape, const NeuronSpec &neuron,
                                const WT *weight, const WT *recWeight,
                                const ForwardOptions &options)
     : shape_(shape), neuron_(neuron), layout_(layout), input_(input), weight_(weight),
-      recWeight_(recWeight), options_(options) {
+      recWeight_(recWeight), options_(options), groups_(shape.batch, options.sampleGroups) {
   const bool fixedCapacity = options.capacity > 0 && options.overflow != OVERFLOW_GROW;
   recurrentCap_ = fixedCapacity ? options.capacity : UINT_MAX;
   const unsigned numTiles = layout.numTiles();
   blocks_.resize(numTiles);
   recBlocks_.resize(numTiles);
-  tiles_.resize(numTiles);
+  units_.resize(std::size_t(numTiles) * groups_.count());
 }
 
-template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
-  const unsigned B = shape_.batch, len = layout_.rowLength(j), width = layout_.width(j);
+template <typename WT> void LayerForward<WT>::buildBlocks(unsigned j) {
   if (!options_.inputCurrents)
     blocks_.build(layout_, j, weight_, shape_.inFeatures);
   if (recWeight_)
     recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
-  TileState &s = tiles_[j];
+}
+
+template <typename WT>
+std::pair<unsigned, std::size_t> LayerForward<WT>::localRow(std::size_t row) const {
+  const unsigned B = shape_.batch, b = unsigned(row % B), g = groups_.of(b);
+  return {g, (row / B) * groups_.size(g) + (b - groups_.first(g))};
+}
+
+template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g) {
+  const unsigned B = groups_.size(g), b0 = groups_.first(g);
+  const unsigned len = layout_.rowLength(j), width = layout_.width(j);
+  TileState &s = unit(j, g);
   const unsigned N = shape_.outFeatures, first = layout_.first(j);
-  // The tile's columns of a [B x out] initial state (zero without one).
+  // The unit's part of a [B x out] initial state (zero without one).
   auto initial = [&](AlignedVector<float> &dst, const float *src) {
     dst.assign(std::size_t(B) * len, 0.0f);
     if (src)
       for (unsigned b = 0; b < B; ++b)
-        std::memcpy(dst.data() + std::size_t(b) * len, src + std::size_t(b) * N + first,
+        std::memcpy(dst.data() + std::size_t(b) * len, src + std::size_t(b0 + b) * N + first,
                     width * sizeof(float));
   };
   s.currents.assign(std::size_t(B) * len, 0.0f);
@@ -62,7 +72,7 @@ template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
     s.recurrentIds.assign(shape_.outFeatures, 0);
     // The initial spikes as step -1's list (parity 1), the recurrent input of step 0.
     for (unsigned b = 0; options_.initialSpikes && b < B; ++b) {
-      const float *spikes = options_.initialSpikes + std::size_t(b) * N + first;
+      const float *spikes = options_.initialSpikes + std::size_t(b0 + b) * N + first;
       int *ids = s.recentIds.data() + (std::size_t(B) + b) * width;
       unsigned count = 0;
       for (unsigned n = 0; n < width; ++n)
@@ -75,14 +85,16 @@ template <typename WT> void LayerForward<WT>::prepareTile(unsigned j) {
 
 template <typename WT>
 void LayerForward<WT>::finalState(float *membrane, float *synaptic, float *spikes) const {
-  const unsigned B = shape_.batch, N = shape_.outFeatures;
-  for (unsigned j = 0; j < layout_.numTiles(); ++j) {
-    const TileState &s = tiles_[j];
+  const unsigned N = shape_.outFeatures;
+  for (std::size_t u = 0; u < units_.size(); ++u) {
+    const unsigned j = unsigned(u % layout_.numTiles()), g = unsigned(u / layout_.numTiles());
+    const TileState &s = units_[u];
+    const unsigned B = groups_.size(g), b0 = groups_.first(g);
     const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
     auto out = [&](float *dst, const AlignedVector<float> &src) {
       if (dst)
         for (unsigned b = 0; b < B; ++b)
-          std::memcpy(dst + std::size_t(b) * N + first, src.data() + std::size_t(b) * len,
+          std::memcpy(dst + std::size_t(b0 + b) * N + first, src.data() + std::size_t(b) * len,
                       width * sizeof(float));
     };
     out(membrane, s.membrane);
@@ -94,14 +106,16 @@ void LayerForward<WT>::finalState(float *membrane, float *synaptic, float *spike
 }
 
 // The layer's listed spikes of step t-1 (all tiles, in tile order, at most
-// recurrentCap_) are gathered into one list, so one SpikeMatmul adds them.
+// recurrentCap_) are gathered into one list, so one SpikeMatmul adds them;
+// b is the sample's index within group g.
 template <typename WT>
-void LayerForward<WT>::addRecurrentInput(unsigned j, unsigned t, unsigned b, float *currents) {
-  const unsigned B = shape_.batch, parity = (t - 1) & 1u;
-  int *gathered = tiles_[j].recurrentIds.data();
+void LayerForward<WT>::addRecurrentInput(unsigned j, unsigned g, unsigned t, unsigned b,
+                                         float *currents) {
+  const unsigned B = groups_.size(g), parity = (t - 1) & 1u;
+  int *gathered = unit(j, g).recurrentIds.data();
   unsigned taken = 0;
   for (unsigned i = 0; i < layout_.numTiles() && taken < recurrentCap_; ++i) {
-    const TileState &src = tiles_[i];
+    const TileState &src = unit(i, g);
     const unsigned width = layout_.width(i);
     const unsigned take = std::min(src.recentCounts[parity * B + b], recurrentCap_ - taken);
     std::memcpy(gathered + taken, src.recentIds.data() + (std::size_t(parity) * B + b) * width,
@@ -118,9 +132,10 @@ void LayerForward<WT>::addRecurrentInput(unsigned j, unsigned t, unsigned b, flo
   mm.compute();
 }
 
-template <typename WT> void LayerForward<WT>::emitRecent(unsigned j, unsigned t, unsigned b) {
-  TileState &s = tiles_[j];
-  const unsigned B = shape_.batch, width = layout_.width(j), parity = t & 1u;
+template <typename WT>
+void LayerForward<WT>::emitRecent(unsigned j, unsigned g, unsigned t, unsigned b) {
+  TileState &s = unit(j, g);
+  const unsigned B = groups_.size(g), width = layout_.width(j), parity = t & 1u;
   const std::size_t row = std::size_t(t) * B + b;
   const unsigned count = s.history.counts[2 * row];
   std::memcpy(s.recentIds.data() + (std::size_t(parity) * B + b) * width,
@@ -129,24 +144,25 @@ template <typename WT> void LayerForward<WT>::emitRecent(unsigned j, unsigned t,
 }
 
 template <typename WT>
-void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
+void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *denseMembrane,
                                 float *denseSynaptic) {
-  TileState &s = tiles_[j];
-  const unsigned B = shape_.batch, N = shape_.outFeatures;
+  TileState &s = unit(j, g);
+  const unsigned B = groups_.size(g), b0 = groups_.first(g), N = shape_.outFeatures;
+  // Rows of the dense [T x B x out] arrays.
+  const std::size_t rowOfStep = std::size_t(t) * shape_.batch + b0;
   const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
   const float *bias = neuron_.bias ? neuron_.bias + first : nullptr;
   const std::size_t biasSize = bias ? width : 0;
 
   if (options_.inputCurrents) {
-    // The lanes past width stay at the zeros prepareTile wrote.
+    // The lanes past width stay at the zeros prepareUnit wrote.
     for (unsigned b = 0; b < B; ++b)
       std::memcpy(s.currents.data() + std::size_t(b) * len,
-                  options_.inputCurrents + (std::size_t(t) * B + b) * N + first,
-                  width * sizeof(float));
+                  options_.inputCurrents + (rowOfStep + b) * N + first, width * sizeof(float));
   } else {
     SpikeMatmul<WT> mm;
-    mm.ids.bind(inputLists_.ids(t), inputLists_.spikes(t));
-    mm.ends.bind(inputLists_.ends(t), B);
+    mm.ids.bind(inputLists_.ids(t, g), inputLists_.spikes(t, g));
+    mm.ends.bind(inputLists_.ends(t, g), B);
     mm.weights.bind(blocks_.block(j), blocks_.blockSize(j));
     mm.currents.bind(s.currents.data(), s.currents.size());
     mm.rowLength = len;
@@ -155,13 +171,13 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
   }
 
   for (unsigned b = 0; b < B; ++b) {
-    const std::size_t row = std::size_t(t) * B + b;
+    const std::size_t row = std::size_t(t) * B + b; // of the unit's history
     float *currents = s.currents.data() + std::size_t(b) * len;
     float *membrane = s.membrane.data() + std::size_t(b) * len;
     if (recWeight_ && (t > 0 || options_.initialSpikes))
-      addRecurrentInput(j, t, b, currents);
+      addRecurrentInput(j, g, t, b, currents);
 
-    float *denseU = denseMembrane ? denseMembrane + row * N + first : nullptr;
+    float *denseU = denseMembrane ? denseMembrane + (rowOfStep + b) * N + first : nullptr;
     if (neuron_.model == MODEL_READOUT) {
       ReadoutUpdate v;
       v.currents.bind(currents, width);
@@ -202,7 +218,8 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
       v.synaptic.bind(synaptic, width);
       v.compute();
       if (denseSynaptic)
-        std::memcpy(denseSynaptic + row * N + first, synaptic, width * sizeof(float));
+        std::memcpy(denseSynaptic + (rowOfStep + b) * N + first, synaptic,
+                    width * sizeof(float));
     } else {
       LifUpdate v;
       bindCommon(v);
@@ -212,37 +229,69 @@ void LayerForward<WT>::stepTile(unsigned j, unsigned t, float *denseMembrane,
     if (denseU)
       std::memcpy(denseU, membrane, width * sizeof(float));
     if (recWeight_)
-      emitRecent(j, t, b);
+      emitRecent(j, g, t, b);
   }
 }
 
 template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *denseSynaptic) {
-  const unsigned numTiles = layout_.numTiles(), T = shape_.steps;
-  const unsigned numThreads = effectiveThreads(options_.numThreads, numTiles);
+  const unsigned numTiles = layout_.numTiles(), T = shape_.steps, G = groups_.count();
   ThreadPool &pool = ThreadPool::instance();
   if (!options_.inputCurrents)
-    inputLists_.build(input_, T, shape_.batch, options_.numThreads);
-  if (!recWeight_) {
+    inputLists_.build(input_, T, groups_, options_.numThreads);
+  auto runUnit = [&](unsigned j, unsigned g) {
+    prepareUnit(j, g);
+    for (unsigned t = 0; t < T; ++t)
+      stepUnit(j, g, t, denseMembrane, denseSynaptic);
+  };
+  if (G == 1 && !recWeight_) {
     std::atomic<unsigned> next{0};
-    pool.run(numThreads, [&](unsigned, unsigned) {
+    pool.run(effectiveThreads(options_.numThreads, numTiles), [&](unsigned, unsigned) {
       for (unsigned j; (j = next.fetch_add(1)) < numTiles;) {
-        prepareTile(j);
-        for (unsigned t = 0; t < T; ++t)
-          stepTile(j, t, denseMembrane, denseSynaptic);
+        buildBlocks(j);
+        runUnit(j, 0);
         blocks_.release(j);
       }
     });
     return;
   }
-  pool.run(numThreads, [&](unsigned thread, unsigned team) {
-    const auto share = threadShare(numTiles, thread, team);
-    for (std::size_t j = share.first; j < share.second; ++j)
-      prepareTile(unsigned(j));
-    pool.barrier();
-    for (unsigned t = 0; t < T; ++t) {
-      for (std::size_t j = share.first; j < share.second; ++j)
-        stepTile(unsigned(j), t, denseMembrane, denseSynaptic);
+  if (G == 1) {
+    pool.run(effectiveThreads(options_.numThreads, numTiles), [&](unsigned thread,
+                                                                  unsigned team) {
+      const auto share = threadShare(numTiles, thread, team);
+      for (std::size_t j = share.first; j < share.second; ++j) {
+        buildBlocks(unsigned(j));
+        prepareUnit(unsigned(j), 0);
+      }
       pool.barrier();
+      for (unsigned t = 0; t < T; ++t) {
+        for (std::size_t j = share.first; j < share.second; ++j)
+          stepUnit(unsigned(j), 0, t, denseMembrane, denseSynaptic);
+        pool.barrier();
+      }
+    });
+    return;
+  }
+  // Sample groups: the tiles' blocks first (shared by the groups), then
+  // units that never wait for one another. A recurrent layer's group runs
+  // all its tiles on one thread, so it needs no barrier per step.
+  const std::size_t work = recWeight_ ? G : std::size_t(numTiles) * G;
+  pool.run(effectiveThreads(options_.numThreads, work), [&](unsigned thread, unsigned team) {
+    const auto tiles = threadShare(numTiles, thread, team);
+    for (std::size_t j = tiles.first; j < tiles.second; ++j)
+      buildBlocks(unsigned(j));
+    pool.barrier();
+    const auto share = threadShare(work, thread, team);
+    for (std::size_t w = share.first; w < share.second; ++w) {
+      if (!recWeight_) {
+        runUnit(unsigned(w % numTiles), unsigned(w / numTiles));
+        continue;
+      }
+      const unsigned g = unsigned(w);
+      for (unsigned j = 0; j < numTiles; ++j)
+        prepareUnit(j, g);
+      for (unsigned t = 0; t < T; ++t)
+        for (unsigned j = 0; j < numTiles; ++j)
+          stepUnit(j, g, t, denseMembrane, denseSynaptic);
     }
   });
 }
@@ -252,10 +301,12 @@ template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
   unsigned needed = 0;
   std::int64_t spikes = 0;
   for (std::size_t row = 0; row < rows; ++row) {
+    const auto [g, local] = localRow(row);
     unsigned n = 0;
-    for (const TileState &s : tiles_) {
-      n += s.history.counts[2 * row] + s.history.counts[2 * row + 1];
-      spikes += s.history.counts[2 * row];
+    for (unsigned j = 0; j < layout_.numTiles(); ++j) {
+      const unsigned *c = unit(j, g).history.counts.data() + 2 * local;
+      n += c[0] + c[1];
+      spikes += c[0];
     }
     needed = std::max(needed, n);
   }
@@ -292,13 +343,14 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
     v.tileCounts.bind(tileCounts.data(), tileCounts.size());
     const auto share = threadShare(rows, thread, team);
     for (std::size_t row = share.first; row < share.second; ++row) {
+      const auto [g, local] = localRow(row);
       for (unsigned i = 0; i < numTiles; ++i) {
-        const TileListHistory &h = tiles_[i].history;
-        const unsigned ns = h.counts[2 * row], ne = h.counts[2 * row + 1];
-        spikeIds[i].bind(h.spikeIds.data() + h.spikeStart[row], ns);
-        spikeMem[i].bind(h.spikeMembrane.data() + h.spikeStart[row], ns);
-        eligibleIds[i].bind(h.eligibleIds.data() + h.eligibleStart[row], ne);
-        eligibleMem[i].bind(h.eligibleMembrane.data() + h.eligibleStart[row], ne);
+        const TileListHistory &h = unit(i, g).history;
+        const unsigned ns = h.counts[2 * local], ne = h.counts[2 * local + 1];
+        spikeIds[i].bind(h.spikeIds.data() + h.spikeStart[local], ns);
+        spikeMem[i].bind(h.spikeMembrane.data() + h.spikeStart[local], ns);
+        eligibleIds[i].bind(h.eligibleIds.data() + h.eligibleStart[local], ne);
+        eligibleMem[i].bind(h.eligibleMembrane.data() + h.eligibleStart[local], ne);
         tileCounts[2 * i] = ns;
         tileCounts[2 * i + 1] = ne;
       }
@@ -332,10 +384,11 @@ void LayerForward<WT>::droppedSpikes(const int32_t *counts, std::vector<int32_t>
     unsigned rank = 0;
     const unsigned kept = unsigned(counts[2 * row]);
     const std::size_t before = dropped.size();
-    for (const TileState &s : tiles_) {
-      const TileListHistory &h = s.history;
-      const unsigned n = h.counts[2 * row];
-      const int *ids = h.spikeIds.data() + h.spikeStart[row];
+    const auto [g, local] = localRow(row);
+    for (unsigned j = 0; j < layout_.numTiles(); ++j) {
+      const TileListHistory &h = unit(j, g).history;
+      const unsigned n = h.counts[2 * local];
+      const int *ids = h.spikeIds.data() + h.spikeStart[local];
       for (unsigned k = rank < kept ? std::min(n, kept - rank) : 0; k < n; ++k)
         dropped.push_back(ids[k]);
       rank += n;

@@ -5,16 +5,20 @@
 // the tiles' lists are merged afterwards. A recurrent layer needs the
 // layer's previous-step spikes on every tile, so all tiles advance one step
 // at a time with one barrier per step, each tile reading the other tiles'
-// spikes of step t-1 in tile order.
+// spikes of step t-1 in tile order. With sample groups (TilePartition.hpp)
+// the unit of work is a tile's neurons for a group's samples; a recurrent
+// layer then runs each group's tiles on one thread, with no barrier.
 #pragma once
 #include <climits>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "LayerViews.hpp"
 #include "StepLists.hpp"
 #include "TileLayout.hpp"
 #include "TileListHistory.hpp"
+#include "TilePartition.hpp"
 
 namespace snn {
 
@@ -34,6 +38,7 @@ struct ForwardOptions {
   const float *initialSynaptic = nullptr;
   const float *initialSpikes = nullptr;
   bool returnState = false; // the bindings copy the last step's state out
+  unsigned sampleGroups = 1; // see SampleGroups; results do not depend on it
 };
 
 struct OverflowAt {
@@ -80,20 +85,29 @@ public:
   void finalState(float *membrane, float *synaptic, float *spikes) const;
 
 private:
+  // One unit's state: tile j's neurons for group g's B samples; its history
+  // rows are (step, sample of the group).
   struct TileState {
     AlignedVector<float> currents, membrane, synaptic, spiked; // [B x rowLength]
     TileListHistory history;
-    // Recurrent only: this tile's listed spikes of the last two steps,
+    // Recurrent only: the unit's listed spikes of the last two steps,
     // [parity x B x width] and [parity x B].
     std::vector<int> recentIds;
     std::vector<unsigned> recentCounts;
     std::vector<int> recurrentIds; // the layer's spikes of t-1 gathered for one sample
   };
 
-  void prepareTile(unsigned j);
-  void stepTile(unsigned j, unsigned t, float *denseMembrane, float *denseSynaptic);
-  void addRecurrentInput(unsigned j, unsigned t, unsigned b, float *currents);
-  void emitRecent(unsigned j, unsigned t, unsigned b);
+  TileState &unit(unsigned j, unsigned g) { return units_[std::size_t(g) * layout_.numTiles() + j]; }
+  const TileState &unit(unsigned j, unsigned g) const {
+    return units_[std::size_t(g) * layout_.numTiles() + j];
+  }
+  // The group of a (step, sample) row of the call, and the row in its units.
+  std::pair<unsigned, std::size_t> localRow(std::size_t row) const;
+  void buildBlocks(unsigned j);
+  void prepareUnit(unsigned j, unsigned g);
+  void stepUnit(unsigned j, unsigned g, unsigned t, float *denseMembrane, float *denseSynaptic);
+  void addRecurrentInput(unsigned j, unsigned g, unsigned t, unsigned b, float *currents);
+  void emitRecent(unsigned j, unsigned g, unsigned t, unsigned b);
 
   Shape shape_;
   NeuronSpec neuron_;
@@ -104,8 +118,9 @@ private:
   const WT *recWeight_;
   ForwardOptions options_;
   unsigned recurrentCap_; // most spikes per row that recur (drop/error with fixed K)
+  SampleGroups groups_;
   TileBlocks<WT> blocks_, recBlocks_;
-  std::vector<TileState> tiles_;
+  std::vector<TileState> units_; // [groups x tiles]
   ForwardStats stats_;
 };
 

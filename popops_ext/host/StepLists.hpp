@@ -2,8 +2,10 @@
 // spike ids of each step's samples one after another, and where each
 // sample's end. A tile then adds a step's rows in one vertex call over one
 // dense run of ids (SpikeMatmul.hpp), instead of one call per sample over
-// rows spread `capacity` apart with their counts beside them. Built once per
-// layer call and read by every tile.
+// rows spread `capacity` apart with their counts beside them. With sample
+// groups (TilePartition.hpp), each (step, group) is such a run of its own,
+// its ends counted from the run's start. Built once per layer call and read
+// by every tile.
 #pragma once
 #include <cstddef>
 #include <cstring>
@@ -18,22 +20,26 @@ namespace snn {
 
 class StepLists {
 public:
-  // The steps' sizes first, on the calling thread (a pass over the counts
+  // The runs' sizes first, on the calling thread (a pass over the counts
   // alone), then the copies, the steps shared among threads with no barrier
   // and each sample's end written as its row is copied. Sizing the steps in
   // the threads, waiting for all of them and copying in a second pass over
   // the ends took 1.6x as long (S's input at 0.5% activity, 2 threads: 38 us
   // against 23; 2.8x single-threaded with the list in cache).
-  void build(const SpikeListView &in, unsigned steps, unsigned batch, unsigned numThreads) {
-    B_ = batch;
-    stepStart_.resize(std::size_t(steps) + 1);
+  void build(const SpikeListView &in, unsigned steps, const SampleGroups &groups,
+             unsigned numThreads) {
+    const unsigned batch = groups.end(groups.count() - 1), G = groups.count();
+    groups_ = groups;
+    runStart_.resize(std::size_t(steps) * G + 1);
     std::size_t total = 0;
-    for (std::size_t t = 0; t < steps; ++t) {
-      stepStart_[t] = total;
-      for (std::size_t row = t * batch; row < (t + 1) * batch; ++row)
-        total += in.spikesAt(row);
-    }
-    stepStart_[steps] = total;
+    for (std::size_t t = 0; t < steps; ++t)
+      for (unsigned g = 0; g < G; ++g) {
+        runStart_[t * G + g] = total;
+        for (std::size_t row = t * batch + groups.first(g); row < t * batch + groups.end(g);
+             ++row)
+          total += in.spikesAt(row);
+      }
+    runStart_[std::size_t(steps) * G] = total;
     ends_.resize(std::size_t(steps) * batch);
     ids_.resize(total + kBlock); // a block copy may write past the last id
     ThreadPool &pool = ThreadPool::instance();
@@ -41,21 +47,31 @@ public:
       const auto share = threadShare(steps, thread, team);
       // The next thread's ids start at limit: past it, whole-block copies stop.
       const int *limit =
-          ids_.data() + stepStart_[share.second] + (share.second == steps ? kBlock : 0);
-      for (std::size_t t = share.first; t < share.second; ++t) {
-        int *out = ids_.data() + stepStart_[t];
-        unsigned end = 0;
-        for (std::size_t row = t * batch; row < (t + 1) * batch; ++row)
-          ends_[row] = end += copyRow(in, row, out + end, limit);
-      }
+          ids_.data() + runStart_[share.second * G] + (share.second == steps ? kBlock : 0);
+      for (std::size_t t = share.first; t < share.second; ++t)
+        for (unsigned g = 0; g < G; ++g) {
+          int *out = ids_.data() + runStart_[t * G + g];
+          unsigned end = 0;
+          for (std::size_t row = t * batch + groups.first(g); row < t * batch + groups.end(g);
+               ++row)
+            ends_[row] = end += copyRow(in, row, out + end, limit);
+        }
     });
   }
 
-  const int *ids(unsigned t) const { return ids_.data() + stepStart_[t]; }
-  std::size_t spikes(unsigned t) const { return stepStart_[t + 1] - stepStart_[t]; }
-  std::size_t totalSpikes() const { return stepStart_.back(); }
-  // [B]: sample b's ids are ids(t)[ends(t)[b-1], ends(t)[b]).
-  const unsigned *ends(unsigned t) const { return ends_.data() + std::size_t(t) * B_; }
+  // Step t's run of group g: its ids, their number, and [group size] ends:
+  // the group's sample i has ids(t, g)[ends(t, g)[i-1], ends(t, g)[i]).
+  const int *ids(unsigned t, unsigned g = 0) const {
+    return ids_.data() + runStart_[std::size_t(t) * groups_.count() + g];
+  }
+  std::size_t spikes(unsigned t, unsigned g = 0) const {
+    const std::size_t r = std::size_t(t) * groups_.count() + g;
+    return runStart_[r + 1] - runStart_[r];
+  }
+  std::size_t totalSpikes() const { return runStart_.back(); }
+  const unsigned *ends(unsigned t, unsigned g = 0) const {
+    return ends_.data() + std::size_t(t) * groups_.end(groups_.count() - 1) + groups_.first(g);
+  }
 
 private:
   static constexpr unsigned kBlock = 8;
@@ -76,10 +92,10 @@ private:
     return n;
   }
 
-  unsigned B_ = 0;
+  SampleGroups groups_{0, 1};
   RawVector<int> ids_;
   RawVector<unsigned> ends_;
-  std::vector<std::size_t> stepStart_;
+  std::vector<std::size_t> runStart_; // [steps x groups + 1]
 };
 
 } // namespace snn

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 
 namespace snn {
 
@@ -16,5 +17,39 @@ inline unsigned effectiveThreads(unsigned requested, std::size_t items) {
   const std::size_t n = std::min<std::size_t>(requested == 0 ? 1 : requested, items);
   return unsigned(n == 0 ? 1 : n);
 }
+
+// A batch cut into contiguous groups of samples. A layer whose tiles are
+// fewer than the threads gives each thread a group of samples instead of a
+// narrower tile: a tile's per-(step, sample) work hardly depends on its width,
+// so two tiles of 128 neurons over all 64 samples cost nearly twice what one
+// tile of 256 over 32 samples each does. A unit of work is a (tile, group)
+// pair; a group's samples never meet another group's until the parameter
+// gradients, which are summed over the groups in group order.
+class SampleGroups {
+public:
+  SampleGroups(unsigned batch, unsigned count)
+      : batch_(batch), count_(std::max(1u, std::min(count, std::max(batch, 1u)))) {}
+
+  unsigned count() const { return count_; }
+  unsigned first(unsigned g) const {
+    return unsigned(std::size_t(batch_) * g / count_);
+  }
+  unsigned end(unsigned g) const { return first(g + 1); }
+  unsigned size(unsigned g) const { return end(g) - first(g); }
+  // The group that holds sample b.
+  unsigned of(unsigned b) const {
+    if (batch_ == 0)
+      return 0;
+    unsigned g = unsigned(std::size_t(b) * count_ / batch_);
+    while (first(g + 1) <= b)
+      ++g;
+    while (first(g) > b)
+      --g;
+    return g;
+  }
+
+private:
+  unsigned batch_, count_;
+};
 
 } // namespace snn

@@ -80,6 +80,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
   for (py::ssize_t i = 0; i < w.shape(0); ++i)
     w(i) = static_cast<std::int32_t>(p.tileStarts[static_cast<std::size_t>(i)]);
   d["tile_starts"] = starts;
+  d["sample_groups"] = p.sampleGroups;
   d["neurons_per_tile_max"] = p.neuronsPerTileMax;
   d["neurons_per_tile_min"] = p.neuronsPerTileMin;
   d["local_capacity"] = p.localCapacity;

@@ -62,7 +62,9 @@ std::uint64_t gatheredListBytes(const LayerPlan &p) {
 void fillCycles(LayerPlan &p, const Target &t) {
   const LayerSpec &s = p.spec;
   const Activity act = expectedActivity(s);
-  const unsigned n = p.neuronsPerTileMax, W = t.workersPerTile, B = s.batch;
+  // A work item runs its tile's neurons for its group's samples.
+  const unsigned n = p.neuronsPerTileMax, W = t.workersPerTile,
+                 B = unsigned(ceilDiv(s.batch, p.sampleGroups));
   const unsigned row = paddedRow(n); // what the row loops actually walk
   const bool floatW = s.weightBytes == 4;
   const unsigned vec = t.vectorWidth(s.weightBytes);
@@ -106,8 +108,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
   const std::uint64_t fanIn = s.inFeatures + rec * s.outFeatures;
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
 
-  // Tiles beyond the ones that run at once (host threads) run in waves.
-  const std::uint64_t waves = ceilDiv(p.numTiles, t.parallelTiles);
+  // Work items beyond the ones that run at once (host threads) run in waves.
+  const std::uint64_t waves =
+      ceilDiv(std::uint64_t(p.numTiles) * p.sampleGroups, t.parallelTiles);
   p.cyclesForwardTimestep =
       waves * (c.spikeMatmul + c.stateUpdate + c.listCombine + c.exchangeForward);
   p.cyclesBackwardTimestep =
@@ -266,10 +269,12 @@ LayerSpec resolveSpec(const LayerSpec &in) {
 namespace {
 // The plan of the given tile boundaries (widest tile first, narrowest last:
 // the estimates take the first as the typical tile and the last as the odd one).
-LayerPlan planWithStarts(const LayerSpec &spec, const Target &t, std::vector<unsigned> starts) {
+LayerPlan planWithStarts(const LayerSpec &spec, const Target &t, std::vector<unsigned> starts,
+                         unsigned sampleGroups = 1) {
   LayerPlan p;
   p.spec = resolveSpec(spec);
   p.target = t.name;
+  p.sampleGroups = sampleGroups;
   p.numTiles = unsigned(starts.size() - 1);
   if (t.isIpu() && p.numTiles > t.numTiles)
     throw std::invalid_argument("more tiles than the target has");
@@ -321,7 +326,15 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
     const unsigned g = t.neuronGrain;
     const unsigned byCache =
         unsigned(std::max<std::uint64_t>(g, t.bytesPerTile / rowBytes / g * g));
-    const unsigned rounds = unsigned(ceilDiv(ceilDiv(out, byCache), t.parallelTiles));
+    const unsigned items = unsigned(ceilDiv(out, byCache));
+    // Fewer items than threads: the threads share out the batch rather than
+    // narrower tiles (host/TilePartition.hpp's SampleGroups), where the whole
+    // layer's weights fit half of a core's L2: every thread then reads all of
+    // them, and a block filling most of L2 made the spike matmul slower.
+    const unsigned groups = t.parallelTiles / items;
+    if (groups > 1 && groups <= s.batch && rowBytes * out <= t.bytesPerTile / 2)
+      return planWithStarts(s, t, evenStarts(out, items, g), groups);
+    const unsigned rounds = unsigned(ceilDiv(items, t.parallelTiles));
     return planWithStarts(s, t, evenStarts(out, rounds * t.parallelTiles, g));
   }
   // Every distinct tile size from one tile to all of them.

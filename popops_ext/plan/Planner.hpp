@@ -35,6 +35,9 @@ struct LayerPlan {
   std::string target;
   unsigned numTiles = 0;
   std::vector<unsigned> tileStarts; // numTiles + 1 entries, 0 .. outFeatures
+  // Host: the batch cut into this many groups, a work item being a tile's
+  // neurons for one group's samples (IPU: 1).
+  unsigned sampleGroups = 1;
   unsigned neuronsPerTileMax = 0;
   unsigned neuronsPerTileMin = 0;
   unsigned localCapacity = 0; // entries of a tile's partial list
@@ -71,7 +74,9 @@ LayerPlan planWithTileSize(const LayerSpec &spec, const Target &target, unsigned
 
 // Picks the tile size: on an IPU the fastest plan that fits in tile memory
 // (or, when none fits, the one with the least memory per tile); on the host
-// work items sized for the L2 cache and at least one per thread.
+// work items sized for the L2 cache and at least one per thread: tiles in
+// whole rounds of the threads, or, where fewer tiles than threads fit the
+// cache, sample groups that give each thread a share of the batch.
 LayerPlan planLayer(const LayerSpec &spec, const Target &target);
 
 } // namespace plan

@@ -26,7 +26,7 @@ import torch
 from ..layers import LayerState
 from ..spikes import Overflow, SparseSpikes, listed_mask
 from .bookkeeping import apply_overflow, record_stats
-from .tiles import default_threads, tile_starts_for
+from .tiles import WorkSplit, default_threads, work_split_for
 
 try:
     from .. import _C
@@ -73,10 +73,11 @@ def _np(t: Optional[torch.Tensor]) -> np.ndarray:
     return t.detach().contiguous().numpy()
 
 
-def _plan(layer, spikes: SparseSpikes) -> np.ndarray:
-    # Planned for the machine's threads, not set_num_threads(): the tiling fixes the
-    # summation order, so results stay bit-identical whatever the thread count.
-    return tile_starts_for(
+def _plan(layer, spikes: SparseSpikes) -> WorkSplit:
+    # Planned for the machine's threads, not set_num_threads(): the tiles and sample
+    # groups fix the summation order, so results stay bit-identical whatever the
+    # thread count.
+    return work_split_for(
         layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
         layer.recurrent, layer.neuron_model, spikes.capacity, layer.out_features,
         layer.weight.element_size(), layer.plan_target,
@@ -196,7 +197,7 @@ def _initial_backward(initial, cfg=None) -> dict:
 
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, layer, cfg, tiles, keep_dense, in_ids, in_counts, in_values, weight,
+    def forward(ctx, layer, cfg, split, keep_dense, in_ids, in_counts, in_values, weight,
                 bias, rec_weight, beta, threshold, alpha, initial):
         sur = cfg.surrogate
         T, B = in_ids.shape[:2]
@@ -205,11 +206,12 @@ class _SpikingLayerFn(torch.autograd.Function):
         res = _C.layer_forward(
             cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1], cfg.window,
             cfg.capacity or 0, cfg.overflow_code, keep_dense,
-            tiles, ids_np, counts_np, _np(weight), _np(bias),
+            split.tile_starts, ids_np, counts_np, _np(weight), _np(bias),
             _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
             _threads_for(in_ids, layer.out_features),
             input_currents=_currents(dense_x, weight, T, B), check_lists=False,
-            return_state=layer.carry_state, **_initial_forward(initial),
+            return_state=layer.carry_state, sample_groups=split.sample_groups,
+            **_initial_forward(initial),
         )
         if layer.carry_state:
             layer.state = LayerState(
@@ -230,14 +232,14 @@ class _SpikingLayerFn(torch.autograd.Function):
         record_stats(
             layer, "emulator", T, B, int(res["total_spikes"]), K, int(res["needed_capacity"]),
             overflow, int(res["eligible_listed"]),
-            path="sparse" if dense_x is None else "dense", tiles=len(tiles) - 1,
-            plan_target=cfg.plan_target,
+            path="sparse" if dense_x is None else "dense", tiles=len(split.tile_starts) - 1,
+            sample_groups=split.sample_groups, plan_target=cfg.plan_target,
         )
         dense_membrane = torch.from_numpy(res["dense_membrane"])
         layer.last_membrane = dense_membrane if layer.record_membrane else None
         ctx.layer = layer
         ctx.cfg = cfg
-        ctx.tiles = tiles
+        ctx.split = split
         ctx.dense_x = dense_x if ctx.needs_input_grad[7] else None  # for dL/dW's GEMM
         ctx.has_bias = bias is not None
         ctx.has_rec = rec_weight is not None
@@ -270,14 +272,14 @@ class _SpikingLayerFn(torch.autograd.Function):
         def call(call_needs, return_grad_current):
             return _C.layer_backward(
                 cfg.model_code, cfg.reset_code, sur.kind, sur.params[0], sur.params[1],
-                cfg.window, ctx.tiles, _np(in_ids), _np(in_counts), _np(weight),
+                cfg.window, ctx.split.tile_starts, _np(in_ids), _np(in_counts), _np(weight),
                 ctx.has_bias, _np(rec_weight), _np(beta), _np(threshold), _np(alpha),
                 _np(ids), _np(counts), _np(membrane), _np(dense_membrane), _np(dense_syn),
                 _np(grad_values.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
                 dropped_ids=_np(dropped_ids), dropped_counts=_np(dropped_counts),
-                **_initial_backward(ctx.initial, cfg),
+                sample_groups=ctx.split.sample_groups, **_initial_backward(ctx.initial, cfg),
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -296,16 +298,16 @@ class _SpikingLayerFn(torch.autograd.Function):
 
 class _ReadoutFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, layer, tiles, in_ids, in_counts, in_values, weight, bias, beta, initial):
+    def forward(ctx, layer, split, in_ids, in_counts, in_values, weight, bias, beta, initial):
         T, B = in_ids.shape[:2]
         ids_np, counts_np = _np(in_ids), _np(in_counts)
         dense_x = _checked_dense_input(in_ids, in_counts, ids_np, counts_np, weight.shape[1])
         res = _C.layer_forward(
-            2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, tiles, ids_np, counts_np,
-            _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)), _EMPTY,
-            _threads_for(in_ids, layer.out_features),
+            2, 2, 0, 2.0, 0.0, float("inf"), 0, 0, False, split.tile_starts, ids_np,
+            counts_np, _np(weight), _np(bias), _EMPTY, _np(beta), np.ones_like(_np(beta)),
+            _EMPTY, _threads_for(in_ids, layer.out_features),
             input_currents=_currents(dense_x, weight, T, B), check_lists=False,
-            **_initial_forward(initial),
+            sample_groups=split.sample_groups, **_initial_forward(initial),
         )
         ctx.initial = initial
         layer.stats = {"backend": "emulator", "path": "sparse" if dense_x is None else "dense"}
@@ -315,7 +317,7 @@ class _ReadoutFn(torch.autograd.Function):
         if layer.carry_state:
             layer.state = LayerState(membrane[-1].clone(), None, None)
         ctx.layer = layer
-        ctx.tiles = tiles
+        ctx.split = split
         ctx.has_bias = bias is not None
         ctx.save_for_backward(in_ids, in_counts, weight, beta, membrane)
         return membrane
@@ -329,13 +331,14 @@ class _ReadoutFn(torch.autograd.Function):
 
         def call(call_needs, return_grad_current):
             return _C.layer_backward(
-                2, 2, 0, 2.0, 0.0, float("inf"), ctx.tiles, _np(in_ids), _np(in_counts),
+                2, 2, 0, 2.0, 0.0, float("inf"), ctx.split.tile_starts, _np(in_ids),
+                _np(in_counts),
                 _np(weight), ctx.has_bias, _EMPTY, _np(beta), np.ones_like(_np(beta)),
                 _EMPTY, _EMPTY.astype(np.int32), _EMPTY.astype(np.int32), _np(membrane),
                 _EMPTY, _EMPTY, _np(grad_membrane.float()), call_needs,
                 _threads_for(in_ids, ctx.layer.out_features),
                 return_grad_current=return_grad_current, check_lists=False,
-                **_initial_backward(ctx.initial),
+                sample_groups=ctx.split.sample_groups, **_initial_backward(ctx.initial),
             )
 
         res, grad_in, grad_w = _backward_input_side(
@@ -373,7 +376,7 @@ def _named(where: str) -> Iterator[None]:
 def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
                   alpha, initial=None):
     _check_inputs(layer.name, (weight, rec_weight), spikes.values, bias, beta, threshold, alpha)
-    tiles = _plan(layer, spikes)
+    split = _plan(layer, spikes)
     # Learned decays need the dense state history in backward; decided here because
     # Function.forward always runs with grad disabled.
     keep_dense = layer.record_membrane or (
@@ -382,7 +385,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     )
     with _named(layer.name):
         values, ids, counts = _SpikingLayerFn.apply(
-            layer, cfg, tiles, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
+            layer, cfg, split, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
             rec_weight, beta, threshold, alpha, initial,
         )
     return SparseSpikes(ids, counts, layer.out_features, values, validate=False)
@@ -390,9 +393,9 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
     _check_inputs(layer.name, (weight,), spikes.values, bias, beta)
-    tiles = _plan(layer, spikes)
+    split = _plan(layer, spikes)
     with _named(layer.name):
-        return _ReadoutFn.apply(layer, tiles, spikes.ids, spikes.counts, spikes.values, weight,
+        return _ReadoutFn.apply(layer, split, spikes.ids, spikes.counts, spikes.values, weight,
                                 bias, beta, initial)
 
 
@@ -403,10 +406,11 @@ def spike_matmul(
 
     Runs the SpikeMatmul vertex over every tile, step and sample of ``spikes`` (its
     spike entries; eligible-only entries are not inputs) with ``weight`` [out, in]
-    (float32 or float16) under the planner's tiling for ``plan_target``, as a
-    feed-forward layer runs it: each step sets the tiles' currents ``x[t] @ W.T``.
-    As in the layer, a thread builds a tile's weight block right before the tile's
-    steps, so the block is in that core's cache.
+    (float32 or float16) under the planner's tiles and sample groups for
+    ``plan_target``, as a feed-forward layer runs it: each step sets the tiles'
+    currents ``x[t] @ W.T``. As in the layer, a thread builds a tile's weight block
+    right before the tile's steps (with sample groups, all blocks before any steps),
+    so the block is in cache.
 
     Returns:
         ``(currents [B, out], kernel_seconds, adds)``: the currents of the last step;
@@ -419,12 +423,12 @@ def spike_matmul(
             f"weight must be [out, {spikes.num_neurons}], got {list(weight.shape)}"
         )
     _check_inputs("spike_matmul", (weight,), spikes.values)
-    tiles = tile_starts_for(
+    split = work_split_for(
         weight.shape[1], weight.shape[0], spikes.batch_size, spikes.num_steps,
         capacity_in=spikes.capacity, capacity_out=weight.shape[0],
         weight_bytes=weight.element_size(), target=plan_target,
     )
     with _named("spike_matmul"):
-        res = _C.spike_matmul(tiles, _np(spikes.ids), _np(spikes.counts), _np(weight),
-                              _num_threads)
+        res = _C.spike_matmul(split.tile_starts, _np(spikes.ids), _np(spikes.counts),
+                              _np(weight), _num_threads, split.sample_groups)
     return torch.from_numpy(res["currents"]), float(res["kernel_seconds"]), int(res["adds"])

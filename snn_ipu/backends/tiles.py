@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
 from ..layers import MODELS as MODEL_CODES
 
-__all__ = ["MODEL_CODES", "model_code", "tile_starts_for"]
+__all__ = ["MODEL_CODES", "WorkSplit", "model_code", "tile_starts_for", "work_split_for"]
 
 
 def model_code(model: Union[str, int]) -> int:
@@ -35,19 +35,29 @@ def default_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+class WorkSplit(NamedTuple):
+    """How the executor splits a layer call: ``tile_starts`` (``int32[num_tiles + 1]``,
+    tile ``i`` owns neurons ``[starts[i], starts[i + 1])``) and ``sample_groups``, the
+    contiguous groups of samples that run as separate work items on the host (a
+    layer with fewer tiles than threads gives each thread a share of the batch;
+    1 on an IPU)."""
+
+    tile_starts: np.ndarray
+    sample_groups: int
+
+
 @lru_cache(maxsize=256)
-def _cached(args: tuple) -> np.ndarray:
+def _cached(args: tuple) -> WorkSplit:
     from .. import _C
 
     *shape, dense_history = args
-    starts = np.ascontiguousarray(
-        _C.plan_layer(*shape, dense_history=dense_history)["tile_starts"], dtype=np.int32
-    )
+    plan = _C.plan_layer(*shape, dense_history=dense_history)
+    starts = np.ascontiguousarray(plan["tile_starts"], dtype=np.int32)
     starts.setflags(write=False)  # shared by every caller through the cache
-    return starts
+    return WorkSplit(starts, int(plan["sample_groups"]))
 
 
-def tile_starts_for(
+def work_split_for(
     in_features: int,
     out_features: int,
     batch: int,
@@ -61,8 +71,8 @@ def tile_starts_for(
     threads: Optional[int] = None,
     activity: float = 0.05,
     dense_history: bool = False,
-) -> np.ndarray:
-    """``int32[num_tiles + 1]``: tile ``i`` owns neurons ``[starts[i], starts[i + 1])``.
+) -> WorkSplit:
+    """The planner's :class:`WorkSplit` of a layer call.
 
     ``dense_history``: the layer keeps its dense state history (an IPU op whose
     decays are learned), which takes tile memory. Read-only and cached: the
@@ -75,3 +85,9 @@ def tile_starts_for(
         bool(dense_history),
     )
     return _cached(args)
+
+
+def tile_starts_for(*args, **kwargs) -> np.ndarray:
+    """``int32[num_tiles + 1]``: tile ``i`` owns neurons ``[starts[i], starts[i + 1])``
+    (the ``tile_starts`` of :func:`work_split_for`, which takes the same arguments)."""
+    return work_split_for(*args, **kwargs).tile_starts
