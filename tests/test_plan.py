@@ -147,8 +147,8 @@ def test_tiles_cover_all_neurons(target, out):
 
 
 def test_host_splits_the_batch_when_tiles_are_fewer_than_threads():
-    def split(n_in, batch):
-        p = _C.plan_layer(n_in, 64, batch, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
+    def split(n_in, batch, recurrent=False):
+        p = _C.plan_layer(n_in, 64, batch, 10, recurrent, 0, 0, 0, 0.05, 4, "host", 2)
         return p["num_tiles"], p["sample_groups"], p["bytes_budget"]
 
     l2 = split(100, 64)[2]  # a core's L2
@@ -158,6 +158,8 @@ def test_host_splits_the_batch_when_tiles_are_fewer_than_threads():
     # thread would otherwise read whole.
     assert split(l2 // 4 // (64 * 4), 1)[:2] == (2, 1)
     assert split(3 * l2 // 4 // (64 * 4), 64)[:2] == (2, 1)
+    # ... unless the layer is recurrent: groups spare it a barrier per step.
+    assert split(3 * l2 // 4 // (64 * 4), 64, recurrent=True)[:2] == (1, 2)
     # Tiles enough for the threads: no groups.
     p = _C.plan_layer(2312, 1466, 48, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
     assert p["num_tiles"] >= 2 and p["sample_groups"] == 1

@@ -328,11 +328,14 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
         unsigned(std::max<std::uint64_t>(g, t.bytesPerTile / rowBytes / g * g));
     const unsigned items = unsigned(ceilDiv(out, byCache));
     // Fewer items than threads: the threads share out the batch rather than
-    // narrower tiles (host/TilePartition.hpp's SampleGroups), where the whole
-    // layer's weights fit half of a core's L2: every thread then reads all of
-    // them, and a block filling most of L2 made the spike matmul slower.
+    // narrower tiles (host/TilePartition.hpp's SampleGroups) where the whole
+    // layer's weights fit half of a core's L2, since every thread then reads
+    // all of them (a block filling most of L2 made S's 700-256 spike matmul
+    // 1.05-1.18x slower, for no faster step), or where the layer is recurrent
+    // (no barrier per step: 700-256 recurrent, forward and backward, 0.82).
     const unsigned groups = t.parallelTiles / items;
-    if (groups > 1 && groups <= s.batch && rowBytes * out <= t.bytesPerTile / 2)
+    const bool smallWeights = rowBytes * out <= t.bytesPerTile / 2;
+    if (groups > 1 && groups <= s.batch && (smallWeights || s.recurrent))
       return planWithStarts(s, t, evenStarts(out, items, g), groups);
     const unsigned rounds = unsigned(ceilDiv(items, t.parallelTiles));
     return planWithStarts(s, t, evenStarts(out, rounds * t.parallelTiles, g));
