@@ -30,3 +30,18 @@ def margin(membrane, threshold, window=None):
     if window is not None:
         m = torch.minimum(m, (membrane - (threshold - window)).abs().min())
     return float(m.detach())
+
+
+def tie_free(make_layer, shape, window=None, seeds=40):
+    """(layer, x): the first seed whose reference layer ``make_layer(seed)`` keeps every
+    membrane clear of the decision lines (threshold 1) on a binary input ``x``."""
+    for seed in range(seeds):
+        layer = make_layer(seed)
+        x = binary(shape, 0.25, seed)
+        layer.record_membrane = True
+        with torch.no_grad():
+            layer(x)
+        layer.record_membrane = False
+        if margin(layer.last_membrane, 1.0, window) > 1e-4:
+            return layer, x
+    pytest.fail("no tie-free seed")

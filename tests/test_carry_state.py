@@ -8,6 +8,7 @@ the emulator's (whose step 0 reads the state in C++) match the reference's.
 
 import copy
 
+import conftest
 import pytest
 import snntorch as snn
 import torch
@@ -32,16 +33,10 @@ def layer_for(model, reset, recurrent, backend, seed, **kw):
 
 
 def tie_free(model, reset, recurrent, window=None, **kw):
-    for seed in range(30):
-        layer = layer_for(model, reset, recurrent, "reference", seed, grad_window=window, **kw)
-        x = binary((T, B, IN), 0.25, seed)
-        layer.record_membrane = True
-        with torch.no_grad():
-            layer(x)
-        layer.record_membrane = False
-        if margin(layer.last_membrane, 1.0, window) > 1e-4:
-            return layer, x
-    pytest.fail("no tie-free seed")
+    return conftest.tie_free(
+        lambda seed: layer_for(model, reset, recurrent, "reference", seed, grad_window=window,
+                               **kw),
+        (T, B, IN), window, seeds=30)
 
 
 def chunked(layer, x):

@@ -8,10 +8,11 @@ all gradients; the forward results are bit-identical across groupings.
 
 import copy
 
+import conftest
 import numpy as np
 import pytest
 import torch
-from conftest import assert_rel_close, binary, margin
+from conftest import assert_rel_close, binary
 
 from snn_ipu import LIFLayer, ReadoutLayer, SynapticLayer
 from snn_ipu.backends import emulator
@@ -33,7 +34,8 @@ def force_split(monkeypatch):
 def tie_free(model, recurrent, window, **kw):
     """A reference layer and an input whose membranes keep clear of every decision line."""
     cls = SynapticLayer if model == "synaptic" else LIFLayer
-    for seed in range(40):
+
+    def make(seed):
         torch.manual_seed(seed)
         layer = cls(IN, N, recurrent=recurrent, grad_window=window, learn_beta=True,
                     learn_threshold=True, backend="reference", **kw)
@@ -41,14 +43,9 @@ def tie_free(model, recurrent, window, **kw):
             layer.weight.mul_(4.0)
             if recurrent:
                 layer.rec_weight.mul_(2.0)
-        x = binary((T, B, IN), 0.25, seed)
-        layer.record_membrane = True
-        with torch.no_grad():
-            layer(x)
-        layer.record_membrane = False
-        if margin(layer.last_membrane, 1.0, window) > 1e-4:
-            return layer, x
-    pytest.fail("no tie-free seed")
+        return layer
+
+    return conftest.tie_free(make, (T, B, IN), window)
 
 
 def run(layer, x):

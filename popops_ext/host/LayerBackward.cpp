@@ -10,6 +10,7 @@
 #include "StateGrad.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
+#include "UnitSchedule.hpp"
 #include "WeightGrad.hpp"
 
 namespace snn {
@@ -492,28 +493,16 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       }
     });
   } else {
-    // Sample groups: the tiles' blocks first, then units that never wait for
-    // one another (a recurrent layer's group runs all its tiles on one thread).
-    const std::size_t work = recWeight_ ? G : std::size_t(numTiles) * G;
-    pool.run(effectiveThreads(numThreads_, work), [&](unsigned thread, unsigned team) {
-      const auto tiles = threadShare(numTiles, thread, team);
-      for (std::size_t j = tiles.first; j < tiles.second; ++j)
-        buildBlocks(unsigned(j));
-      pool.barrier();
-      const auto share = threadShare(work, thread, team);
-      for (std::size_t w = share.first; w < share.second; ++w) {
-        if (!recWeight_) {
-          runUnit(unsigned(w % numTiles), unsigned(w / numTiles));
-          continue;
-        }
-        const unsigned g = unsigned(w);
-        for (unsigned j = 0; j < numTiles; ++j)
-          prepareUnit(j, g);
-        for (unsigned t = T; t-- > 0;)
+    runSampleGroups(
+        numThreads_, numTiles, G, recWeight_ != nullptr, [&](unsigned j) { buildBlocks(j); },
+        runUnit,
+        [&](unsigned g) {
           for (unsigned j = 0; j < numTiles; ++j)
-            stepUnit(j, g, t);
-      }
-    });
+            prepareUnit(j, g);
+          for (unsigned t = T; t-- > 0;)
+            for (unsigned j = 0; j < numTiles; ++j)
+              stepUnit(j, g, t);
+        });
   }
   if (needs_.input && in_.input.capacity > 0) {
     const std::size_t rows = std::size_t(T) * shape_.batch;

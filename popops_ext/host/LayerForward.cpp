@@ -12,6 +12,7 @@
 #include "SpikeMatmul.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
+#include "UnitSchedule.hpp"
 
 namespace snn {
 
@@ -271,29 +272,16 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
     });
     return;
   }
-  // Sample groups: the tiles' blocks first (shared by the groups), then
-  // units that never wait for one another. A recurrent layer's group runs
-  // all its tiles on one thread, so it needs no barrier per step.
-  const std::size_t work = recWeight_ ? G : std::size_t(numTiles) * G;
-  pool.run(effectiveThreads(options_.numThreads, work), [&](unsigned thread, unsigned team) {
-    const auto tiles = threadShare(numTiles, thread, team);
-    for (std::size_t j = tiles.first; j < tiles.second; ++j)
-      buildBlocks(unsigned(j));
-    pool.barrier();
-    const auto share = threadShare(work, thread, team);
-    for (std::size_t w = share.first; w < share.second; ++w) {
-      if (!recWeight_) {
-        runUnit(unsigned(w % numTiles), unsigned(w / numTiles));
-        continue;
-      }
-      const unsigned g = unsigned(w);
-      for (unsigned j = 0; j < numTiles; ++j)
-        prepareUnit(j, g);
-      for (unsigned t = 0; t < T; ++t)
+  runSampleGroups(
+      options_.numThreads, numTiles, G, recWeight_ != nullptr,
+      [&](unsigned j) { buildBlocks(j); }, runUnit,
+      [&](unsigned g) {
         for (unsigned j = 0; j < numTiles; ++j)
-          stepUnit(j, g, t, denseMembrane, denseSynaptic);
-    }
-  });
+          prepareUnit(j, g);
+        for (unsigned t = 0; t < T; ++t)
+          for (unsigned j = 0; j < numTiles; ++j)
+            stepUnit(j, g, t, denseMembrane, denseSynaptic);
+      });
 }
 
 template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
