@@ -18,13 +18,14 @@ inline unsigned effectiveThreads(unsigned requested, std::size_t items) {
   return unsigned(n == 0 ? 1 : n);
 }
 
-// A batch cut into contiguous groups of samples. A layer whose tiles are
-// fewer than the threads gives each thread a group of samples instead of a
-// narrower tile: a tile's per-(step, sample) work hardly depends on its width,
-// so two tiles of 128 neurons over all 64 samples cost nearly twice what one
-// tile of 256 over 32 samples each does. A unit of work is a (tile, group)
-// pair; a group's samples never meet another group's until the parameter
-// gradients, which are summed over the groups in group order.
+// A batch cut into contiguous groups of samples. A layer with fewer tiles
+// than threads can give each thread a group of samples instead of a
+// narrower tile (the planner decides): a tile's per-(step, sample) work
+// hardly depends on its width, and one tile of 256 neurons whose 64 samples
+// two threads share makes half the vertex calls of two tiles of 128 over all
+// 64 samples. A unit of work is a (tile, group) pair; a group's samples
+// never meet another group's until the parameter gradients, which are summed
+// over the groups in group order.
 class SampleGroups {
 public:
   SampleGroups(unsigned batch, unsigned count)
