@@ -189,7 +189,8 @@ def weight_arg(p, name):
     return w.astype(np.float16 if p["half"] else np.float32)
 
 
-def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True, groups=1):
+def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True,
+                sample_groups=1):
     kind, p0, p1 = p["surrogate"]
     empty = np.zeros(0, np.float32)
     return _C.layer_forward(
@@ -197,7 +198,7 @@ def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True,
         np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
         weight_arg(p, "W"), f32(p["b"]) if p["b"] is not None else empty,
         weight_arg(p, "V") if p["V"] is not None else empty,
-        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads, sample_groups=groups)
+        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads, sample_groups=sample_groups)
 
 
 def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7,
@@ -286,7 +287,7 @@ def check_spiking(p, tilings, seed):
         assert_same(fwd, run_forward(p, tiles, threads=2))
         # A sample's forward never meets another sample's: any grouping, same bits.
         for groups in (2, B):
-            assert_same(fwd, run_forward(p, tiles, threads=2, groups=groups))
+            assert_same(fwd, run_forward(p, tiles, threads=2, sample_groups=groups))
         assert np.array_equal(fwd["ids"], ids) and np.array_equal(fwd["counts"], counts)
         assert fwd["needed_capacity"] == needed
         assert fwd["total_spikes"] == int(S.sum())

@@ -83,8 +83,9 @@ float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned g, unsigned t, unsi
 
 template <typename WT>
 float *LayerBackward<WT>::currentGradOfRow(unsigned j, std::size_t row) {
-  const unsigned B = shape_.batch, b = unsigned(row % B), g = groups_.of(b);
-  return currentGradAt(j, g, unsigned(row / B), b - groups_.first(g));
+  const unsigned B = shape_.batch;
+  const auto [g, b] = groups_.locate(unsigned(row % B));
+  return currentGradAt(j, g, unsigned(row / B), b);
 }
 
 // The output list is validated ascending within its spike part and within its

@@ -40,8 +40,9 @@ template <typename WT> void LayerForward<WT>::buildBlocks(unsigned j) {
 
 template <typename WT>
 std::pair<unsigned, std::size_t> LayerForward<WT>::localRow(std::size_t row) const {
-  const unsigned B = shape_.batch, b = unsigned(row % B), g = groups_.of(b);
-  return {g, (row / B) * groups_.size(g) + (b - groups_.first(g))};
+  const unsigned B = shape_.batch;
+  const auto [g, b] = groups_.locate(unsigned(row % B));
+  return {g, (row / B) * groups_.size(g) + b};
 }
 
 template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g) {

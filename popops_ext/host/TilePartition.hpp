@@ -37,16 +37,16 @@ public:
   }
   unsigned end(unsigned g) const { return first(g + 1); }
   unsigned size(unsigned g) const { return end(g) - first(g); }
-  // The group that holds sample b.
-  unsigned of(unsigned b) const {
+  // The group that holds sample b, and b's index within it.
+  std::pair<unsigned, unsigned> locate(unsigned b) const {
     if (batch_ == 0)
-      return 0;
+      return {0, b};
     unsigned g = unsigned(std::size_t(b) * count_ / batch_);
     while (first(g + 1) <= b)
       ++g;
     while (first(g) > b)
       --g;
-    return g;
+    return {g, b - first(g)};
   }
 
 private:
