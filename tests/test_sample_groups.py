@@ -84,6 +84,9 @@ def test_forward_is_bit_identical_across_groupings(force_split, tiles, groups):
     layer = copy.deepcopy(ref)
     layer.backend = "emulator"
     layer.record_membrane = True
+    ref.record_membrane = True
+    with torch.no_grad():
+        expect = ref(x).to_dense()
     force_split(tiles, 1)
     with torch.no_grad():
         one = layer(x)
@@ -91,6 +94,10 @@ def test_forward_is_bit_identical_across_groupings(force_split, tiles, groups):
     force_split(tiles, groups)
     with torch.no_grad():
         grouped = layer(x)
+    # Both are the reference's, and bit for bit the same.
+    assert torch.equal(grouped.to_dense(), expect) and expect.sum() > 0
+    torch.testing.assert_close(layer.last_membrane, ref.last_membrane.float(), atol=1e-5,
+                               rtol=0)
     for a, b in [(one.ids, grouped.ids), (one.counts, grouped.counts),
                  (one.values, grouped.values), (membrane, layer.last_membrane)]:
         assert torch.equal(a, b)
