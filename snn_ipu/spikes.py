@@ -363,6 +363,8 @@ class SparseSpikes:
 
     def spike_counts(self) -> torch.Tensor:
         """Spikes per neuron summed over time, ``[B, N]`` (differentiable)."""
+        if _SpikeCounts.takes(self):
+            return _SpikeCounts.apply(self.ids, self.counts, self.values, self.num_neurons)
         T, B, K = self.ids.shape
         listed = listed_mask(self.counts.long(), K, 1)
         vals = (self.values * listed).permute(1, 0, 2).reshape(B, T * K)
@@ -376,6 +378,45 @@ class SparseSpikes:
 
     def detach(self) -> SparseSpikes:
         return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+
+
+class _SpikeCounts(torch.autograd.Function):
+    """``spike_counts`` of a list on the CPU in native code, which reads the listed
+    entries alone: torch's scatter over the whole ``[T, B, K]`` list (the form for
+    other devices, which graph compilers trace) reads every padding entry too, and
+    took ~2 ms of a 13 ms training step at 1% activity (forward and backward)."""
+
+    @staticmethod
+    def takes(spikes: SparseSpikes) -> bool:
+        return all(t.device.type == "cpu" for t in (spikes.ids, spikes.counts, spikes.values)) \
+            and spikes.values.dtype in (torch.float32, torch.float64)
+
+    @staticmethod
+    def forward(ctx, ids, counts, values, num_neurons):
+        from . import _C
+
+        ctx.save_for_backward(ids, counts)
+        return torch.from_numpy(
+            _C.spike_counts(_array(ids), _array(counts), _array(values), num_neurons)
+        )
+
+    @staticmethod
+    def backward(ctx, grad):
+        ids, counts = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: a form autograd can differentiate
+            T, B, K = ids.shape
+            idx = ids.long().permute(1, 0, 2).reshape(B, T * K)
+            gathered = grad.gather(-1, idx).reshape(B, T, K).permute(1, 0, 2)
+            return None, None, gathered * listed_mask(counts.long(), K, 1), None
+        from . import _C
+
+        return None, None, torch.from_numpy(
+            _C.spike_counts_grad(_array(ids), _array(counts), _array(grad))
+        ), None
+
+
+def _array(t: torch.Tensor):
+    return t.detach().contiguous().numpy()
 
 
 def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:

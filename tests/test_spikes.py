@@ -112,3 +112,85 @@ def test_hand_built_lists_need_not_be_ascending(backend):
         grads.append(dense_grad)
     assert torch.equal(outs[0], outs[1])
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-6)
+
+
+def _random_list(T, B, N, p, seed, dtype=torch.float32):
+    """A list with spikes, eligible-only entries (value 0, but a gradient) and padding
+    whose ids are not all 0, as a layer's output has after a capacity grew."""
+    x = binary((T, B, N), p, seed)
+    g = torch.Generator().manual_seed(seed + 1)  # not binary()'s stream
+    elig = (torch.rand((T, B, N), generator=g) < p) & (x == 0)
+    s = SparseSpikes.from_dense(x, eligible=elig)
+    assert int((s.counts[..., 1] - s.counts[..., 0]).sum()) > 0 or T * B * N == 1
+    K = s.capacity + 2
+    ids = torch.zeros(T, B, K, dtype=torch.int32)
+    ids[..., : s.capacity] = s.ids
+    listed = s.counts[..., 1:2].long()
+    pad = torch.randint(0, N, (T, B, K), generator=g, dtype=torch.int32)
+    ids = torch.where(torch.arange(K) < listed, ids, pad)
+    values = torch.zeros(T, B, K, dtype=dtype)
+    values[..., : s.capacity] = s.values.to(dtype)
+    return SparseSpikes(ids, s.counts.clone(), N, values.requires_grad_())
+
+
+def _scatter_counts(s):
+    """spike_counts from the dense form, in float64: the independent reference."""
+    dense = torch.zeros(s.num_steps, s.batch_size, s.num_neurons, dtype=torch.float64)
+    listed = torch.arange(s.capacity) < s.counts[..., 1:2].long()
+    for t, b, k in listed.nonzero().tolist():
+        dense[t, b, s.ids[t, b, k]] += s.values[t, b, k].double()
+    return dense.sum(0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape,p", [((9, 4, 13), 0.2), ((30, 3, 200), 0.02), ((1, 1, 1), 0.9)])
+def test_spike_counts_and_their_gradient_against_the_dense_form(shape, p, dtype):
+    s = _random_list(*shape, p, seed=sum(shape), dtype=dtype)
+    counts = s.spike_counts()
+    assert counts.dtype == dtype and counts.shape == (shape[1], shape[2])
+    torch.testing.assert_close(counts.double(), _scatter_counts(s), rtol=1e-6, atol=1e-6)
+    w = torch.randn(shape[1], shape[2], dtype=dtype)
+    (counts * w).sum().backward()
+    listed = torch.arange(s.capacity) < s.counts[..., 1:2].long()
+    # dL/dvalues[t, b, k] = w[b, ids[t, b, k]] at the listed entries, 0 on padding
+    expected = torch.gather(w.unsqueeze(0).expand(shape[0], -1, -1), -1, s.ids.long())
+    torch.testing.assert_close(s.values.grad, expected * listed, rtol=0, atol=0)
+
+
+def test_spike_counts_second_derivative():
+    # create_graph=True: the gradient of the counts is itself differentiable
+    # (the reference backend's higher-order gradients go through it).
+    s = _random_list(6, 3, 11, 0.3, seed=4, dtype=torch.float64)
+    counts = s.spike_counts()
+    (g,) = torch.autograd.grad((counts ** 2).sum(), s.values, create_graph=True)
+    listed = torch.arange(s.capacity) < s.counts[..., 1:2].long()
+    expected = 2 * torch.gather(counts.detach().unsqueeze(0).expand(6, -1, -1), -1,
+                                s.ids.long()) * listed
+    torch.testing.assert_close(g.detach(), expected)
+    g.sum().backward()
+    # d/dvalues of sum over listed (t, b, k) of 2 counts[b, id]: 2 x the number of
+    # listed entries of sample b with that id, at every listed entry of (b, id)
+    per_id = torch.zeros(3, 11, dtype=torch.float64)
+    for t, b, k in listed.nonzero().tolist():
+        per_id[b, s.ids[t, b, k]] += 1
+    expected2 = 2 * torch.gather(per_id.unsqueeze(0).expand(6, -1, -1), -1, s.ids.long())
+    torch.testing.assert_close(s.values.grad, expected2 * listed)
+
+
+def test_spike_counts_of_a_list_edited_after_validation_raise():
+    s = _random_list(5, 2, 7, 0.4, seed=2)
+    s.ids.data[2, 1, 0] = 7  # out of range, past validation
+    s.counts.data[2, 1, 1] = max(int(s.counts[2, 1, 1]), 1)
+    with pytest.raises(ValueError, match="id 7 at t=2, b=1, k=0 out of range"):
+        s.spike_counts()
+    s = _random_list(5, 2, 7, 0.4, seed=2)
+    s.counts.data[0, 0, 1] = s.capacity + 1
+    with pytest.raises(ValueError, match="exceed capacity"):
+        s.spike_counts()
+
+
+def test_spike_counts_of_half_values_take_the_torch_form():
+    s = _random_list(4, 2, 9, 0.3, seed=5)
+    half = SparseSpikes(s.ids, s.counts, 9, s.values.detach().half())
+    torch.testing.assert_close(half.spike_counts().double(), _scatter_counts(half), rtol=1e-3,
+                               atol=1e-3)
