@@ -23,10 +23,11 @@ Methods (also written into the JSON under ``"method"``):
   of them alike and the ratios stay meaningful; a backend whose step is under 1 s
   runs an untimed step right before each timed one (warm caches, as in training). The input
   conversion to SparseSpikes happens once, outside the timed region (snnTorch gets
-  the dense tensor). Slow backends stop early (``--repeats`` or ``--max-seconds``,
-  whichever comes first, at least one timed step). The two thread counts run more
-  rounds (``--thread-repeats``, 15), the later ones between the two alone: a 2-thread
-  step needs both vCPUs free, and on this VM a few of 7 steps often were not; the
+  the dense tensor). Every backend runs up to 15 rounds (``--repeats``); slow ones
+  stop early (``--max-seconds`` of timed steps, at least one): a step of ~15 ms
+  met a spell of the machine in 4 of 7 rounds of one run, which moved its median
+  by a third. The two thread counts run ``--thread-repeats`` (15) rounds, the
+  later ones between the two alone: a 2-thread step needs both vCPUs free; the
   speed-up is the median over rounds of the 1-thread step over the 2-thread one (as
   the kernel rate below; the JSON also keeps the ratio of the medians). The
   learning rate is tiny (``--lr``, default 1e-5) so that the weights, and with them
@@ -858,7 +859,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; 0.02 0.1 with "
                         "--quick)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    p.add_argument("--repeats", type=_positive_int, default=7,
+    p.add_argument("--repeats", type=_positive_int, default=15,
                    help="timed steps per backend (max)")
     p.add_argument("--max-seconds", type=float, default=20.0,
                    help="stop repeating a backend after this many seconds (>= 1 timed step)")
