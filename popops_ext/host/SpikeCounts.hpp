@@ -10,21 +10,28 @@
 
 namespace snn {
 
+// Calls f(b, at, id) for every listed entry of every (t, b) row, t first:
+// at = the entry's index in the [T, B, K] list, id = its neuron.
+template <typename F>
+void forEachListed(const SpikeListView &list, unsigned steps, unsigned batch, F &&f) {
+  for (std::size_t t = 0; t < steps; ++t)
+    for (unsigned b = 0; b < batch; ++b) {
+      const std::size_t row = t * batch + b, at = row * list.capacity;
+      const int32_t *ids = list.idsAt(row);
+      for (unsigned k = 0, n = list.listedAt(row); k < n; ++k)
+        f(b, at + k, ids[k]);
+    }
+}
+
 // out[b][n] = the sum over t, and over k < listed(t, b) with ids[t][b][k] = n,
 // of values[t][b][k]; out is [batch x numNeurons] and zeroed by the caller.
 // Summed in the order of t, then k, as torch's scatter_add over [B, T*K].
 template <typename V>
 void sumListedByNeuron(const SpikeListView &list, const V *values, unsigned steps,
                        unsigned batch, unsigned numNeurons, V *out) {
-  for (std::size_t t = 0; t < steps; ++t)
-    for (std::size_t b = 0; b < batch; ++b) {
-      const std::size_t row = t * batch + b;
-      const int32_t *ids = list.idsAt(row);
-      const V *v = values + row * list.capacity;
-      V *o = out + b * numNeurons;
-      for (unsigned k = 0, n = list.listedAt(row); k < n; ++k)
-        o[ids[k]] += v[k];
-    }
+  forEachListed(list, steps, batch, [&](unsigned b, std::size_t at, int32_t id) {
+    out[std::size_t(b) * numNeurons + id] += values[at];
+  });
 }
 
 // The gradient of sumListedByNeuron: gradValues[t][b][k] = grad[b][ids[t][b][k]]
@@ -33,15 +40,9 @@ void sumListedByNeuron(const SpikeListView &list, const V *values, unsigned step
 template <typename V>
 void gatherListedByNeuron(const SpikeListView &list, const V *grad, unsigned steps,
                           unsigned batch, unsigned numNeurons, V *gradValues) {
-  for (std::size_t t = 0; t < steps; ++t)
-    for (std::size_t b = 0; b < batch; ++b) {
-      const std::size_t row = t * batch + b;
-      const int32_t *ids = list.idsAt(row);
-      const V *g = grad + b * numNeurons;
-      V *out = gradValues + row * list.capacity;
-      for (unsigned k = 0, n = list.listedAt(row); k < n; ++k)
-        out[k] = g[ids[k]];
-    }
+  forEachListed(list, steps, batch, [&](unsigned b, std::size_t at, int32_t id) {
+    gradValues[at] = grad[std::size_t(b) * numNeurons + id];
+  });
 }
 
 } // namespace snn
