@@ -396,9 +396,11 @@ class _SpikeCounts(torch.autograd.Function):
         from . import _C
 
         ctx.save_for_backward(ids, counts)
-        return torch.from_numpy(
-            _C.spike_counts(_array(ids), _array(counts), _array(values), num_neurons)
-        )
+        try:
+            counted = _C.spike_counts(_array(ids), _array(counts), _array(values), num_neurons)
+        except ValueError as exc:  # a list edited after validation
+            raise ValueError(f"SparseSpikes.spike_counts: {exc}") from exc
+        return torch.from_numpy(counted)
 
     @staticmethod
     def backward(ctx, grad):

@@ -181,7 +181,7 @@ def test_spike_counts_of_a_list_edited_after_validation_raise():
     s = _random_list(5, 2, 7, 0.4, seed=2)
     s.ids.data[2, 1, 0] = 7  # out of range, past validation
     s.counts.data[2, 1, 1] = max(int(s.counts[2, 1, 1]), 1)
-    with pytest.raises(ValueError, match="id 7 at t=2, b=1, k=0 out of range"):
+    with pytest.raises(ValueError, match="spike_counts: spike list id 7 at t=2, b=1, k=0 out of"):
         s.spike_counts()
     s = _random_list(5, 2, 7, 0.4, seed=2)
     s.counts.data[0, 0, 1] = s.capacity + 1
