@@ -397,7 +397,9 @@ class _SpikeCounts(torch.autograd.Function):
 
         ctx.save_for_backward(ids, counts)
         try:
-            counted = _C.spike_counts(_array(ids), _array(counts), _array(values), num_neurons)
+            counted = _C.spike_counts(
+                numpy_view(ids), numpy_view(counts), numpy_view(values), num_neurons
+            )
         except ValueError as exc:  # a list edited after validation
             raise ValueError(f"SparseSpikes.spike_counts: {exc}") from exc
         return torch.from_numpy(counted)
@@ -413,11 +415,13 @@ class _SpikeCounts(torch.autograd.Function):
         from . import _C
 
         return None, None, torch.from_numpy(
-            _C.spike_counts_grad(_array(ids), _array(counts), _array(grad))
+            _C.spike_counts_grad(numpy_view(ids), numpy_view(counts), numpy_view(grad))
         ), None
 
 
-def _array(t: torch.Tensor):
+def numpy_view(t: torch.Tensor):
+    """A tensor's data as a C-contiguous numpy array for the native code (copied only
+    where it is not contiguous)."""
     return t.detach().contiguous().numpy()
 
 

@@ -426,14 +426,21 @@ py::dict spikeMatmul(const IntArray &tileStarts, const IntArray &inIds, const In
 // bounds.
 template <typename V> using Array = py::array_t<V, py::array::c_style | py::array::forcecast>;
 
-SpikeListView checkedCountList(const IntArray &ids, const IntArray &counts, int numNeurons) {
+// A whole [T, B, K] list scanned as the executor scans its input (its steps
+// and samples taken from ids); returns its spike total.
+std::int64_t checkWholeList(const IntArray &ids, const IntArray &counts, unsigned numIds,
+                            const char *name) {
   if (ids.ndim() != 3)
     throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
                                 " dimensions");
+  return checkSpikeList(ids, counts, unsigned(ids.shape(0)), unsigned(ids.shape(1)), numIds,
+                        false, name);
+}
+
+SpikeListView checkedCountList(const IntArray &ids, const IntArray &counts, int numNeurons) {
   if (numNeurons < 1)
     throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
-  checkSpikeList(ids, counts, unsigned(ids.shape(0)), unsigned(ids.shape(1)),
-                 unsigned(numNeurons), false, "spike list");
+  checkWholeList(ids, counts, unsigned(numNeurons), "spike list");
   return listView(ids, counts);
 }
 
@@ -510,10 +517,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "check_spike_list",
       [](const IntArray &ids, const IntArray &counts, unsigned numIds) {
-        if (ids.ndim() != 3)
-          throw std::invalid_argument("ids must be [T, B, K]");
-        return checkSpikeList(ids, counts, unsigned(ids.shape(0)), unsigned(ids.shape(1)),
-                              numIds, false, "input list");
+        return checkWholeList(ids, counts, numIds, "input list");
       },
       py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
       "Checks a list's counts and listed ids as the executor does; returns its spike total.");

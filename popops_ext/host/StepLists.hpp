@@ -28,7 +28,7 @@ public:
   // against 23; 2.8x single-threaded with the list in cache).
   void build(const SpikeListView &in, unsigned steps, const SampleGroups &groups,
              unsigned numThreads) {
-    const unsigned batch = groups.end(groups.count() - 1), G = groups.count();
+    const unsigned batch = groups.batch(), G = groups.count();
     groups_ = groups;
     runStart_.resize(std::size_t(steps) * G + 1);
     std::size_t total = 0;
@@ -70,7 +70,7 @@ public:
   }
   std::size_t totalSpikes() const { return runStart_.back(); }
   const unsigned *ends(unsigned t, unsigned g = 0) const {
-    return ends_.data() + std::size_t(t) * groups_.end(groups_.count() - 1) + groups_.first(g);
+    return ends_.data() + std::size_t(t) * groups_.batch() + groups_.first(g);
   }
 
 private:

@@ -31,6 +31,7 @@ public:
   SampleGroups(unsigned batch, unsigned count)
       : batch_(batch), count_(std::max(1u, std::min(count, std::max(batch, 1u)))) {}
 
+  unsigned batch() const { return batch_; }
   unsigned count() const { return count_; }
   unsigned first(unsigned g) const {
     return unsigned(std::size_t(batch_) * g / count_);

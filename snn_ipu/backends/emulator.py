@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..layers import LayerState
-from ..spikes import Overflow, SparseSpikes, listed_mask
+from ..spikes import Overflow, SparseSpikes, listed_mask, numpy_view
 from .bookkeeping import apply_overflow, record_stats
 from .tiles import WorkSplit, default_threads, work_split_for
 
@@ -68,9 +68,7 @@ def _threads_for(in_ids: torch.Tensor, out_features: int) -> int:
 
 
 def _np(t: Optional[torch.Tensor]) -> np.ndarray:
-    if t is None:
-        return _EMPTY
-    return t.detach().contiguous().numpy()
+    return _EMPTY if t is None else numpy_view(t)
 
 
 def _plan(layer, spikes: SparseSpikes) -> WorkSplit:
