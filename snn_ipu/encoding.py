@@ -12,6 +12,7 @@ from typing import Optional
 
 import torch
 
+from ._devices import values_readable
 from ._numbers import whole_number
 
 __all__ = ["rate", "latency", "latency_times", "delta"]
@@ -26,7 +27,8 @@ def _count(name: str, value: int, minimum: int) -> int:
 
 
 def _finite(name: str, data: torch.Tensor) -> None:
-    if data.dtype.is_floating_point and not bool(torch.isfinite(data).all()):
+    if data.dtype.is_floating_point and values_readable(data) and not bool(
+            torch.isfinite(data).all()):
         raise ValueError(f"{name} contains NaN or inf")
 
 
@@ -62,7 +64,7 @@ def rate(
         num_steps = _count("num_steps", num_steps, 1)
         # repeat, not expand: same memory layout as snnTorch, hence identical draws.
         probabilities = data.repeat(num_steps, *([1] * data.dim())) * gain + offset
-    if bool(torch.isnan(probabilities).any()):
+    if values_readable(probabilities) and bool(torch.isnan(probabilities).any()):
         raise ValueError("rate coding needs data * gain + offset without NaN")
     probabilities = probabilities.clamp(0.0, 1.0)
     # Drawn in float64 for float64 data, as snnTorch draws (float64 takes other random
@@ -108,7 +110,8 @@ def latency_times(
             f"first_spike_time must be in [0, {num_steps - 1}], got {first_spike_time}"
         )
     _finite("latency coding data", data)
-    if data.numel() and (float(data.min()) < 0.0 or float(data.max()) > 1.0):
+    if data.numel() and values_readable(data) and (
+            float(data.min()) < 0.0 or float(data.max()) > 1.0):
         raise ValueError(
             f"latency coding needs data in [0, 1], got [{float(data.min())}, {float(data.max())}]"
         )
@@ -163,7 +166,7 @@ def latency(
     num_steps = _count("num_steps", num_steps, 1)
     # torch.round is round-half-to-even, like snnTorch's.
     steps = torch.round(times).long()
-    if steps.numel() and int(steps.max()) > num_steps - 1:
+    if steps.numel() and values_readable(steps) and int(steps.max()) > num_steps - 1:
         raise ValueError(
             f"latest spike time {int(steps.max())} does not fit in num_steps={num_steps}; "
             "decrease tau or pass normalize=True"

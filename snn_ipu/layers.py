@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from . import surrogate as surrogate_mod
+from ._devices import values_readable
 from .spikes import OVERFLOW_POLICIES, SparseSpikes, as_sparse, check_overflow_policy
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
@@ -237,7 +238,8 @@ class _Layer(nn.Module):
 
     def _check_parameters(self) -> None:
         """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
-        values and a positive learned threshold, before any backend reads them."""
+        values and a positive learned threshold, before any backend reads them (the
+        values only where they can be read: not in a model traced for the IPU)."""
         n, m = self.out_features, self.in_features
         matrices = {"weight": (n, m), "rec_weight": (n, n)}
         for pname in ("weight", "bias", "rec_weight", "beta", "threshold", "alpha"):
@@ -257,6 +259,8 @@ class _Layer(nn.Module):
                 raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
                                  f"needs [{n}] (out_features)"
                                  + ("" if pname == "bias" else " or a scalar"))
+        if not values_readable(*self.parameters(recurse=False)):
+            return
         for pname, p in self.named_parameters(recurse=False):
             # One summing pass (a NaN or inf anywhere makes the sum non-finite) instead of
             # isfinite's several over a large weight; the exact test runs only when the
@@ -427,7 +431,8 @@ class _SpikingLayer(_Layer):
                 + (" and a synaptic current" if self.neuron_model == "synaptic" else "")
                 + " (and no synaptic current for a leaky layer)"
             )
-        if self.recurrent and self.max_spikes is not None and self.overflow == "error":
+        if (self.recurrent and self.max_spikes is not None and self.overflow == "error"
+                and values_readable(initial.spikes)):
             # the step-0 recurrent input is the state's spikes, under the list's capacity
             # (with "drop" the lowest-numbered ones, as at every step)
             most = int(initial.spikes.gt(0).sum(-1).max()) if initial.spikes.numel() else 0

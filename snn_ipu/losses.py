@@ -28,6 +28,7 @@ from typing import Any, Union
 import torch
 import torch.nn.functional as F
 
+from ._devices import values_readable
 from ._numbers import whole_number
 
 __all__ = [
@@ -77,7 +78,7 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False) -> to
         raise TypeError(f"{name} must be real, got dtype {spikes.dtype}")
     if not spikes.dtype.is_floating_point:  # bool or integer 0/1 spikes, e.g. mem > thr
         spikes = spikes.float()
-    if binary:
+    if binary and values_readable(spikes):
         with torch.no_grad():
             non_binary = (spikes != 0) & (spikes != 1)
             if bool(non_binary.any()):
@@ -123,7 +124,8 @@ def _check_targets(targets: torch.Tensor, batch_size: int, num_classes: int) -> 
         raise ValueError(
             f"targets must have shape [B] = [{batch_size}], got {tuple(targets.shape)}"
         )
-    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= num_classes):
+    if targets.numel() and values_readable(targets) and (
+            int(targets.min()) < 0 or int(targets.max()) >= num_classes):
         raise ValueError(
             f"targets must lie in [0, {num_classes}), got range "
             f"[{int(targets.min())}, {int(targets.max())}]"

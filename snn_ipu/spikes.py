@@ -18,6 +18,7 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from ._devices import values_readable
 from ._numbers import whole_number
 
 __all__ = ["SparseSpikes", "SpikeOverflowError", "OVERFLOW_POLICIES"]
@@ -143,6 +144,75 @@ def _lists_from_entries(
     return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
 
 
+def _lists_of_entries(
+    x: torch.Tensor, capacity: Optional[int], policy: str, eligible: Optional[torch.Tensor],
+) -> Tuple[torch.Tensor, torch.Tensor, Overflow]:
+    """``from_dense``'s lists from the nonzero entries of ``x``, checked to be spikes."""
+    T, B, N = x.shape
+    flat = x.detach().reshape(T * B, N)
+    # One pass finds the spikes and, through their values, anything not 0 or 1.
+    entries = flat.nonzero(as_tuple=True)
+    nonzero = flat[entries]
+    if not bool((nonzero == 1).all()):
+        bad = nonzero[nonzero != 1]
+        if not bool(torch.isfinite(bad).all()):
+            raise ValueError("dense spikes contain NaN or inf")
+        raise ValueError(
+            f"dense spikes must be binary (0 or 1), found {bad[0].item()}: encode "
+            "analog inputs first (snn_ipu.encoding.rate, latency, delta); event "
+            "counts become spikes with (x > 0); for dropout multiply by an unscaled "
+            "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
+        )
+    only = None
+    if eligible is not None:
+        only = (eligible.reshape(T * B, N) & (flat == 0)).nonzero(as_tuple=True)
+    return _lists_from_entries(T, B, entries, only, capacity, policy)
+
+
+# Ranks are float32 keys below 4N, exact while 4N <= 2**24.
+_MAX_RANKED_NEURONS = 2**22
+
+
+def _lists_by_rank(
+    x: torch.Tensor, capacity: Optional[int], policy: str, eligible: Optional[torch.Tensor],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``from_dense``'s lists from ops of static shape, for tensors whose values cannot
+    be read (``_devices``): each (t, b) lists its first K neurons in the order spikes,
+    then eligible-only neurons, then the rest, each part by ascending id (a top-k of a
+    rank). The listed entries are those of :func:`_lists_of_entries`; the padding holds
+    the unlisted ids instead of 0."""
+    T, B, N = x.shape
+    device = x.device.type
+    if capacity is not None and capacity < N and policy != "drop":
+        raise ValueError(
+            f"SparseSpikes.from_dense: spikes on {device!r} tensors (a model traced for "
+            "the IPU) cannot be counted before their list is built, so a capacity "
+            f"max_spikes={capacity} below N={N} needs overflow='drop' (spikes past it are "
+            "dropped, the lowest ids kept, and the list's .dropped counts them), or "
+            "max_spikes=None for lists of N entries"
+        )
+    if N > _MAX_RANKED_NEURONS:
+        raise ValueError(
+            f"SparseSpikes.from_dense: {N} neurons on {device!r} tensors; lists built in "
+            f"a traced model take at most {_MAX_RANKED_NEURONS} (list them on the host)"
+        )
+    K = N if capacity is None else capacity
+    spiking = x.detach() != 0
+    rank = spiking.float() * (2 * N) + torch.arange(
+        N - 1, -1, -1, dtype=torch.float32, device=x.device)
+    n_spikes = spiking.sum(-1, dtype=torch.int32)
+    n_listed = n_spikes
+    if eligible is not None:
+        only = eligible & ~spiking
+        rank = rank + only.float() * N
+        n_listed = n_spikes + only.sum(-1, dtype=torch.int32)
+    ids = torch.topk(rank, min(K, N), dim=-1, sorted=True).indices.to(torch.int32)
+    if K > N:  # a capacity above the layer width: padding with id 0, as from entries
+        ids = torch.cat([ids, ids.new_zeros(T, B, K - N)], -1)
+    counts = torch.stack([n_spikes.clamp(max=K), n_listed.clamp(max=K)], -1)
+    return ids, counts, (n_spikes - counts[..., 0]).sum()
+
+
 def listed_mask(counts: torch.Tensor, capacity: int, which: int) -> torch.Tensor:
     """bool [T,B,K]: entry k is below counts[..., which] (0: spikes, 1: all listed)."""
     k = torch.arange(capacity, device=counts.device)
@@ -214,7 +284,10 @@ class SparseSpikes:
         return (self.num_steps, self.batch_size, self.num_neurons)
 
     def __repr__(self) -> str:
-        spikes = int(self.counts[..., 0].sum()) if self.counts.numel() else 0
+        if not values_readable(self.counts):
+            spikes = "?"  # not known while the model is traced
+        else:
+            spikes = int(self.counts[..., 0].sum()) if self.counts.numel() else 0
         return (
             f"SparseSpikes(T={self.num_steps}, B={self.batch_size}, "
             f"num_neurons={self.num_neurons}, capacity={self.capacity}, spikes={spikes})"
@@ -222,7 +295,12 @@ class SparseSpikes:
 
     # -- checks --------------------------------------------------------------
     def validate(self) -> SparseSpikes:
-        """Raises ValueError/TypeError naming the first broken invariant."""
+        """Raises ValueError/TypeError naming the first broken invariant.
+
+        Types and shapes are always checked; the counts, ids and values only where
+        their values can be read: not on the tensors PopTorch traces a model with
+        (device ``ipu``), whose list must be checked before it goes in (on the host,
+        or by running the model on the emulator)."""
         ids, counts, values = self.ids, self.counts, self.values
         for name, t in (("ids", ids), ("counts", counts)):
             if not isinstance(t, torch.Tensor):
@@ -253,6 +331,13 @@ class SparseSpikes:
             raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
         if self.num_neurons < 1:
             raise ValueError(f"SparseSpikes.num_neurons must be >= 1, got {self.num_neurons}")
+        if values_readable(ids, counts, values):
+            self._validate_values()
+        return self
+
+    def _validate_values(self) -> None:
+        ids, counts, values = self.ids, self.counts, self.values
+        K = ids.shape[-1]
         c0, c1 = counts[..., 0], counts[..., 1]
         if bool((c0 < 0).any()) or bool((c1 < c0).any()):
             raise ValueError(
@@ -291,7 +376,6 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
-        return self
 
     # -- conversions ---------------------------------------------------------
     @classmethod
@@ -306,7 +390,15 @@ class SparseSpikes:
 
         Differentiable: the gradient of ``values`` flows back into ``x`` at the
         listed positions, i.e. the spikes and the positions marked in the bool
-        mask ``eligible``. ``max_spikes=None`` fits the busiest (t, b).
+        mask ``eligible``. ``max_spikes=None`` fits the busiest (t, b). The list's
+        ``dropped`` is the number of spikes the capacity left out (``overflow="drop"``).
+
+        Inside a model PopTorch traces for the IPU (``ipu`` tensors, whose values
+        cannot be read and whose shapes cannot depend on them) the list is built
+        from ops of static shape instead: ``max_spikes=None`` then means N entries
+        (every neuron fits), a smaller capacity needs ``overflow="drop"``,
+        ``dropped`` is a tensor, and ``x`` cannot be checked to be binary (any
+        nonzero is listed as a spike with its value): check inputs on the host.
         """
         check_overflow_policy(overflow)
         if not isinstance(x, torch.Tensor):
@@ -317,23 +409,7 @@ class SparseSpikes:
             )
         if x.shape[-1] < 1:
             raise ValueError("dense spikes need at least one neuron")
-        T, B, N = x.shape
-        flat = x.detach().reshape(T * B, N)
-        # One pass finds the spikes and, through their values, anything not 0 or 1.
-        entries = flat.nonzero(as_tuple=True)
-        nonzero = flat[entries]
-        if not bool((nonzero == 1).all()):
-            bad = nonzero[nonzero != 1]
-            if not bool(torch.isfinite(bad).all()):
-                raise ValueError("dense spikes contain NaN or inf")
-            raise ValueError(
-                f"dense spikes must be binary (0 or 1), found {bad[0].item()}: encode "
-                "analog inputs first (snn_ipu.encoding.rate, latency, delta); event "
-                "counts become spikes with (x > 0); for dropout multiply by an unscaled "
-                "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
-            )
         max_spikes = _capacity_or_none(max_spikes)
-        only = None
         if eligible is not None:
             if not isinstance(eligible, torch.Tensor) or eligible.dtype != torch.bool:
                 # a float mask would list every nonzero (NaN included) entry
@@ -345,14 +421,17 @@ class SparseSpikes:
                     f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
                     f"got {tuple(eligible.shape)}"
                 )
-            only = (eligible.reshape(T * B, N) & (flat == 0)).nonzero(as_tuple=True)
-        ids, counts, ovf = _lists_from_entries(T, B, entries, only, max_spikes, overflow)
-        raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
+        if values_readable(x, eligible):
+            ids, counts, ovf = _lists_of_entries(x, max_spikes, overflow, eligible)
+            raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
+            dropped = ovf.spikes_dropped
+        else:
+            ids, counts, dropped = _lists_by_rank(x, max_spikes, overflow, eligible)
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
         out = cls(ids, counts, x.shape[-1], values, validate=False)
-        out.dropped = ovf.spikes_dropped
+        out.dropped = dropped
         return out
 
     def to_dense(self) -> torch.Tensor:

@@ -8,6 +8,7 @@ be checked on an IPU (see docs/ipu.md).
 import math
 import sys
 import types
+import warnings
 
 import pytest
 import torch
@@ -40,7 +41,8 @@ class FakePoptorch(types.ModuleType):
     def custom_op(self, inputs, name, domain, domain_version, example_outputs, attributes=None):
         self.calls.append(dict(inputs=inputs, name=name, domain=domain, version=domain_version,
                                example_outputs=example_outputs, attributes=attributes))
-        return [torch.zeros_like(t) for t in example_outputs]
+        # on the device of the op's weight, as PopTorch returns ipu tensors
+        return [torch.zeros_like(t, device=inputs[3].device) for t in example_outputs]
 
 
 @pytest.fixture
@@ -225,3 +227,100 @@ def test_capacities_beyond_the_layer_width_are_clamped_or_refused(fake_poptorch)
     with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
         ipu.readout_layer(ReadoutLayer(8, 2), wide, torch.zeros(2, 8), None,
                           torch.full((2,), 0.9))
+
+
+# --------------------------------------------------------------------------- traced graphs
+# PopTorch traces a model on ``ipu`` tensors, whose values cannot be read and whose
+# shapes cannot depend on values; ``meta`` tensors share both limits, so a network
+# that runs on them reaches the custom ops without a value read or a nonzero.
+
+
+def test_a_network_runs_on_tensors_without_values(fake_poptorch):
+    T, B = 5, 3
+    net = torch.nn.Sequential(
+        LIFLayer(20, 16, max_spikes=6, overflow="drop", grad_window=0.1, backend="ipu"),
+        LIFLayer(16, 12, recurrent=True, max_spikes=6, overflow="drop", grad_window=0.1,
+                 learn_threshold=True, backend="ipu"),
+        ReadoutLayer(12, 4, backend="ipu"),
+    ).to("meta")
+    x = snn_ipu.encoding.rate(torch.rand(B, 20, device="meta"), T)
+    membrane = net(x)
+    loss = snn_ipu.losses.ce_membrane_loss(membrane, torch.zeros(B, dtype=torch.long,
+                                                                 device="meta"))
+    assert membrane.shape == (T, B, 4) and loss.device.type == "meta"
+    first, second, readout = fake_poptorch.calls
+    # a dense input becomes a list of every neuron (its spikes cannot be counted)
+    assert first["inputs"][0].shape == (T, B, 20)
+    assert second["inputs"][0].shape == (T, B, 6) and readout["inputs"][0].shape == (T, B, 6)
+    for call in fake_poptorch.calls:
+        assert all(t.device.type == "meta" for t in call["inputs"])
+    hidden = net[0](x)
+    counts_loss = snn_ipu.losses.ce_count_loss(hidden, torch.zeros(B, dtype=torch.long,
+                                                                    device="meta"))
+    assert counts_loss.shape == ()
+
+
+def test_a_list_on_tensors_without_values_checks_its_shapes_only():
+    ids = torch.zeros(2, 3, 4, dtype=torch.int32, device="meta")
+    counts = torch.zeros(2, 3, 2, dtype=torch.int32, device="meta")
+    s = SparseSpikes(ids, counts, 10)
+    assert "spikes=?" in repr(s)
+    with pytest.raises(ValueError, match=r"counts must have shape \[T, B, 2\]"):
+        SparseSpikes(ids, counts[:, :2], 10)
+    with pytest.raises(TypeError, match="int32"):
+        SparseSpikes(ids.long(), counts, 10)
+
+
+def test_a_traced_list_below_the_width_must_drop():
+    x = torch.zeros(2, 3, 10, device="meta")
+    with pytest.raises(ValueError, match="overflow='drop'"):
+        SparseSpikes.from_dense(x, max_spikes=4)
+    s = SparseSpikes.from_dense(x, max_spikes=4, overflow="drop")
+    assert s.ids.shape == (2, 3, 4) and s.dropped.shape == ()
+
+
+@pytest.mark.parametrize("max_spikes", [None, 3, 7, 12])
+@pytest.mark.parametrize("with_eligible", [False, True])
+def test_lists_built_by_rank_are_the_lists_of_entries(monkeypatch, max_spikes, with_eligible):
+    """from_dense's static form (what a traced model builds), run on CPU tensors,
+    against its usual form: the same listed ids, counts, values and gradient."""
+    g = torch.Generator().manual_seed(3)
+    T, B, N = 4, 5, 9
+    x = (torch.rand(T, B, N, generator=g) < 0.35).float().requires_grad_()
+    eligible = (torch.rand(T, B, N, generator=g) < 0.3) if with_eligible else None
+    policy = "drop" if max_spikes is not None and max_spikes < N else "error"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "SparseSpikes.from_dense: spike list capacity")
+        want = SparseSpikes.from_dense(x, max_spikes=max_spikes, overflow=policy,
+                                       eligible=eligible)
+    assert want.dropped > 0 or max_spikes != 3  # the drop is exercised
+    monkeypatch.setattr(snn_ipu.spikes, "values_readable", lambda *tensors: False)
+    got = SparseSpikes.from_dense(x, max_spikes=max_spikes, overflow=policy, eligible=eligible)
+
+    assert torch.equal(got.counts, want.counts)
+    assert int(got.dropped) == want.dropped
+    assert got.capacity == (N if max_spikes is None else max_spikes)
+    for t in range(T):
+        for b in range(B):
+            n = int(want.counts[t, b, 1])
+            assert got.ids[t, b, :n].tolist() == want.ids[t, b, :n].tolist()
+            assert got.values[t, b, :n].tolist() == want.values[t, b, :n].tolist()
+            assert not got.values[t, b, n:].any()
+            # padding: valid ids, distinct from the listed ones where there is room
+            assert int(got.ids[t, b].min()) >= 0 and int(got.ids[t, b].max()) < N
+    weights = torch.rand(T, B, N, generator=g)
+    (grad_want,) = torch.autograd.grad((want.to_dense() * weights).sum(), x)
+    (grad_got,) = torch.autograd.grad((got.to_dense() * weights).sum(), x)
+    assert torch.equal(grad_got, grad_want)
+    monkeypatch.undo()
+    got.validate()  # the static lists keep every invariant of the format
+
+
+def test_value_checks_still_run_on_readable_tensors():
+    layer = LIFLayer(4, 3)
+    with torch.no_grad():
+        layer.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        layer(torch.zeros(2, 1, 4))
+    with pytest.raises(ValueError, match="binary"):
+        SparseSpikes.from_dense(torch.full((2, 1, 4), 0.5))

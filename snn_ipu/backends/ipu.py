@@ -231,7 +231,7 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         config, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
         **_tiles(layer, spikes, capacity, learn_decay),
     )
-    f32 = torch.zeros(1, dtype=torch.float32)
+    f32 = torch.zeros(1, dtype=torch.float32, device=weight.device)
     inputs = [
         spikes.ids.to(torch.int32),
         spikes.counts.to(torch.int32),
@@ -277,7 +277,7 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None)
         spikes.counts.to(torch.int32),
         spikes.values.to(torch.float32),
         weight,
-        _float(bias, (N,), torch.zeros(1, dtype=torch.float32)),
+        _float(bias, (N,), torch.zeros(1, dtype=torch.float32, device=weight.device)),
         beta,
     ]
     (membrane,) = poptorch.custom_op(
