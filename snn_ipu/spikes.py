@@ -244,6 +244,10 @@ class SparseSpikes:
     validation (also through ``.data`` or ``.numpy()``) raises a ValueError there,
     not a crash. (Autograd's saved lists are not scanned again in the backward
     pass: an edit through ``.data`` between a forward and its backward is not caught.)
+    The values of a list whose values were not checked (``validate=False``) are
+    checked by the first layer that takes it: layers take spikes as 1s, and refuse
+    graded values. ``values_checked`` says whether that has happened (an edit of the
+    values through ``.data`` after it is not seen).
     """
 
     def __init__(
@@ -262,9 +266,21 @@ class SparseSpikes:
         if values is None and isinstance(ids, torch.Tensor) and isinstance(counts, torch.Tensor):
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
+                self.values_checked = True  # right by construction
         self.values = values
         if validate:
             self.validate()
+
+    values_checked = False
+
+    @classmethod
+    def _made(cls, ids: torch.Tensor, counts: torch.Tensor, num_neurons: int,
+              values: torch.Tensor) -> SparseSpikes:
+        """A list this package built (a layer's output, ``from_dense``): not validated
+        again, and its values known to be 1 at spikes and 0 elsewhere."""
+        out = cls(ids, counts, num_neurons, values, validate=False)
+        out.values_checked = True
+        return out
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -376,6 +392,7 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
+        self.values_checked = True
 
     # -- conversions ---------------------------------------------------------
     @classmethod
@@ -430,7 +447,7 @@ class SparseSpikes:
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
-        out = cls(ids, counts, x.shape[-1], values, validate=False)
+        out = cls._made(ids, counts, x.shape[-1], values)
         out.dropped = dropped
         return out
 
@@ -456,7 +473,9 @@ class SparseSpikes:
         return self.counts[..., 0].long()
 
     def detach(self) -> SparseSpikes:
-        return SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+        out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
+        out.values_checked = self.values_checked
+        return out
 
 
 class _SpikeCounts(torch.autograd.Function):

@@ -396,6 +396,40 @@ def test_corrupted_ids_raise_not_crash():
         layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
 
 
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_graded_values_are_refused_by_both_backends(backend, dtype):
+    """A list built with validate=False (or edited since) with values other than 1 at
+    its spikes and 0 at its eligible-only entries: the emulator would add whole rows
+    where the reference scales by the value, so both refuse it, naming the entry."""
+    layer = LIFLayer(IN, HID, backend=backend)
+    x = binary((T, B, IN), 0.3, 0)
+    eligible = torch.zeros(T, B, IN, dtype=torch.bool)
+    eligible[2, 1, : IN // 2] = True  # silent inputs of (2, 1) listed after its spikes
+    s = SparseSpikes.from_dense(x, max_spikes=IN, eligible=eligible)
+    spikes_at = int(s.counts[2, 1, 0])
+    assert 1 < spikes_at < int(s.counts[2, 1, 1]) < s.capacity
+    for k, value, what in ((1, 0.5, "a spike"), (spikes_at + 1, 1.0, "eligible-only"),
+                           (0, float("nan"), "a spike")):
+        values = s.values.to(dtype).clone()
+        values[2, 1, k] = value
+        hostile = SparseSpikes(s.ids, s.counts, IN, values, validate=False)
+        with pytest.raises(ValueError, match=re.escape(
+                f"{layer.name}: input list value ") + r".* at t=2, b=1, " +
+                re.escape(f"k={k} ({what})")):
+            layer(hostile)
+        assert not hostile.values_checked
+        with pytest.raises(ValueError, match="graded"):  # a refused list stays unchecked
+            layer(hostile)
+    values = s.values.to(dtype).clone()
+    values[2, 1, -1] = 0.5  # padding: read by neither backend
+    assert int(s.counts[2, 1, 1]) < s.capacity
+    fine = SparseSpikes(s.ids, s.counts, IN, values, validate=False)
+    assert not fine.values_checked
+    layer(fine)
+    assert fine.values_checked and s.values_checked and layer(s).values_checked
+
+
 @pytest.mark.parametrize("edit", ["in_place", "data", "numpy"])
 def test_lists_edited_after_they_were_made_raise_not_crash(edit):
     """However a list's ids are changed after validation or after a layer made them

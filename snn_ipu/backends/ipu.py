@@ -258,7 +258,7 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )
-    return SparseSpikes(ids, counts, N, values, validate=False)
+    return SparseSpikes._made(ids, counts, N, values)
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
