@@ -41,7 +41,14 @@ from torch import nn
 
 from . import surrogate as surrogate_mod
 from ._devices import values_readable
-from .spikes import OVERFLOW_POLICIES, SparseSpikes, as_sparse, check_overflow_policy
+from ._numbers import whole_number
+from .spikes import (
+    OVERFLOW_POLICIES,
+    SparseSpikes,
+    as_sparse,
+    capacity_or_none,
+    check_overflow_policy,
+)
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
 
@@ -126,9 +133,10 @@ def _check_loaded_constants(module: _Layer, incompatible_keys) -> None:
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    number = whole_number(value, 1)  # a Python or numpy int, never a bool
+    if number is None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return number
 
 
 def _one_of(what: str, choices) -> Callable[[str], str]:
@@ -152,7 +160,7 @@ def _check_grad_window(value: Optional[float]) -> Optional[float]:
 
 
 def _check_max_spikes(value: Optional[int]) -> Optional[int]:
-    return None if value is None else _positive_int("max_spikes", value)
+    return capacity_or_none(value)  # as SparseSpikes.from_dense takes it
 
 
 class _Setting:

@@ -219,7 +219,7 @@ def listed_mask(counts: torch.Tensor, capacity: int, which: int) -> torch.Tensor
     return k < counts[..., which : which + 1].long()
 
 
-def _capacity_or_none(max_spikes) -> Optional[int]:
+def capacity_or_none(max_spikes) -> Optional[int]:
     """A positive whole number (a Python, numpy or whole float one) or None."""
     if max_spikes is None:
         return None
@@ -426,7 +426,7 @@ class SparseSpikes:
             )
         if x.shape[-1] < 1:
             raise ValueError("dense spikes need at least one neuron")
-        max_spikes = _capacity_or_none(max_spikes)
+        max_spikes = capacity_or_none(max_spikes)
         if eligible is not None:
             if not isinstance(eligible, torch.Tensor) or eligible.dtype != torch.bool:
                 # a float mask would list every nonzero (NaN included) entry

@@ -3,6 +3,7 @@
 import math
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from conftest import binary
@@ -179,6 +180,24 @@ def test_bool_and_fractional_sizes():
         LIFLayer(5, 4, grad_window=True)
     with pytest.raises(ValueError, match="max_spikes must be a positive integer"):
         SparseSpikes.from_dense(binary((3, 2, 5), 0.5, 0), max_spikes=True)
+
+
+@pytest.mark.filterwarnings("ignore:SparseSpikes.from_dense. spike list capacity")
+@pytest.mark.parametrize("value", [3, np.int64(3), 3.0, np.float64(3.0)])
+def test_capacities_and_sizes_from_numpy_are_taken_alike(value):
+    """A capacity computed with numpy (np.max of counts, a percentile) is taken by a
+    layer as by from_dense, and kept as a Python int; sizes take numpy ints."""
+    layer = LIFLayer(5, 4, max_spikes=value)
+    assert type(layer.max_spikes) is int and layer.max_spikes == 3
+    assert SparseSpikes.from_dense(binary((3, 2, 5), 0.5, 0), max_spikes=value,
+                                   overflow="drop").capacity == 3
+    if not isinstance(value, float):
+        sized = LIFLayer(value, value)
+        assert (type(sized.in_features), sized.in_features, sized.weight.shape) == (
+            int, 3, (3, 3))
+    else:
+        with pytest.raises(ValueError, match="in_features must be a positive integer"):
+            LIFLayer(value, 4)
 
 
 @pytest.mark.parametrize("shape", [(0, 2, 5), (3, 0, 5)])
