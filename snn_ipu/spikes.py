@@ -438,7 +438,8 @@ class SparseSpikes:
                     f"eligible mask must have the shape of the spikes {tuple(x.shape)}, "
                     f"got {tuple(eligible.shape)}"
                 )
-        if values_readable(x, eligible):
+        readable = values_readable(x, eligible)
+        if readable:
             ids, counts, ovf = _lists_of_entries(x, max_spikes, overflow, eligible)
             raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
             dropped = ovf.spikes_dropped
@@ -448,6 +449,7 @@ class SparseSpikes:
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
         out = cls._made(ids, counts, x.shape[-1], values)
+        out.values_checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped
         return out
 
