@@ -533,6 +533,28 @@ def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:
         )
 
 
+def _check_values_once(spikes: SparseSpikes, where: str) -> None:
+    """The values at the listed entries of a list whose values were never checked
+    (built with ``validate=False``): every backend takes spikes as 1s (the emulator
+    adds whole weight rows, where the reference's dense product would scale by a
+    graded value), so a graded value is refused, once per list."""
+    if spikes.values_checked or not values_readable(spikes.values, spikes.counts):
+        return
+    counts = spikes.counts.long()
+    spike = listed_mask(counts, spikes.capacity, 0)
+    off = listed_mask(counts, spikes.capacity, 1) & (spikes.values.detach() != spike.to(
+        spikes.values.dtype))
+    if bool(off.any()):
+        t, b, k = (int(i) for i in off.nonzero()[0])
+        what = ("(a spike): spikes must have value 1" if bool(spike[t, b, k]) else
+                "(eligible-only): eligible-only entries must have value 0")
+        raise ValueError(
+            f"{where}: input list value {float(spikes.values[t, b, k]):f} at t={t}, b={b}, "
+            f"k={k} {what} (graded spikes are not supported)"
+        )
+    spikes.values_checked = True
+
+
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
     """Accepts a SparseSpikes or a dense binary [T, B, N] tensor for a layer input."""
     if isinstance(x, SparseSpikes):
@@ -541,6 +563,7 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
                 f"{where}: input has {x.num_neurons} neurons but in_features={num_neurons}"
             )
         _require_steps_and_samples(x.num_steps, x.batch_size, where)
+        _check_values_once(x, where)
         return x
     if isinstance(x, torch.Tensor):
         if x.dim() != 3:

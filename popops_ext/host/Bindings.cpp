@@ -437,45 +437,6 @@ std::int64_t checkWholeList(const IntArray &ids, const IntArray &counts, unsigne
                         false, name);
 }
 
-// The index in the [T, B, K] list of the first listed entry whose value is not
-// 1 at a spike or 0 at an eligible-only entry, or -1. The executor adds a
-// spike's whole row and takes no value in, so a graded (or NaN) value would
-// be ignored here where the reference backend scales by it.
-template <typename V>
-std::int64_t firstOffValue(const SpikeListView &list, const V *values, std::size_t rows) {
-  for (std::size_t row = 0; row < rows; ++row) {
-    const V *v = values + row * list.capacity;
-    const unsigned spikes = list.spikesAt(row), listed = list.listedAt(row);
-    unsigned off = 0; // branch-free first, as checkSpikeList
-    for (unsigned k = 0; k < listed; ++k)
-      off |= unsigned(!(v[k] == V(k < spikes)));
-    for (unsigned k = 0; off && k < listed; ++k)
-      if (!(v[k] == V(k < spikes ? 1 : 0)))
-        return std::int64_t(row * list.capacity + k);
-  }
-  return -1;
-}
-
-template <typename V>
-void checkListedValues(const IntArray &ids, const IntArray &counts, const py::array &values,
-                       const char *name) {
-  const Array<V> v = Array<V>::ensure(values);
-  requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
-  const std::size_t rows = std::size_t(ids.shape(0)) * std::size_t(ids.shape(1));
-  const std::int64_t at = firstOffValue(listView(ids, counts), v.data(), rows);
-  if (at < 0)
-    return;
-  const std::size_t K = std::size_t(ids.shape(2)), row = std::size_t(at) / K;
-  const std::size_t k = std::size_t(at) % K, B = std::size_t(ids.shape(1));
-  const bool spike = k < std::size_t(counts.data()[2 * row]);
-  throw std::invalid_argument(
-      std::string(name) + " value " + std::to_string(double(v.data()[at])) + " at t=" +
-      std::to_string(row / B) + ", b=" + std::to_string(row % B) + ", k=" + std::to_string(k) +
-      (spike ? " (a spike): spikes must have value 1" :
-               " (eligible-only): eligible-only entries must have value 0") +
-      " (graded spikes are not supported)");
-}
-
 SpikeListView checkedCountList(const IntArray &ids, const IntArray &counts, int numNeurons) {
   if (numNeurons < 1)
     throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
@@ -555,20 +516,11 @@ PYBIND11_MODULE(_C, m) {
         py::arg("sample_groups") = 1);
   m.def(
       "check_spike_list",
-      [](const IntArray &ids, const IntArray &counts, unsigned numIds, const py::object &values) {
-        const std::int64_t spikes = checkWholeList(ids, counts, numIds, "input list");
-        if (!values.is_none()) {
-          const py::array v = values.cast<py::array>();
-          byDtype(v, "values", [&](auto x) {
-            checkListedValues<decltype(x)>(ids, counts, v, "input list");
-            return 0;
-          });
-        }
-        return spikes;
+      [](const IntArray &ids, const IntArray &counts, unsigned numIds) {
+        return checkWholeList(ids, counts, numIds, "input list");
       },
-      py::arg("ids"), py::arg("counts"), py::arg("num_ids"), py::arg("values") = py::none(),
-      "Checks a list's counts and listed ids as the executor does, and with values that "
-      "they are 1 at spikes and 0 at eligible-only entries; returns its spike total.");
+      py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
+      "Checks a list's counts and listed ids as the executor does; returns its spike total.");
   m.def(
       "spike_counts",
       [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {

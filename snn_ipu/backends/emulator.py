@@ -4,16 +4,14 @@ One autograd Function per layer kind over ``snn_ipu._C``. Every forward call
 checks the counts and listed ids of the layer's input list with the executor's
 own scan (``_C.check_spike_list``, which also counts the spikes for the choice
 of path), however the list was made or checked before: a tensor edited through
-``.data`` or ``.numpy()`` escapes autograd's version counters. The listed values
-are scanned once, for a list whose values were never checked
-(``validate=False``). Its errors are raised here with the layer's name. The
-backward pass reads autograd's saved tensors (that input, and the output list
-the executor wrote) without scanning them again (``check_lists=False``; on S at
-0.5% those scans cost ~6% of a step): autograd refuses in-place edits of saved
-tensors, but an edit through ``.data`` between forward and backward is not
-caught. The executor runs the tile plan that the planner makes for
-``plan_target`` (``host`` by default, ``ipu2`` to run the IPU's tiling on the
-CPU).
+``.data`` or ``.numpy()`` escapes autograd's version counters. Its errors are
+raised here with the layer's name. The backward pass reads autograd's saved
+tensors (that input, and the output list the executor wrote) without scanning
+them again (``check_lists=False``; on S at 0.5% those scans cost ~6% of a
+step): autograd refuses in-place edits of saved tensors, but an edit through
+``.data`` between forward and backward is not caught. The executor runs the
+tile plan that the planner makes for ``plan_target`` (``host`` by default,
+``ipu2`` to run the IPU's tiling on the CPU).
 """
 
 from __future__ import annotations
@@ -98,19 +96,6 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
 # tile's currents come on top. Measured break-even (training steps, paired): input
 # density ~0.5 for 2312- and 4096-input layers, ~0.65 for 1000, above 0.7 for 700.
 FORWARD_DENSE_FRACTION = 0.6
-
-
-def _check_values_once(spikes: SparseSpikes) -> None:
-    """The values at the listed entries of a list whose values were never checked
-    (built with ``validate=False``): the executor takes spikes as 1s and reads no
-    value, so a graded one would be ignored (the native scan, ids first)."""
-    if spikes.values_checked:
-        return
-    values = spikes.values
-    if values.dtype not in (torch.float32, torch.float64):
-        values = values.float()
-    _C.check_spike_list(_np(spikes.ids), _np(spikes.counts), spikes.num_neurons, _np(values))
-    spikes.values_checked = True
 
 
 def _checked_dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor, ids: np.ndarray,
@@ -397,7 +382,6 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
         and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
     )
     with _named(layer.name):
-        _check_values_once(spikes)
         values, ids, counts = _SpikingLayerFn.apply(
             layer, cfg, split, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
             rec_weight, beta, threshold, alpha, initial,
@@ -409,7 +393,6 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None)
     _check_inputs(layer.name, (weight,), spikes.values, bias, beta)
     split = _plan(layer, spikes)
     with _named(layer.name):
-        _check_values_once(spikes)
         return _ReadoutFn.apply(layer, split, spikes.ids, spikes.counts, spikes.values, weight,
                                 bias, beta, initial)
 

@@ -59,29 +59,7 @@ def _compute_dtype(weight: torch.Tensor) -> torch.dtype:
     return torch.float64 if weight.dtype == torch.float64 else torch.float32
 
 
-def _check_values_once(spikes: SparseSpikes, where: str) -> None:
-    """The layers take their input spikes as 1s (the emulator adds whole weight rows):
-    a list built with ``validate=False`` must not hold graded values, which this
-    backend's dense product would scale by instead (checked once per list)."""
-    if spikes.values_checked:
-        return
-    counts = spikes.counts.long()
-    spike = listed_mask(counts, spikes.capacity, 0)
-    off = listed_mask(counts, spikes.capacity, 1) & (spikes.values.detach() != spike.to(
-        spikes.values.dtype))
-    if bool(off.any()):
-        t, b, k = (int(i) for i in off.nonzero()[0])
-        what = ("(a spike): spikes must have value 1" if bool(spike[t, b, k]) else
-                "(eligible-only): eligible-only entries must have value 0")
-        raise ValueError(
-            f"{where}: input list value {float(spikes.values[t, b, k]):f} at t={t}, b={b}, "
-            f"k={k} {what} (graded spikes are not supported)"
-        )
-    spikes.values_checked = True
-
-
-def _input_current(spikes: SparseSpikes, weight, bias, where: str) -> torch.Tensor:
-    _check_values_once(spikes, where)
+def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
     dtype = _compute_dtype(weight)
     x = spikes.to_dense().to(dtype)
     current = x @ weight.to(dtype).t()
@@ -92,7 +70,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
                   alpha, initial=None):
     T, B, _ = spikes.dense_shape
     N = layer.out_features
-    current = _input_current(spikes, weight, bias, layer.name)
+    current = _input_current(spikes, weight, bias)
     window = cfg.window
     drop_per_step = cfg.recurrent and cfg.capacity is not None and cfg.overflow == "drop"
 
@@ -164,7 +142,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
-    current = _input_current(spikes, weight, bias, layer.name)
+    current = _input_current(spikes, weight, bias)
     # From zero state, as the spiking layers: beta then takes part from step 0 on, and
     # gets a zero gradient (not none) from a one-step call, as on the emulator.
     U = current.new_zeros(current.shape[1:]) if initial is None else initial.membrane.to(
