@@ -144,7 +144,7 @@ def _lists_from_entries(
     return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
 
 
-def _lists_of_entries(
+def _lists_by_nonzero(
     x: torch.Tensor, capacity: Optional[int], policy: str, eligible: Optional[torch.Tensor],
 ) -> Tuple[torch.Tensor, torch.Tensor, Overflow]:
     """``from_dense``'s lists from the nonzero entries of ``x``, checked to be spikes."""
@@ -179,7 +179,7 @@ def _lists_by_rank(
     """``from_dense``'s lists from ops of static shape, for tensors whose values cannot
     be read (``_devices``): each (t, b) lists its first K neurons in the order spikes,
     then eligible-only neurons, then the rest, each part by ascending id (a top-k of a
-    rank). The listed entries are those of :func:`_lists_of_entries`; the padding holds
+    rank). The listed entries are those of :func:`_lists_by_nonzero`; the padding holds
     the unlisted ids instead of 0."""
     T, B, N = x.shape
     device = x.device.type
@@ -440,7 +440,7 @@ class SparseSpikes:
                 )
         readable = values_readable(x, eligible)
         if readable:
-            ids, counts, ovf = _lists_of_entries(x, max_spikes, overflow, eligible)
+            ids, counts, ovf = _lists_by_nonzero(x, max_spikes, overflow, eligible)
             raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
             dropped = ovf.spikes_dropped
         else:
