@@ -47,9 +47,6 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
                                     float *__restrict spikeMembrane,
                                     int *__restrict eligibleIds,
                                     float *__restrict eligibleMembrane) {
-  // Spikes are listed even with a negative window.
-  const float margin = gradWindow > 0.0f ? gradWindow : 0.0f;
-  (void)margin;
   unsigned ns = 0, ne = 0;
   auto emit = [&](unsigned n) {
     const float u = membrane[n];

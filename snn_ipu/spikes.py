@@ -219,6 +219,13 @@ def listed_mask(counts: torch.Tensor, capacity: int, which: int) -> torch.Tensor
     return k < counts[..., which : which + 1].long()
 
 
+def listed_only(v: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``v`` ([T,B,K]) at the listed entries, 0 at the padding: selected, not multiplied by
+    the mask, so that an infinite value or gradient at a padding entry does not become a
+    NaN (inf * 0) that reaches a listed neuron."""
+    return torch.where(listed_mask(counts, v.shape[-1], 1), v, v.new_zeros(()))
+
+
 def capacity_or_none(max_spikes) -> Optional[int]:
     """A positive whole number (a Python, numpy or whole float one) or None."""
     if max_spikes is None:
@@ -447,7 +454,7 @@ class SparseSpikes:
             ids, counts, dropped = _lists_by_rank(x, max_spikes, overflow, eligible)
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
-        values = torch.gather(xf, -1, ids.long()) * listed_mask(counts.long(), ids.shape[-1], 1)
+        values = listed_only(torch.gather(xf, -1, ids.long()), counts)
         out = cls._made(ids, counts, x.shape[-1], values)
         out.values_checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped
@@ -456,16 +463,14 @@ class SparseSpikes:
     def to_dense(self) -> torch.Tensor:
         """Dense ``[T, B, N]`` spikes (differentiable through ``values``)."""
         out = torch.zeros(self.dense_shape, dtype=self.values.dtype, device=self.values.device)
-        listed = listed_mask(self.counts.long(), self.capacity, 1)
-        return out.scatter_add(-1, self.ids.long(), self.values * listed)
+        return out.scatter_add(-1, self.ids.long(), listed_only(self.values, self.counts))
 
     def spike_counts(self) -> torch.Tensor:
         """Spikes per neuron summed over time, ``[B, N]`` (differentiable)."""
         if _SpikeCounts.takes(self):
             return _SpikeCounts.apply(self.ids, self.counts, self.values, self.num_neurons)
         T, B, K = self.ids.shape
-        listed = listed_mask(self.counts.long(), K, 1)
-        vals = (self.values * listed).permute(1, 0, 2).reshape(B, T * K)
+        vals = listed_only(self.values, self.counts).permute(1, 0, 2).reshape(B, T * K)
         idx = self.ids.long().permute(1, 0, 2).reshape(B, T * K)
         out = torch.zeros(B, self.num_neurons, dtype=self.values.dtype, device=self.values.device)
         return out.scatter_add(-1, idx, vals)
@@ -511,7 +516,7 @@ class _SpikeCounts(torch.autograd.Function):
             T, B, K = ids.shape
             idx = ids.long().permute(1, 0, 2).reshape(B, T * K)
             gathered = grad.gather(-1, idx).reshape(B, T, K).permute(1, 0, 2)
-            return None, None, gathered * listed_mask(counts.long(), K, 1), None
+            return None, None, listed_only(gathered, counts), None
         from . import _C
 
         return None, None, torch.from_numpy(

@@ -471,3 +471,53 @@ def test_backward_refuses_a_list_edited_after_forward():
     out.ids.zero_()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.values.sum().backward()
+
+
+def test_window_line_is_one_float32_comparison_on_both_backends():
+    """Eligible means U > threshold - grad_window, the right side rounded to float32, on
+    both backends (and by hand here): membranes one float32 step either side of that
+    line, and on it, for thresholds and windows where the other way of drawing it,
+    U - threshold > -grad_window, rounds differently for some of them."""
+    g = torch.Generator().manual_seed(7)
+    cases = [(0.5, 0.5)] + [(float(t), float(w)) for t, w in zip(
+        torch.rand(12, generator=g) * 2 + 0.2, torch.rand(12, generator=g) * 0.9 + 0.05)]
+    disagree_elsewhere = 0
+    for thr, window in cases:
+        line = torch.tensor(thr) - torch.tensor(window)  # float32
+        u = torch.stack([torch.nextafter(line, torch.tensor(-1.0)), line,
+                         torch.nextafter(line, torch.tensor(2.0)),
+                         torch.nextafter(torch.nextafter(line, torch.tensor(2.0)),
+                                         torch.tensor(2.0)), torch.tensor(1e-9)])
+        expected = u > line
+        disagree_elsewhere += int(((u - thr > -window) != expected).sum())
+        lists = []
+        for backend in ("reference", "emulator"):
+            layer = LIFLayer(1, len(u), beta=0.0, threshold=thr, grad_window=window,
+                             backend=backend)
+            with torch.no_grad():
+                layer.weight.zero_()
+                layer.bias.copy_(u)  # one step from zero state: U = bias exactly
+            out = layer(torch.zeros(1, 1, 1))
+            listed = out.ids[0, 0, : int(out.counts[0, 0, 1])].tolist()
+            lists.append(listed)
+            assert listed == expected.nonzero().flatten().tolist(), (backend, thr, window)
+        assert lists[0] == lists[1]
+    assert disagree_elsewhere > 0  # the cases can tell the two ways apart
+
+
+def test_a_half_input_gradient_past_its_range_is_inf_at_listed_entries_alone():
+    """float16 inputs whose gradient (2e5 here) is past float16's range: inf where the
+    input is listed, 0 at the rest, on both backends; not NaN at neuron 0, where the
+    padding entries point (inf * 0 in the reference's lists)."""
+    x = torch.tensor([[[0.0, 1.0, 1.0]], [[0.0, 0.0, 1.0]]], dtype=torch.float16)
+    grads = []
+    for backend in ("reference", "emulator"):
+        layer = ReadoutLayer(3, 2, beta=0.0, bias=False, backend=backend)
+        with torch.no_grad():
+            layer.weight.fill_(1e5)
+        xg = x.clone().requires_grad_()
+        layer(SparseSpikes.from_dense(xg)).sum().backward()
+        grads.append(xg.grad)
+    inf = float("inf")
+    for grad in grads:
+        assert grad.tolist() == [[[0.0, inf, inf]], [[0.0, 0.0, inf]]]

@@ -194,3 +194,25 @@ def test_spike_counts_of_half_values_take_the_torch_form():
     half = SparseSpikes(s.ids, s.counts, 9, s.values.detach().half())
     torch.testing.assert_close(half.spike_counts().double(), _scatter_counts(half), rtol=1e-3,
                                atol=1e-3)
+
+
+@pytest.mark.parametrize("form", ["to_dense", "spike_counts", "spike_counts_create_graph",
+                                  "spike_counts_half"])
+def test_an_infinite_gradient_at_an_unlisted_neuron_does_not_reach_the_input(form):
+    """Padding entries point at neuron 0. An inf gradient there (a float16 overflow, say)
+    must give the input 0 at every unlisted entry and leave the listed ones alone: the
+    lists select their entries rather than multiply by a 0/1 mask (inf * 0 = NaN)."""
+    dtype = torch.float16 if form == "spike_counts_half" else torch.float32
+    x = torch.tensor([[[0.0, 1.0, 1.0]], [[0.0, 0.0, 1.0]]], dtype=dtype, requires_grad=True)
+    s = SparseSpikes.from_dense(x)
+    assert s.capacity == 2 and s.counts[1, 0, 1] == 1  # step 1 has a padding entry
+    out = s.to_dense() if form == "to_dense" else s.spike_counts()
+    g = torch.ones_like(out)
+    g[..., 0] = float("inf")
+    if form == "spike_counts_create_graph":
+        (gx,) = torch.autograd.grad(out, x, g, create_graph=True)
+    else:
+        out.backward(g)
+        gx = x.grad
+    # from_dense's gradient reaches listed entries (here the spikes) alone
+    assert gx.tolist() == [[[0.0, 1.0, 1.0]], [[0.0, 0.0, 1.0]]]

@@ -36,10 +36,20 @@ def test_triangle_by_hand():
     assert tri.derivative(x).tolist() == pytest.approx([0.0, 1.0, 2.0, 1.6, 0.0])
 
 
-def test_window_cuts_derivative_at_and_below():
+def test_derivative_only_where_near():
     x = torch.tensor([-0.3, -0.2, -0.1, 0.0, 0.4], requires_grad=True)
-    spike(x, surrogate.StraightThrough(), 0.2).sum().backward()
+    near = torch.tensor([False, False, True, True, True])
+    spike(x, surrogate.StraightThrough(), near).sum().backward()
     assert x.grad.tolist() == [0.0, 0.0, 1.0, 1.0, 1.0]
+
+
+def test_infinite_gradient_outside_the_window_gives_zero_not_nan():
+    """The emulator never reads the gradient at neurons outside the window; the reference
+    selects it away rather than multiplying it by a zero derivative (inf * 0 = NaN)."""
+    x = torch.tensor([-0.5, 0.1], requires_grad=True)
+    s = spike(x, surrogate.StraightThrough(), torch.tensor([False, True]))
+    s.backward(torch.tensor([float("inf"), 2.0]))
+    assert x.grad.tolist() == [0.0, 2.0]
 
 
 def test_names():

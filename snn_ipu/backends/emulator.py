@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..layers import LayerState
-from ..spikes import Overflow, SparseSpikes, listed_mask, numpy_view
+from ..spikes import Overflow, SparseSpikes, listed_mask, listed_only, numpy_view
 from .bookkeeping import apply_overflow, record_stats
 from .tiles import WorkSplit, default_threads, work_split_for
 
@@ -141,7 +141,7 @@ def _backward_input_side(layer, in_ids, in_counts, weight, needs, call, dense_x=
         g_current = torch.from_numpy(res["grad_current"]).reshape(T * B, -1)
     if dense_in:
         g_x = (g_current @ weight.float()).reshape(T, B, -1)
-        grad_in = torch.gather(g_x, -1, in_ids.long()) * listed_mask(in_counts.long(), K, 1)
+        grad_in = listed_only(torch.gather(g_x, -1, in_ids.long()), in_counts)
     if dense_w:
         x = dense_x if dense_x is not None else _dense_spikes(in_ids, in_counts, weight.shape[1])
         grad_w = (g_current.t() @ x).to(weight.dtype)

@@ -7,40 +7,40 @@ the result has the same format (and the same gradient paths) as the emulator.
 
 from __future__ import annotations
 
-import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from ..layers import LayerState
-from ..spikes import SparseSpikes, listed_mask, lists_from_masks
+from ..spikes import SparseSpikes, listed_only, lists_from_masks
 from .bookkeeping import apply_overflow, record_stats
 
 __all__ = ["spiking_layer", "readout_layer", "spike"]
 
 
 class _Spike(torch.autograd.Function):
-    """Heaviside forward, surrogate derivative (cut off below the window) backward."""
+    """Heaviside forward, surrogate derivative (only where ``near``) backward."""
 
     @staticmethod
-    def forward(ctx, x, surrogate, window):
-        ctx.save_for_backward(x)
+    def forward(ctx, x, surrogate, near):
+        ctx.save_for_backward(x, near)
         ctx.surrogate = surrogate
-        ctx.window = window
         return (x > 0).to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        d = ctx.surrogate.derivative(x)
-        if math.isfinite(ctx.window):
-            d = d * (x > -ctx.window).to(d.dtype)
-        return grad * d, None, None
+        x, near = ctx.saved_tensors
+        # Selected, not masked by a product: an infinite gradient outside the window
+        # gives 0 there, as on the emulator, which never reads it, not inf * 0 = NaN.
+        return torch.where(near, grad * ctx.surrogate.derivative(x), grad.new_zeros(())), \
+            None, None
 
 
-def spike(x: torch.Tensor, surrogate, window: float = math.inf) -> torch.Tensor:
-    """S = H(x) with ``surrogate``'s derivative where ``x > -window``."""
-    return _Spike.apply(x, surrogate, window)
+def spike(x: torch.Tensor, surrogate, near: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """S = H(x) with ``surrogate``'s derivative where ``near`` (bool, like ``x``;
+    None: everywhere)."""
+    return _Spike.apply(x, surrogate, torch.ones_like(x, dtype=torch.bool) if near is None
+                        else near)
 
 
 def _keep_first(
@@ -105,15 +105,17 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
             U = beta * (1 - s_prev) * U + drive
         else:
             U = beta * U + drive
-        S = spike(U - threshold, cfg.surrogate, window)
+        # The window's line as the emulator draws it (U > threshold - grad_window, both
+        # in float32), not U - threshold > -grad_window, which rounds differently.
+        elig = U.detach() > threshold.detach() - window
+        S = spike(U - threshold, cfg.surrogate, elig)
         spk = S.detach() > 0
-        elig = (U.detach() - threshold) > -window
         if drop_per_step:
             spk_kept, elig_kept = _keep_first(spk, elig, cfg.capacity)
             listed = spk_kept | elig_kept
         else:
             listed = spk | elig
-        r_prev = S * listed.to(S.dtype)
+        r_prev = torch.where(listed, S, S.new_zeros(()))
         s_prev = S.detach()
         S_all.append(S)
         if layer.record_membrane:
@@ -132,7 +134,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     ids, counts, overflow = lists_from_masks(spk_all, elig_all, cfg.capacity, cfg.overflow)
     K = ids.shape[-1]
     apply_overflow(layer, K, overflow)
-    values = torch.gather(S_all, -1, ids.long()) * listed_mask(counts.long(), K, 1)
+    values = listed_only(torch.gather(S_all, -1, ids.long()), counts)
     needed = (spk_all | elig_all).sum(-1).max()
     record_stats(
         layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow,
