@@ -47,7 +47,9 @@ def rate(
 
     With ``generator=None`` the global torch RNG is used and, for the same seed, the
     result equals ``snntorch.spikegen.rate(data, num_steps, gain, offset)`` bit for bit
-    (float32, float16, bfloat16 and float64 data). Probabilities beyond [0, 1],
+    (float32, float16, bfloat16 and float64 data). Time-varying data (``num_steps=None``)
+    takes ``gain`` and ``offset`` too; snnTorch 1.0's ``time_var_input=True`` ignores
+    them, so the two agree there for gain 1 and offset 0. Probabilities beyond [0, 1],
     infinite ones included, are clipped; NaN is an error.
 
     :param data: intensities, any shape; already time-major ``[T, ...]`` if

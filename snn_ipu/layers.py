@@ -238,8 +238,9 @@ class _Layer(nn.Module):
             self.register_buffer(name, value)
 
     def _per_neuron(self, t: torch.Tensor, clamp: bool) -> torch.Tensor:
-        """[out] float32 view of a scalar-or-vector parameter (snnTorch clamps decays)."""
-        t = t.float()
+        """[out] float32 view of a scalar-or-vector parameter (snnTorch clamps decays);
+        float64 in a layer whose weights are (``.double()``: the reference's yardstick)."""
+        t = t.to(torch.float64 if self.weight.dtype == torch.float64 else torch.float32)
         if clamp:
             t = t.clamp(0, 1)
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t

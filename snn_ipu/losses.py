@@ -251,9 +251,10 @@ def mse_membrane_loss(
     off_target: float = 0.0,
 ) -> torch.Tensor:
     r"""Mean squared error of the membrane against a target potential at every step
-    (``snntorch.functional.mse_membrane_loss`` with targets fixed over time; snnTorch
-    1.0 leaves the other classes at 0 whatever its ``off_target``, so the two agree
-    for ``off_target=0``).
+    (``snntorch.functional.mse_membrane_loss`` with targets fixed over time). The two
+    agree for ``off_target >= 0``; for a negative ``off_target`` below ``on_target``,
+    snnTorch 1.0's ``targets_convert`` puts the other classes at 0 instead, while
+    this loss keeps ``off_target`` as given.
 
     .. math::
         \mathcal{L} = \frac{1}{T} \sum_t \frac{1}{B C} \sum_{b,c} (U_{t,b,c} - \hat U_{b,c})^2,
@@ -345,4 +346,5 @@ def accuracy(
             # argmax would rank NaN first and score a diverged output as correct
             raise ValueError("outputs contain NaN or inf: the accuracy is undefined")
         predicted = scores.argmax(1)
-        return float((predicted == targets.to(predicted.device)).float().mean())
+        # counted in integers: a float32 mean would return 1/3 as 0.3333333432674408
+        return int((predicted == targets.to(predicted.device)).sum()) / predicted.numel()

@@ -164,6 +164,13 @@ def test_accuracy_matches_snntorch(spk):
     assert accuracy(SparseSpikes.from_dense(spk), targets) == pytest.approx(4 / 5)
 
 
+def test_accuracy_is_exact_not_float32_rounded():
+    spk = torch.zeros(2, 3, 2)
+    spk[:, 0, 0] = 1.0  # sample 0 says class 0; samples 1 and 2 tie, to class 0
+    acc = accuracy(spk, torch.tensor([0, 1, 1]))
+    assert acc == 1 / 3 and acc == SF.accuracy_rate(spk, torch.tensor([0, 1, 1]))
+
+
 def test_accuracy_population_matches_snntorch():
     spk = random_spikes(N=8, B=20, seed=9)
     targets = random_targets(B=20, C=4, seed=10)
@@ -313,9 +320,10 @@ def test_empty_time_or_batch_is_an_error(T, B, sparse):
 def test_mse_membrane_matches_snntorch():
     mem = torch.randn(9, 5, 4, generator=torch.Generator().manual_seed(3), requires_grad=True)
     targets = random_targets()
-    for on in (1.0, 0.8):  # snnTorch 1.0 leaves off_target at 0 whatever is passed
-        ours = mse_membrane_loss(mem, targets, on)
-        ref = SF.mse_membrane_loss(on_target=on)(mem, targets).reshape(())
+    # snnTorch 1.0 moves a negative off_target below on_target to 0 (see the docstring)
+    for on, off in ((1.0, 0.0), (0.8, 0.0), (1.0, 0.3), (-1.0, -0.5)):
+        ours = mse_membrane_loss(mem, targets, on, off)
+        ref = SF.mse_membrane_loss(on_target=on, off_target=off)(mem, targets).reshape(())
         torch.testing.assert_close(ours, ref)
         g_ours, = torch.autograd.grad(ours, mem)
         g_ref, = torch.autograd.grad(ref, mem)

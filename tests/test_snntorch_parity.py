@@ -184,3 +184,50 @@ def test_recurrent_matches_snntorch_rleaky_rsynaptic(backend, model, reset):
     assert_rel_close(layer.weight.grad, fc.weight.grad, 1e-4, "weight grad")
     assert_rel_close(layer.bias.grad, fc.bias.grad, 1e-4, "bias grad")
     assert_rel_close(x_ours.grad, x_ref.grad, 1e-4, "input grad")
+
+
+class _ATan64(torch.autograd.Function):
+    """snnTorch's atan surrogate (alpha 2) with the spikes kept in the input's dtype."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (1 + (torch.pi / 2 * 2.0 * x) ** 2)
+
+
+def test_float64_yardstick_is_float64_in_every_parameter():
+    """A layer converted with .double() (the tests' float64 yardstick) computes in float64
+    throughout: its decay and threshold gradients too, which a float32 cast of the
+    per-neuron parameters had rounded to ~1e-7 of float64 snnTorch."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, learn_beta=True, learn_threshold=True,
+                     backend="reference")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    layer.double()
+    x = binary((T, B, IN), 0.3, 1).double()
+    fc = torch.nn.Linear(IN, HID).double()
+    with torch.no_grad():
+        fc.weight.copy_(layer.weight)
+        fc.bias.copy_(layer.bias)
+    lif = snn.Leaky(beta=layer.beta.detach().clone(), threshold=layer.threshold.detach().clone(),
+                    learn_beta=True, learn_threshold=True, spike_grad=_ATan64.apply)
+    mem = lif.reset_mem()
+    spk = []
+    for t in range(T):
+        s, mem = lif(fc(x[t]), mem)
+        spk.append(s)
+    readout = torch.randn(T, B, HID, dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(2))
+    (torch.stack(spk) * readout).sum().backward()
+    (layer(x).to_dense() * readout).sum().backward()
+    for name, ours, theirs in [("beta", layer.beta.grad, lif.beta.grad),
+                               ("threshold", layer.threshold.grad, lif.threshold.grad),
+                               ("weight", layer.weight.grad, fc.weight.grad)]:
+        assert ours.dtype == torch.float64 and float(theirs.abs().max()) > 0
+        assert_rel_close(ours, theirs, 1e-12, name)
