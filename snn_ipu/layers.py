@@ -159,10 +159,6 @@ def _check_grad_window(value: Optional[float]) -> Optional[float]:
     return window
 
 
-def _check_max_spikes(value: Optional[int]) -> Optional[int]:
-    return capacity_or_none(value)  # as SparseSpikes.from_dense takes it
-
-
 class _Setting:
     """A layer setting checked whenever it is set: in the constructor and when a
     notebook changes it later (``layer.backend = "reference"``)."""
@@ -330,7 +326,7 @@ class _SpikingLayer(_Layer):
     reset = _Setting(_one_of("reset mechanism", RESETS))
     surrogate = _Setting(surrogate_mod.get)
     grad_window = _Setting(_check_grad_window)
-    max_spikes = _Setting(_check_max_spikes)
+    max_spikes = _Setting(capacity_or_none)  # as SparseSpikes.from_dense takes it
     overflow = _Setting(check_overflow_policy)
 
     def __init__(

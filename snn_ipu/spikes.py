@@ -283,7 +283,7 @@ class SparseSpikes:
     @classmethod
     def _made(cls, ids: torch.Tensor, counts: torch.Tensor, num_neurons: int,
               values: torch.Tensor) -> SparseSpikes:
-        """A list this package built (a layer's output, ``from_dense``): not validated
+        """A list a backend built (a layer's output): not validated
         again, and its values known to be 1 at spikes and 0 elsewhere."""
         out = cls(ids, counts, num_neurons, values, validate=False)
         out.values_checked = True
@@ -455,7 +455,7 @@ class SparseSpikes:
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = listed_only(torch.gather(xf, -1, ids.long()), counts)
-        out = cls._made(ids, counts, x.shape[-1], values)
+        out = cls(ids, counts, x.shape[-1], values, validate=False)
         out.values_checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped
         return out
