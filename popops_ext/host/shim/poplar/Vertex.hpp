@@ -8,10 +8,15 @@ namespace poplar {
 
 class Vertex {};
 
-// The host runs a MultiVertex as a single worker.
+// The emulator runs a MultiVertex as a single worker; the host graph
+// (popops_ext/host/graph_api) builds with SNN_HOST_NUM_WORKERS=6, the
+// worker contexts of an ipu2 tile, and calls compute(w) for each.
+#ifndef SNN_HOST_NUM_WORKERS
+#define SNN_HOST_NUM_WORKERS 1
+#endif
 class MultiVertex {
 public:
-  static constexpr unsigned numWorkers() { return 1; }
+  static constexpr unsigned numWorkers() { return SNN_HOST_NUM_WORKERS; }
 };
 
 enum class VectorLayout { SPAN, ONE_PTR, COMPACT_PTR, SCALED_PTR32, SCALED_PTR64 };

@@ -1,0 +1,41 @@
+// Host implementation of poplar/Type.hpp: the element types of tensors.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+namespace poplar {
+
+class Type {
+public:
+  Type() = default;
+  const std::string &toString() const;
+  bool operator==(const Type &o) const { return id_ == o.id_; }
+  bool operator!=(const Type &o) const { return id_ != o.id_; }
+  bool operator<(const Type &o) const { return id_ < o.id_; }
+
+  // Not part of the SDK's interface: the table index the host
+  // implementation keys its type properties on (sizes live in Target).
+  unsigned hostTypeId() const { return id_; }
+  explicit Type(unsigned id) : id_(id) {}
+
+private:
+  unsigned id_ = 0; // 0: no type (a default-constructed, invalid Type)
+};
+
+extern const Type BOOL;
+extern const Type CHAR;
+extern const Type UNSIGNED_CHAR;
+extern const Type SIGNED_CHAR;
+extern const Type SHORT;
+extern const Type UNSIGNED_SHORT;
+extern const Type INT;
+extern const Type UNSIGNED_INT;
+extern const Type LONGLONG;
+extern const Type UNSIGNED_LONGLONG;
+extern const Type HALF;
+extern const Type FLOAT;
+
+std::ostream &operator<<(std::ostream &os, const Type &t);
+
+} // namespace poplar
