@@ -162,6 +162,54 @@ std::vector<Tensor> LayerGraph::paramSlices(Sequence &prog, const Tensor &p,
   return out;
 }
 
+std::vector<Tensor> LayerGraph::toEveryTile(Sequence &prog, const Tensor &t,
+                                            const std::string &name) {
+  std::vector<Tensor> out, flat;
+  for (const Tile &tile : tiles_) {
+    Tensor c = graph_.addVariable(t.elementType(), t.shape(), {dnai_, name});
+    graph_.setTileMapping(c, tile.index);
+    out.push_back(c);
+    flat.push_back(c.flatten());
+  }
+  prog.add(Copy(concat(std::vector<Tensor>(tiles_.size(), t.flatten())), concat(flat), false,
+                {dnai_, name}));
+  return out;
+}
+
+std::vector<Tensor> LayerGraph::toOwnTiles(Sequence &prog, const Tensor &t,
+                                           const std::string &name) {
+  std::vector<Tensor> out, src, dst;
+  const unsigned last = t.rank() - 1;
+  for (const Tile &tile : tiles_) {
+    const Tensor part = t.slice(tile.first, tile.first + tile.width, last);
+    Tensor c = graph_.addVariable(t.elementType(), part.shape(), {dnai_, name});
+    graph_.setTileMapping(c, tile.index);
+    out.push_back(c);
+    src.push_back(part.flatten());
+    dst.push_back(c.flatten());
+  }
+  prog.add(Copy(concat(src), concat(dst), false, {dnai_, name}));
+  return out;
+}
+
+std::vector<Tensor> LayerGraph::gatherSamples(Sequence &prog,
+                                              const std::vector<std::vector<Tensor>> &pieces,
+                                              const std::string &name) {
+  std::vector<Tensor> out, src;
+  for (unsigned b = 0; b < batch_; ++b) {
+    std::vector<Tensor> flat;
+    for (const Tensor &piece : pieces[b])
+      flat.push_back(piece.flatten());
+    const Tensor all = concat(flat);
+    Tensor g = graph_.addVariable(all.elementType(), {all.numElements()}, {dnai_, name});
+    graph_.setTileMapping(g, combineTile(b));
+    out.push_back(g);
+    src.push_back(all);
+  }
+  prog.add(Copy(concat(src), concat(out), false, {dnai_, name}));
+  return out;
+}
+
 ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const unsigned B = batch_, T = steps_, K = capacityOut_, N = outFeatures_;
   const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
@@ -231,8 +279,16 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   popops::zero(graph_, t, prog, {dnai_, "t=0"});
 
   Sequence body;
-  const Tensor idsT = stepSlice(body, in.inIds, t, "inIds[t]");
-  const Tensor cntT = stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT);
+  // The step's input list, on every tile of the layer.
+  const auto idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
+  const auto cntT = toEveryTile(
+      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT), "inCounts[t]");
+  std::vector<Tensor> prevIds, prevCounts;
+  if (config_.recurrent) {
+    // The previous step's own list (stepIds still holds it here), on every tile.
+    prevIds = toEveryTile(body, stepIds, "ids[t-1]");
+    prevCounts = toEveryTile(body, stepCounts, "counts[t-1]");
+  }
 
   // I[t] = W x[t]: rows of the input spikes.
   ComputeSet mm = graph_.addComputeSet({dnai_, "spikeMatmul"});
@@ -242,8 +298,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     for (unsigned b = 0; b < B; ++b) {
       // One sample per vertex (ends = {its count}): the tile's workers share the samples.
       auto v = graph_.addVertex(mm, "SpikeMatmul<" + wt + ">",
-                                {{"ids", idsT[b]},
-                                 {"ends", cntT[b].slice(0, 1)},
+                                {{"ids", idsT[j][b]},
+                                 {"ends", cntT[j][b].slice(0, 1)},
                                  {"weights", W[j]},
                                  {"currents", cur[j][b]}});
       graph_.setInitialValue(v["rowLength"], tile.rowLength);
@@ -255,14 +311,14 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   }
   body.add(Execute(mm, {dnai_, "spikeMatmul"}));
   if (config_.recurrent) {
-    // I[t] += V S[t-1]: stepIds still holds the previous step's list here.
+    // I[t] += V S[t-1].
     ComputeSet rm = graph_.addComputeSet({dnai_, "recurrentMatmul"});
     for (unsigned j = 0; j < tiles_.size(); ++j) {
       const Tile &tile = tiles_[j];
       for (unsigned b = 0; b < B; ++b) {
         auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
-                                  {{"ids", stepIds[b]},
-                                   {"ends", stepCounts[b].slice(0, 1)},
+                                  {{"ids", prevIds[j][b]},
+                                   {"ends", prevCounts[j][b].slice(0, 1)},
                                    {"weights", V[j]},
                                    {"currents", cur[j][b]}});
         graph_.setInitialValue(v["rowLength"], tile.rowLength);
@@ -315,23 +371,38 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   if (!readout) {
     // Sample b's partial lists meet on tile b % numTiles; only the first
     // localCapacity entries of each can reach the combined list.
-    ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
-    for (unsigned b = 0; b < B; ++b) {
-      std::vector<Tensor> sIds, sMem, eIds, eMem, counts;
+    std::vector<std::vector<Tensor>> sIds(B), sMem(B), eIds(B), eMem(B), counts(B);
+    for (unsigned b = 0; b < B; ++b)
       for (unsigned j = 0; j < tiles_.size(); ++j) {
         const unsigned L = tiles_[j].localCapacity;
-        sIds.push_back(spikeIds[j][b].slice(0, L));
-        sMem.push_back(spikeMem[j][b].slice(0, L));
-        eIds.push_back(eligIds[j][b].slice(0, L));
-        eMem.push_back(eligMem[j][b].slice(0, L));
-        counts.push_back(tileCounts[j][b]);
+        sIds[b].push_back(spikeIds[j][b].slice(0, L));
+        sMem[b].push_back(spikeMem[j][b].slice(0, L));
+        eIds[b].push_back(eligIds[j][b].slice(0, L));
+        eMem[b].push_back(eligMem[j][b].slice(0, L));
+        counts[b].push_back(tileCounts[j][b]);
+      }
+    const auto gIds = gatherSamples(body, sIds, "gatheredSpikeIds");
+    const auto gMem = gatherSamples(body, sMem, "gatheredSpikeMembrane");
+    const auto gEIds = gatherSamples(body, eIds, "gatheredEligibleIds");
+    const auto gEMem = gatherSamples(body, eMem, "gatheredEligibleMembrane");
+    const auto gCounts = gatherSamples(body, counts, "gatheredCounts");
+    ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
+    for (unsigned b = 0; b < B; ++b) {
+      std::vector<Tensor> pIds, pMem, qIds, qMem;
+      for (unsigned j = 0, at = 0; j < tiles_.size(); ++j) {
+        const unsigned L = tiles_[j].localCapacity;
+        pIds.push_back(gIds[b].slice(at, at + L));
+        pMem.push_back(gMem[b].slice(at, at + L));
+        qIds.push_back(gEIds[b].slice(at, at + L));
+        qMem.push_back(gEMem[b].slice(at, at + L));
+        at += L;
       }
       auto v = graph_.addVertex(cb, "SpikeListCombine");
-      connectEach(v, "spikeIds", sIds);
-      connectEach(v, "spikeMembrane", sMem);
-      connectEach(v, "eligibleIds", eIds);
-      connectEach(v, "eligibleMembrane", eMem);
-      graph_.connect(v["tileCounts"], concat(counts));
+      connectEach(v, "spikeIds", pIds);
+      connectEach(v, "spikeMembrane", pMem);
+      connectEach(v, "eligibleIds", qIds);
+      connectEach(v, "eligibleMembrane", qMem);
+      graph_.connect(v["tileCounts"], gCounts[b]);
       graph_.connect(v["ids"], stepIds[b]);
       graph_.connect(v["membrane"], stepMem[b]);
       graph_.connect(v["counts"], stepCounts[b]);
@@ -492,21 +563,23 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   prog.add(Copy(last, t, false, {dnai_, "t=T-1"}));
 
   Sequence body;
-  const Tensor idsT = stepSlice(body, in.inIds, t, "inIds[t]");
-  const Tensor cntT = stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT);
+  // What the tiles read of step t (and t - 1), copied onto them.
+  const auto idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
+  const auto cntT = toEveryTile(
+      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT), "inCounts[t]");
   Tensor gradT = stepSlice(body, bin.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
-  Tensor oIds, oCnt, oMem, pIds, pCnt, pU, pSyn;
+  std::vector<Tensor> oIds, oCnt, oMem, pIds, pCnt, pU, pSyn;
   if (!readout) {
-    oIds = stepSlice(body, fo.ids, t, "ids[t]");
-    oCnt = stepSlice(body, fo.counts, t, "counts[t]");
-    oMem = stepSlice(body, fo.membrane, t, "membrane[t]");
-    pIds = stepSlice(body, prevIdsAll, t, "ids[t-1]");
-    pCnt = stepSlice(body, prevCountsAll, t, "counts[t-1]");
+    oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
+    oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
+    oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
+    pIds = toEveryTile(body, stepSlice(body, prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
+    pCnt = toEveryTile(body, stepSlice(body, prevCountsAll, t, "counts[t-1]"), "counts[t-1]");
   }
   if (denseU)
-    pU = stepSlice(body, prevDenseU, t, "U[t-1]");
+    pU = toOwnTiles(body, stepSlice(body, prevDenseU, t, "U[t-1]"), "U[t-1]");
   if (denseSyn)
-    pSyn = stepSlice(body, prevDenseSyn, t, "syn[t-1]");
+    pSyn = toOwnTiles(body, stepSlice(body, prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
 
   if (config_.recurrent) {
     // dL/dS[t] += V^T dL/dI[t+1]; curGrad still holds step t+1 (zero at T-1).
@@ -514,8 +587,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     for (unsigned j = 0; j < numTiles; ++j)
       for (unsigned b = 0; b < B; ++b) {
         auto v = graph_.addVertex(dot, "InputSpikeGrad<" + wt + ">",
-                                  {{"ids", oIds[b]},
-                                   {"numIds", oCnt[b][1].reinterpret(UNSIGNED_INT)},
+                                  {{"ids", oIds[j][b]},
+                                   {"numIds", oCnt[j][b][1].reinterpret(UNSIGNED_INT)},
                                    {"weights", V[j]},
                                    {"currentGrad", curGrad[j][b]},
                                    {"partials", recPartials[j][b]}});
@@ -526,12 +599,16 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       }
     body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
     popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
+    std::vector<std::vector<Tensor>> recColumns(B);
+    for (unsigned b = 0; b < B; ++b)
+      recColumns[b] = column(recPartials, b);
+    const auto recGathered = gatherSamples(body, recColumns, "recurrentGradPartials");
     ComputeSet red = graph_.addComputeSet({dnai_, "recurrentReduce"});
     for (unsigned b = 0; b < B; ++b) {
       auto v = graph_.addVertex(red, "PartialReduce",
-                                {{"partials", concat(column(recPartials, b))},
+                                {{"partials", recGathered[b]},
                                  {"out", stepRecGrad[b]},
-                                 {"numOut", oCnt[b][1].reinterpret(UNSIGNED_INT)}});
+                                 {"numOut", oCnt[b % numTiles][b][1].reinterpret(UNSIGNED_INT)}});
       graph_.setInitialValue(v["numPartials"], numTiles);
       graph_.setInitialValue(v["stride"], K);
       graph_.setTileMapping(v, combineTile(b));
@@ -541,15 +618,20 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
   }
 
+  std::vector<Tensor> gradLocal; // readout: the tile's neurons of dL/dU[t]; else the list's grads
+  if (readout)
+    gradLocal = toOwnTiles(body, gradT, "grad[t]");
+  else
+    gradLocal = toEveryTile(body, gradT, "grad[t]");
   if (!readout) {
     ComputeSet sl = graph_.addComputeSet({dnai_, "tileListSlice"});
     for (unsigned j = 0; j < numTiles; ++j)
       for (unsigned b = 0; b < B; ++b) {
         auto v = graph_.addVertex(sl, "TileListSlice",
-                                  {{"ids", oIds[b]},
-                                   {"membrane", oMem[b]},
-                                   {"grad", gradT[b]},
-                                   {"counts", oCnt[b]},
+                                  {{"ids", oIds[j][b]},
+                                   {"membrane", oMem[j][b]},
+                                   {"grad", gradLocal[j][b]},
+                                   {"counts", oCnt[j][b]},
                                    {"outIds", listIds[j][b]},
                                    {"outMembrane", listMem[j][b]},
                                    {"outGrad", listGrad[j][b]},
@@ -561,10 +643,10 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.setTileMapping(v, tiles_[j].index);
         estimate(v, 60 + 8 * tiles_[j].localCapacity);
         auto p = graph_.addVertex(sl, "TileListSlice",
-                                  {{"ids", pIds[b]},
+                                  {{"ids", pIds[j][b]},
                                    {"membrane", noFloat},
                                    {"grad", noFloat},
-                                   {"counts", pCnt[b]},
+                                   {"counts", pCnt[j][b]},
                                    {"outIds", prevList[j][b]},
                                    {"outMembrane", noFloat},
                                    {"outGrad", noFloat},
@@ -588,14 +670,13 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     for (unsigned b = 0; b < B; ++b) {
       auto v = graph_.addVertex(sg, gradVertex);
       graph_.connect(v["beta"], beta[j]);
-      graph_.connect(v["prevMembrane"],
-                     denseU ? pU[b].slice(tile.first, tile.first + tile.width) : noFloat);
+      graph_.connect(v["prevMembrane"], denseU ? pU[j][b] : noFloat);
       graph_.connect(v["carry"], carry[j][b]);
       graph_.connect(v["currentGrad"], curGrad[j][b].slice(0, tile.width));
       graph_.connect(v["betaGrad"], gBeta[j][b]);
       graph_.setInitialValue(v["numNeurons"], tile.width);
       if (readout) {
-        graph_.connect(v["outputGrad"], gradT[b].slice(tile.first, tile.first + tile.width));
+        graph_.connect(v["outputGrad"], gradLocal[j][b]);
       } else {
         graph_.connect(v["listIds"], listIds[j][b]);
         graph_.connect(v["listMembrane"], listMem[j][b]);
@@ -613,8 +694,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.setInitialValue(v["surrogateP1"], config_.surrogateP1);
         if (synaptic) {
           graph_.connect(v["alpha"], alpha[j]);
-          graph_.connect(v["prevSynaptic"],
-                         denseSyn ? pSyn[b].slice(tile.first, tile.first + tile.width) : noFloat);
+          graph_.connect(v["prevSynaptic"], denseSyn ? pSyn[j][b] : noFloat);
           graph_.connect(v["carrySynaptic"], carrySyn[j][b]);
           graph_.connect(v["alphaGrad"], gAlpha[j][b]);
         }
@@ -632,8 +712,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
     for (unsigned j = 0; j < numTiles; ++j) {
       auto v = graph_.addVertex(ws, "WeightGradScatter",
-                                {{"ids", idsT[b]},
-                                 {"numIds", cntT[b][0]},
+                                {{"ids", idsT[j][b]},
+                                 {"numIds", cntT[j][b][0]},
                                  {"currentGrad", curGrad[j][b]},
                                  {"weightGrad", gW[j]},
                                  {"biasGrad", config_.hasBias ? gB[j] : noFloat}});
@@ -645,8 +725,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       if (config_.recurrent) {
         // V's gradient pairs dL/dI[t] with the spikes of step t-1.
         auto r = graph_.addVertex(ws, "WeightGradScatter",
-                                  {{"ids", pIds[b]},
-                                   {"numIds", pCnt[b][0].reinterpret(UNSIGNED_INT)},
+                                  {{"ids", pIds[j][b]},
+                                   {"numIds", pCnt[j][b][0].reinterpret(UNSIGNED_INT)},
                                    {"currentGrad", curGrad[j][b]},
                                    {"weightGrad", gV[j]},
                                    {"biasGrad", noFloat}});
@@ -665,8 +745,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   for (unsigned j = 0; j < numTiles; ++j)
     for (unsigned b = 0; b < B; ++b) {
       auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
-                                {{"ids", idsT[b]},
-                                 {"numIds", cntT[b][1]},
+                                {{"ids", idsT[j][b]},
+                                 {"numIds", cntT[j][b][1]},
                                  {"weights", W[j]},
                                  {"currentGrad", curGrad[j][b]},
                                  {"partials", partials[j][b]}});
@@ -678,12 +758,16 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     }
   body.add(Execute(ig, {dnai_, "inputGrad"}));
   popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
+  std::vector<std::vector<Tensor>> columns(B);
+  for (unsigned b = 0; b < B; ++b)
+    columns[b] = column(partials, b);
+  const auto gathered = gatherSamples(body, columns, "inputGradPartials");
   ComputeSet rd = graph_.addComputeSet({dnai_, "inputGradReduce"});
   for (unsigned b = 0; b < B; ++b) {
     auto v = graph_.addVertex(rd, "PartialReduce",
-                              {{"partials", concat(column(partials, b))},
+                              {{"partials", gathered[b]},
                                {"out", stepGradIn[b]},
-                               {"numOut", cntT[b][1]}});
+                               {"numOut", cntT[b % numTiles][b][1]}});
     graph_.setInitialValue(v["numPartials"], numTiles);
     graph_.setInitialValue(v["stride"], Kin);
     graph_.setTileMapping(v, combineTile(b));

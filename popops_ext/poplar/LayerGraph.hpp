@@ -98,6 +98,18 @@ private:
   // Per tile, a copy of the neuron parameter's slice, so steps read it locally.
   std::vector<poplar::Tensor> paramSlices(poplar::program::Sequence &prog, const poplar::Tensor &p,
                                           const std::string &name);
+  // Vertices read only their own tile's memory: what they need from other
+  // tiles is copied over first (exchange as explicit Copy programs, counted
+  // in the graph report). Per tile, a copy of t on the tile:
+  std::vector<poplar::Tensor> toEveryTile(poplar::program::Sequence &prog, const poplar::Tensor &t,
+                                          const std::string &name);
+  // Per tile, a copy of its own neurons' slice of t (along t's last dimension).
+  std::vector<poplar::Tensor> toOwnTiles(poplar::program::Sequence &prog, const poplar::Tensor &t,
+                                         const std::string &name);
+  // Per sample b, the concatenation of pieces[b], gathered on the tile that combines b.
+  std::vector<poplar::Tensor> gatherSamples(poplar::program::Sequence &prog,
+                                            const std::vector<std::vector<poplar::Tensor>> &pieces,
+                                            const std::string &name);
   // Per tile, a [leading, width (or rowLength if padded)] variable on the tile.
   std::vector<poplar::Tensor> perTile(const poplar::Type &type, unsigned leading, bool padded,
                                       const std::string &name);
