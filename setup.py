@@ -28,10 +28,35 @@ ext = Pybind11Extension(
 )
 
 
+# snn_ipu._graph: the host implementation of the Poplar graph API
+# (popops_ext/host/graph_api) running the IPU graph builders
+# (popops_ext/poplar/LayerGraph.cpp) and the same codelets, with an ipu2
+# tile's 6 workers per MultiVertex.
+graph_sources = sorted(
+    glob("popops_ext/host/graph_api/*.cpp")
+    + ["popops_ext/poplar/LayerGraph.cpp"]
+    + [f"popops_ext/plan/{name}.cpp" for name in ("Target", "Planner", "MemoryEstimation")]
+)
+graph_ext = Pybind11Extension(
+    "snn_ipu._graph",
+    graph_sources,
+    depends=headers
+    + sorted(glob("popops_ext/host/graph_api/**/*.hpp", recursive=True))
+    + sorted(glob("popops_ext/poplar/*.hpp") + glob("popops_ext/poplar/codelets/*.cpp")),
+    include_dirs=[
+        "popops_ext/host/graph_api/include", "popops_ext/host/graph_api", "popops_ext/host/shim",
+        "popops_ext", "popops_ext/poplar", "codelets", ".",
+    ],
+    define_macros=[("SNN_HOST_NUM_WORKERS", "6")],
+    cxx_std=17,
+    extra_compile_args=["-O2", "-march=native", "-fno-math-errno"],
+)
+
+
 class ParallelBuildExt(build_ext):
     def build_extensions(self):
         self.parallel = self.parallel or 2
         super().build_extensions()
 
 
-setup(ext_modules=[ext], cmdclass={"build_ext": ParallelBuildExt})
+setup(ext_modules=[ext, graph_ext], cmdclass={"build_ext": ParallelBuildExt})

@@ -54,7 +54,7 @@ __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerSta
 
 RESETS = {"subtract": 0, "zero": 1, "none": 2}
 MODELS = {"leaky": 0, "synaptic": 1, "readout": 2}
-BACKENDS = ("auto", "reference", "emulator", "ipu")
+BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph")
 PLAN_TARGETS = ("host", "ipu2")
 
 Scalar = Union[float, torch.Tensor]

@@ -1,0 +1,83 @@
+#include "OpRunner.hpp"
+
+#include "Model.hpp"
+
+#include <poplar/exceptions.hpp>
+#include <poputil/TileMapping.hpp>
+
+#include <sstream>
+
+namespace snn {
+namespace hostgraph {
+
+namespace {
+constexpr std::size_t kCachedGraphs = 16;
+
+std::string key(const std::string &op, const Attributes &attributes,
+                const std::vector<HostArray> &inputs) {
+  std::ostringstream os;
+  os.precision(17);
+  os << op;
+  for (const auto &kv : attributes)
+    os << ';' << kv.first << '=' << kv.second;
+  for (const auto &in : inputs) {
+    os << ';' << in.type.toString();
+    for (std::size_t d : in.shape)
+      os << ',' << d;
+  }
+  return os.str();
+}
+} // namespace
+
+OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attributes,
+                                 const std::vector<HostArray> &inputs) {
+  const std::string k = key(op, attributes, inputs);
+  auto it = cache_.find(k);
+  if (it != cache_.end())
+    return it->second;
+  Built b;
+  b.graph = std::make_unique<poplar::Graph>(poplar::Target::createIPUTarget(1, "ipu2"));
+  poplar::Graph &g = *b.graph;
+  std::vector<poplar::Tensor> in;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    // As PopART creates an op input that no other op laid out.
+    poplar::Tensor t = g.addVariable(inputs[i].type, inputs[i].shape, {"input" + std::to_string(i)});
+    poputil::mapTensorLinearly(g, t);
+    g.createHostWrite("in" + std::to_string(i), t);
+    in.push_back(t);
+  }
+  poplar::program::Sequence prog;
+  b.outputs = growOp(op, g, prog, attributes, in);
+  for (std::size_t i = 0; i < b.outputs.size(); ++i)
+    g.createHostRead("out" + std::to_string(i), b.outputs[i]);
+  b.engine = std::make_unique<poplar::Engine>(
+      g, prog, poplar::OptionFlags{{"debug.checkOutputReads", checkOutputReads_ ? "true" : "false"}});
+  if (cache_.size() >= kCachedGraphs) {
+    cache_.erase(order_.front());
+    order_.erase(order_.begin());
+  }
+  order_.push_back(k);
+  return cache_.emplace(k, std::move(b)).first->second;
+}
+
+std::vector<HostArray> OpRunner::run(const std::string &op, const Attributes &attributes,
+                                     const std::vector<HostArray> &inputs) {
+  Built &b = built(op, attributes, inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
+                          inputs[i].data.data() + inputs[i].data.size());
+  b.engine->run();
+  std::vector<HostArray> out;
+  for (std::size_t i = 0; i < b.outputs.size(); ++i) {
+    HostArray a;
+    a.type = b.outputs[i].elementType();
+    a.shape = b.outputs[i].shape();
+    a.data.resize(b.outputs[i].numElements() * typeSize(a.type));
+    b.engine->readTensor("out" + std::to_string(i), a.data.data(), a.data.data() + a.data.size());
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+} // namespace hostgraph
+} // namespace snn

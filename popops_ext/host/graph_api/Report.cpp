@@ -1,0 +1,270 @@
+#include "Report.hpp"
+
+#include "Analysis.hpp"
+#include "Model.hpp"
+#include "plan/Target.hpp"
+
+#include <poplar/exceptions.hpp>
+#include <poputil/TileMapping.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace snn {
+namespace hostgraph {
+
+namespace {
+
+poplar::Tensor input(poplar::Graph &g, const poplar::Type &type, std::vector<std::size_t> shape,
+                     const std::string &name) {
+  poplar::Tensor t = g.addVariable(type, shape, {name});
+  poputil::mapTensorLinearly(g, t); // as PopART lays out a tensor no op created
+  return t;
+}
+
+// Bytes each tile receives from other tiles in a Copy.
+std::vector<std::uint64_t> copyReceived(const GraphModel &g, const ProgramNode &copy) {
+  std::vector<std::uint64_t> received(g.target.getNumTiles(), 0);
+  const std::vector<Chunk> src = chunksOf(copy.src), dst = chunksOf(copy.dst);
+  std::size_t i = 0, j = 0;
+  std::uint32_t si = 0, dj = 0;
+  while (i < src.size() && j < dst.size()) {
+    const std::uint32_t n = std::min(src[i].bytes - si, dst[j].bytes - dj);
+    const std::uint32_t s0 = src[i].begin + si, d0 = dst[j].begin + dj;
+    // tiles of the source range, then of the destination range, pairwise
+    std::vector<std::pair<std::uint32_t, unsigned>> srcTiles; // (end offset within n, tile)
+    g.vars[src[i].var].tiles.forEach(s0, s0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
+      srcTiles.push_back({e - s0, t});
+    });
+    std::size_t k = 0;
+    std::uint32_t at = 0;
+    g.vars[dst[j].var].tiles.forEach(d0, d0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
+      const std::uint32_t end = e - d0;
+      while (at < end) {
+        while (srcTiles[k].first <= at)
+          ++k;
+        const std::uint32_t stop = std::min(end, srcTiles[k].first);
+        if (srcTiles[k].second != t && t != kUnmapped)
+          received[t] += stop - at;
+        at = stop;
+      }
+    });
+    si += n;
+    dj += n;
+    if (si == src[i].bytes) {
+      ++i;
+      si = 0;
+    }
+    if (dj == dst[j].bytes) {
+      ++j;
+      dj = 0;
+    }
+  }
+  return received;
+}
+
+std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
+  const plan::Target t = plan::ipu2Target();
+  if (maxReceived == 0)
+    return 0;
+  return t.syncCycles + std::uint64_t(double(maxReceived) / t.exchangeBytesPerCycle + 0.999999);
+}
+
+// A popops operation: a sync, then one cycle per 4 bytes on the busiest tile
+// it touches (rough: its vertices' own estimates are poplibs', not ours).
+std::uint64_t popopsCycles(const GraphModel &g, const HostOp &op) {
+  std::map<unsigned, std::uint64_t> bytes;
+  for (const poplar::Tensor &t : op.tensors())
+    for (const Chunk &c : chunksOf(t))
+      g.vars[c.var].tiles.forEach(c.begin, c.begin + c.bytes,
+                                  [&](std::uint32_t b, std::uint32_t e, unsigned tile) {
+                                    bytes[tile] += e - b;
+                                  });
+  std::uint64_t most = 0;
+  for (const auto &kv : bytes)
+    most = std::max(most, kv.second);
+  return plan::ipu2Target().syncCycles + (most + 3) / 4;
+}
+
+std::uint64_t computeSetCycles(const GraphModel &g, unsigned cs) {
+  std::map<unsigned, std::uint64_t> perTile;
+  for (unsigned v : g.computeSets[cs].vertices)
+    perTile[g.vertices[v].tile] += g.vertices[v].cycles;
+  std::uint64_t most = 0;
+  for (const auto &kv : perTile)
+    most = std::max(most, kv.second);
+  return most;
+}
+
+void measure(const GraphModel &g, const ProgramNode &op, OpReport &r) {
+  // Consecutive Copy programs are one exchange phase (the tiles receive them
+  // together between two syncs); so are those of one time-loop iteration.
+  std::vector<std::uint64_t> stepReceived(g.target.getNumTiles(), 0);
+  std::vector<std::uint64_t> onceReceived(g.target.getNumTiles(), 0);
+  std::map<std::string, std::uint64_t> sets;
+  std::vector<std::string> order;
+  std::function<void(const ProgramNode &, bool)> visit = [&](const ProgramNode &n, bool inLoop) {
+    if (n.kind == ProgramNode::Kind::Repeat) {
+      if (inLoop || r.steps != 0)
+        throw poplar::poplar_error("graph report: an op with more than one time loop");
+      r.steps = n.count;
+      inLoop = true;
+    } else if (n.kind == ProgramNode::Kind::Execute) {
+      const std::uint64_t c = computeSetCycles(g, n.computeSet);
+      if (inLoop) {
+        r.stepComputeCycles += c;
+        const std::string &name = g.computeSets[n.computeSet].name;
+        if (!sets.count(name))
+          order.push_back(name);
+        sets[name] += c;
+      } else {
+        r.onceCycles += c;
+      }
+    } else if (n.kind == ProgramNode::Kind::Copy) {
+      const auto rec = copyReceived(g, n);
+      auto &into = inLoop ? stepReceived : onceReceived;
+      for (std::size_t t = 0; t < rec.size(); ++t)
+        into[t] += rec[t];
+    } else if (n.kind == ProgramNode::Kind::HostOp) {
+      (inLoop ? r.stepPopopsCycles : r.onceCycles) += popopsCycles(g, *n.op);
+    }
+    for (const auto &child : n.children)
+      visit(*child.hostNode(), inLoop);
+  };
+  visit(op, false);
+  for (const auto &name : order)
+    r.stepComputeSets.push_back({name, sets[name]});
+  r.stepExchangeBytesMaxTile = *std::max_element(stepReceived.begin(), stepReceived.end());
+  for (std::uint64_t b : stepReceived)
+    r.stepExchangeBytes += b;
+  r.stepExchangeCycles = exchangeCycles(r.stepExchangeBytesMaxTile);
+  r.onceCycles += exchangeCycles(*std::max_element(onceReceived.begin(), onceReceived.end()));
+}
+
+} // namespace
+
+GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned batch,
+                        unsigned steps, unsigned inputCapacity) {
+  if (layers.empty())
+    throw poplar::poplar_error("graph report of no layers");
+  poplar::Graph graph(poplar::Target::createIPUTarget(1, "ipu2"));
+  const std::size_t T = steps, B = batch;
+  struct Layer {
+    std::vector<poplar::Tensor> in, out;
+    poplar::program::Sequence forward, backward;
+  };
+  std::vector<Layer> net(layers.size());
+  poplar::Tensor ids = input(graph, poplar::INT, {T, B, inputCapacity}, "input/ids");
+  poplar::Tensor counts = input(graph, poplar::INT, {T, B, 2}, "input/counts");
+  poplar::Tensor values = input(graph, poplar::FLOAT, {T, B, inputCapacity}, "input/values");
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpecification &s = layers[l];
+    const std::string p = s.name + "/";
+    const std::size_t N = s.outFeatures;
+    const bool readout = s.attributes.at("model") == 2;
+    const bool recurrent = s.attributes.count("recurrent") && s.attributes.at("recurrent") != 0;
+    const bool synaptic = s.attributes.at("model") == 1;
+    const poplar::Type wt = s.weightType == "half" ? poplar::HALF : poplar::FLOAT;
+    Layer &L = net[l];
+    L.in = {ids, counts, values, input(graph, wt, {N, s.inFeatures}, p + "weight"),
+            input(graph, poplar::FLOAT, {N}, p + "bias")};
+    if (!readout) {
+      L.in.push_back(input(graph, wt, recurrent ? std::vector<std::size_t>{N, N}
+                                                : std::vector<std::size_t>{1, 1},
+                           p + "rec_weight"));
+      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
+      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "threshold"));
+      L.in.push_back(input(graph, poplar::FLOAT, {synaptic ? N : 1}, p + "alpha"));
+    } else {
+      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
+    }
+    L.out = growOp(readout ? "SnnReadoutLayer" : "SnnSpikingLayer", graph, L.forward, s.attributes,
+                   L.in);
+    if (!readout) {
+      values = L.out[0];
+      ids = L.out[1];
+      counts = L.out[2];
+    }
+  }
+  // Backward from the loss's gradient of the last layer's output.
+  poplar::Tensor grad = input(graph, poplar::FLOAT, net.back().out[0].shape(), "loss/grad");
+  for (std::size_t l = layers.size(); l-- > 0;) {
+    const LayerSpecification &s = layers[l];
+    Layer &L = net[l];
+    const bool readout = s.attributes.at("model") == 2;
+    std::vector<poplar::Tensor> gin;
+    if (readout)
+      gin = {grad, L.in[0], L.in[1], L.in[3], L.in[5], L.out[0], L.in[4]};
+    else
+      gin = {grad,     L.in[0],  L.in[1],  L.in[3],  L.in[5], L.in[6], L.in[7], L.in[8],
+             L.out[1], L.out[2], L.out[3], L.out[5], L.out[6], L.in[4], L.in[5], L.in[8]};
+    grad = growOp(readout ? "SnnReadoutLayerGrad" : "SnnSpikingLayerGrad", graph, L.backward,
+                  s.attributes, gin)[0];
+  }
+  poplar::program::Sequence all;
+  for (auto &L : net)
+    all.add(L.forward);
+  for (std::size_t l = net.size(); l-- > 0;)
+    all.add(net[l].backward);
+
+  const GraphModel &g = graph.hostModel();
+  GraphReport r;
+  r.bytesPerTile = g.target.getBytesPerTile();
+  r.reservedBytesPerTile = reservedBytesPerTile();
+  const auto usage = tileUsage(g);
+  for (const TileUsage &u : usage) {
+    r.variableBytes.push_back(u.variableBytes);
+    r.vertexStateBytes.push_back(u.vertexStateBytes);
+    r.vertices.push_back(u.vertices);
+  }
+  r.maxTile = unsigned(std::max_element(usage.begin(), usage.end(),
+                                        [](const TileUsage &a, const TileUsage &b) {
+                                          return a.total() < b.total();
+                                        }) -
+                       usage.begin());
+  // Bytes per layer (variables named under the layer's ops) and the busiest
+  // tile's largest variables.
+  r.layerBytes.assign(layers.size(), std::vector<std::uint64_t>(usage.size(), 0));
+  std::map<std::string, std::uint64_t> onMax;
+  for (const Variable &v : g.vars) {
+    int layer = -1;
+    for (std::size_t l = 0; l < layers.size(); ++l)
+      if (v.name.compare(0, layers[l].name.size() + 1, layers[l].name + "/") == 0)
+        layer = int(l);
+    v.tiles.forEach(0, v.bytes, [&](std::uint32_t b, std::uint32_t e, unsigned tile) {
+      if (tile == kUnmapped)
+        return;
+      if (layer >= 0)
+        r.layerBytes[std::size_t(layer)][tile] += e - b;
+      if (tile == r.maxTile)
+        onMax[v.name] += e - b;
+    });
+  }
+  for (const auto &kv : onMax)
+    r.maxTileVariables.push_back(kv);
+  std::sort(r.maxTileVariables.begin(), r.maxTileVariables.end(),
+            [](const auto &a, const auto &b) { return a.second > b.second; });
+  r.numVariables = g.vars.size();
+  r.numVertices = g.vertices.size();
+  r.numComputeSets = g.computeSets.size();
+  for (const auto &L : net)
+    for (const auto *seq : {&L.forward, &L.backward})
+      walkProgram(*seq->hostNode(), [&](const ProgramNode &n, std::uint64_t) {
+        if (n.kind == ProgramNode::Kind::Copy)
+          r.numRegions += n.src.hostView().regions.size() + n.dst.hostView().regions.size();
+      });
+  for (std::size_t l = 0; l < net.size(); ++l)
+    for (int phase = 0; phase < 2; ++phase) {
+      OpReport op;
+      op.layer = unsigned(l);
+      const bool readout = layers[l].attributes.at("model") == 2;
+      op.op = std::string(readout ? "SnnReadoutLayer" : "SnnSpikingLayer") + (phase ? "Grad" : "");
+      measure(g, *(phase ? net[l].backward : net[l].forward).hostNode(), op);
+      r.ops.push_back(std::move(op));
+    }
+  return r;
+}
+
+} // namespace hostgraph
+} // namespace snn
