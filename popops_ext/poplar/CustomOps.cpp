@@ -38,8 +38,8 @@ using popart::GradInOutMapper;
 using popart::GradOpInType;
 using popart::TensorInfo;
 
-const popart::OperatorIdentifier kSpiking{"ai.snn_ipu", "SnnSpikingLayer", 1, {9, 9}, 7};
-const popart::OperatorIdentifier kSpikingGrad{"ai.snn_ipu", "SnnSpikingLayerGrad", 1, {13, 13}, 7};
+const popart::OperatorIdentifier kSpiking{"ai.snn_ipu", "SnnSpikingLayer", 1, {9, 9}, 8};
+const popart::OperatorIdentifier kSpikingGrad{"ai.snn_ipu", "SnnSpikingLayerGrad", 1, {14, 14}, 7};
 const popart::OperatorIdentifier kReadout{"ai.snn_ipu", "SnnReadoutLayer", 1, {6, 6}, 1};
 const popart::OperatorIdentifier kReadoutGrad{"ai.snn_ipu", "SnnReadoutLayerGrad", 1, {6, 6}, 4};
 
@@ -52,7 +52,7 @@ constexpr int kReadoutBeta = 5;                                      // readout
 // Output indices of SnnSpikingLayer.
 namespace out {
 constexpr int kValues = 0, kIds = 1, kCounts = 2, kMembrane = 3, kNeeded = 4, kDenseU = 5,
-              kDenseSyn = 6;
+              kDenseSyn = 6, kSpikeBits = 7;
 }
 
 // The op's attributes; names match snn_ipu/backends/ipu.py.
@@ -188,6 +188,9 @@ public:
     outInfo(out::kDenseSyn) =
         TensorInfo(DataType::FLOAT,
                    dense && attributes_.model == 1 ? popart::Shape{T, B, N} : popart::Shape{1});
+    const plan::LayerPlan p = layerPlan(attributes_, ids, inInfo(in::kWeight));
+    outInfo(out::kSpikeBits) = TensorInfo(
+        DataType::INT32, {T, B, int64_t(p.numTiles) * int64_t(ipu::spikeBitWords(p))});
   }
   std::vector<std::unique_ptr<popart::Op>> getGradOps() override;
 };
@@ -215,7 +218,7 @@ public:
         {6, in::kThreshold, GradOpInType::In},    {7, in::kAlpha, GradOpInType::In},
         {8, out::kIds, GradOpInType::Out},        {9, out::kCounts, GradOpInType::Out},
         {10, out::kMembrane, GradOpInType::Out},  {11, out::kDenseU, GradOpInType::Out},
-        {12, out::kDenseSyn, GradOpInType::Out}};
+        {12, out::kDenseSyn, GradOpInType::Out},  {13, out::kSpikeBits, GradOpInType::Out}};
     return info;
   }
   const std::map<int, int> &gradOutToNonGradIn() const override {
@@ -334,6 +337,7 @@ public:
     setOutTensor(out::kCounts, fo.counts);
     setOutTensor(out::kMembrane, fo.membrane);
     setOutTensor(out::kNeeded, fo.needed);
+    setOutTensor(out::kSpikeBits, fo.spikeBits);
     setOutTensor(out::kDenseU, fo.denseMembrane.valid()
                                    ? fo.denseMembrane
                                    : zeros(op.outInfo(out::kDenseU), prog, "noDenseU"));
@@ -365,6 +369,7 @@ public:
     bin.outputs.ids = getInTensor(8);
     bin.outputs.counts = getInTensor(9);
     bin.outputs.membrane = getInTensor(10);
+    bin.outputs.spikeBits = getInTensor(13);
     if (a.keepDenseState) {
       bin.outputs.denseMembrane = getInTensor(11);
       if (a.model == 1)
@@ -466,7 +471,8 @@ const popart::OpDefinition kSpikingDef({popart::OpDefinition::Inputs({{"in_ids",
                                                                        {"membrane", kFloat},
                                                                        {"needed", kInt},
                                                                        {"dense_membrane", kFloat},
-                                                                       {"dense_synaptic", kFloat}}),
+                                                                       {"dense_synaptic", kFloat},
+                                                                       {"spike_bits", kInt}}),
                                         popart::OpDefinition::Attributes(kAttributes)});
 
 const popart::OpDefinition kReadoutDef({popart::OpDefinition::Inputs({{"in_ids", kInt},

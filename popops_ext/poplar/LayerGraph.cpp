@@ -33,7 +33,16 @@ std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
   return out;
 }
 
+// SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
+std::uint64_t spikeBitsCycles(unsigned neurons) {
+  return plan::cost::kSupervisorCycles + plan::cost::kWorkerEntryCycles + 3ull * neurons;
+}
+
 } // namespace
+
+unsigned spikeBitWords(const plan::LayerPlan &plan) {
+  return plan.spec.model == plan::NeuronModel::Readout ? 0 : (plan.neuronsPerTileMax + 31) / 32;
+}
 
 void addSnnCodelets(Graph &graph, const std::string &gpPath) {
   // Once per op, as PopTorch's own custom ops do (FastGatherLastDim.cpp): a
@@ -56,6 +65,7 @@ LayerGraph::LayerGraph(Graph &graph, const plan::LayerPlan &plan, const NeuronCo
     tiles_.push_back({config.firstTile + j, first, width, plan::paddedRow(width),
                       plan::localCapacity(plan.spec, width)});
   }
+  wordsPerTile_ = spikeBitWords(plan);
 }
 
 void LayerGraph::connectEach(VertexRef v, const std::string &field,
@@ -177,11 +187,13 @@ std::vector<Tensor> LayerGraph::toEveryTile(Sequence &prog, const Tensor &t,
 }
 
 std::vector<Tensor> LayerGraph::toOwnTiles(Sequence &prog, const Tensor &t,
-                                           const std::string &name) {
+                                           const std::string &name, unsigned perTile) {
   std::vector<Tensor> out, src, dst;
   const unsigned last = t.rank() - 1;
-  for (const Tile &tile : tiles_) {
-    const Tensor part = t.slice(tile.first, tile.first + tile.width, last);
+  for (unsigned j = 0; j < tiles_.size(); ++j) {
+    const Tile &tile = tiles_[j];
+    const Tensor part = perTile ? t.slice(j * perTile, (j + 1) * perTile, last)
+                                : t.slice(tile.first, tile.first + tile.width, last);
     Tensor c = graph_.addVariable(t.elementType(), part.shape(), {dnai_, name});
     graph_.setTileMapping(c, tile.index);
     out.push_back(c);
@@ -253,6 +265,9 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     tileCounts = perTileFixed(UNSIGNED_INT, B, 2, "tileCounts");
     toZero.push_back(concat(spiked, 1).flatten());
   }
+  std::vector<Tensor> bits; // S[t] of the tile's neurons, 32 to a word
+  if (!readout)
+    bits = perTileFixed(UNSIGNED_INT, B, wordsPerTile_, "spikeBits[t]");
 
   ForwardOutputs out;
   Tensor stepIds, stepMem, stepCounts, counts4;
@@ -260,6 +275,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     out.ids = sliceable(INT, {T, B, K}, "ids");
     out.membrane = sliceable(FLOAT, {T, B, K}, "listMembrane");
     counts4 = sliceable(INT, {T, B, 4}, "counts4");
+    out.spikeBits = sliceable(INT, {T, B, unsigned(tiles_.size()) * wordsPerTile_}, "spikeBits");
     stepIds = perSample(INT, K, "stepIds");
     stepMem = perSample(FLOAT, K, "stepMembrane");
     stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
@@ -410,10 +426,21 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       estimate(v, plan::cost::listCombineCycles(1, unsigned(tiles_.size()),
                                                 2 * plan_.spec.activity * N, workers));
     }
+    // Every spike of the step as bits, dropped ones included: the backward
+    // pass needs them for the resets.
+    for (unsigned j = 0; j < tiles_.size(); ++j)
+      for (unsigned b = 0; b < B; ++b) {
+        auto v = graph_.addVertex(cb, "SpikeBitsPack",
+                                  {{"spiked", spiked[j][b]}, {"bits", bits[j][b]}});
+        graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
+        graph_.setTileMapping(v, tiles_[j].index);
+        estimate(v, spikeBitsCycles(tiles_[j].width));
+      }
     body.add(Execute(cb, {dnai_, "combine"}));
     stepUpdate(body, out.ids, stepIds, t, "ids[t]=");
     stepUpdate(body, out.membrane, stepMem, t, "membrane[t]=");
     stepUpdate(body, counts4, stepCounts.reinterpret(INT), t, "counts[t]=");
+    stepUpdate(body, out.spikeBits, concat(bits, 1).reinterpret(INT), t, "spikeBits[t]=");
   }
   if (readout)
     stepUpdate(body, out.denseMembrane, concat(outStep, 1), t, "U[t]=");
@@ -481,7 +508,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       Tensor ids = graph_.addVariable(INT, {B, 2 * tile.localCapacity}, {dnai_, "listIds"});
       Tensor mem = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listMembrane"});
       Tensor grd = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listGrad"});
-      Tensor prv = graph_.addVariable(INT, {B, tile.localCapacity}, {dnai_, "prevSpikeIds"});
+      Tensor prv = graph_.addVariable(INT, {B, tile.width}, {dnai_, "prevSpikeIds"});
       for (const Tensor &x : {ids, mem, grd, prv})
         graph_.setTileMapping(x, tile.index);
       listIds.push_back(ids);
@@ -490,7 +517,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       prevList.push_back(prv);
     }
     nums = perTileFixed(UNSIGNED_INT, B, 2, "numListed");
-    prevNums = perTileFixed(UNSIGNED_INT, B, 2, "numPrevSpikes");
+    prevNums = perTileFixed(UNSIGNED_INT, B, 1, "numPrevSpikes");
   }
   if (synaptic) {
     carrySyn = perTile(FLOAT, B, false, "carrySynaptic");
@@ -544,10 +571,13 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     poputil::mapTensorLinearly(graph_, z);
     return concat(z, x, 0);
   };
-  Tensor prevIdsAll, prevCountsAll, prevDenseU, prevDenseSyn;
+  Tensor prevIdsAll, prevCountsAll, prevBitsAll, prevDenseU, prevDenseSyn;
   if (!readout) {
-    prevIdsAll = shiftedByOne(fo.ids, "ids");
-    prevCountsAll = shiftedByOne(fo.counts, "counts");
+    prevBitsAll = shiftedByOne(fo.spikeBits, "spikeBits");
+    if (config_.recurrent) {
+      prevIdsAll = shiftedByOne(fo.ids, "ids");
+      prevCountsAll = shiftedByOne(fo.counts, "counts");
+    }
   }
   if (denseU)
     prevDenseU = shiftedByOne(fo.denseMembrane, "U");
@@ -568,13 +598,18 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   const auto cntT = toEveryTile(
       body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT), "inCounts[t]");
   Tensor gradT = stepSlice(body, bin.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
-  std::vector<Tensor> oIds, oCnt, oMem, pIds, pCnt, pU, pSyn;
+  std::vector<Tensor> oIds, oCnt, oMem, pIds, pCnt, pBits, pU, pSyn;
   if (!readout) {
     oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
     oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
     oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
-    pIds = toEveryTile(body, stepSlice(body, prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
-    pCnt = toEveryTile(body, stepSlice(body, prevCountsAll, t, "counts[t-1]"), "counts[t-1]");
+    pBits = toOwnTiles(
+        body, stepSlice(body, prevBitsAll, t, "spikeBits[t-1]").reinterpret(UNSIGNED_INT),
+        "spikeBits[t-1]", wordsPerTile_);
+    if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
+      pIds = toEveryTile(body, stepSlice(body, prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
+      pCnt = toEveryTile(body, stepSlice(body, prevCountsAll, t, "counts[t-1]"), "counts[t-1]");
+    }
   }
   if (denseU)
     pU = toOwnTiles(body, stepSlice(body, prevDenseU, t, "U[t-1]"), "U[t-1]");
@@ -642,21 +677,15 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.setInitialValue(v["spikesOnly"], 0u);
         graph_.setTileMapping(v, tiles_[j].index);
         estimate(v, 60 + 8 * tiles_[j].localCapacity);
-        auto p = graph_.addVertex(sl, "TileListSlice",
-                                  {{"ids", pIds[j][b]},
-                                   {"membrane", noFloat},
-                                   {"grad", noFloat},
-                                   {"counts", pCnt[j][b]},
-                                   {"outIds", prevList[j][b]},
-                                   {"outMembrane", noFloat},
-                                   {"outGrad", noFloat},
-                                   {"numSpikes", prevNums[j][b][0]},
-                                   {"numListed", prevNums[j][b][1]}});
+        // Every spike of step t - 1 on the tile, dropped ones included.
+        auto p = graph_.addVertex(sl, "SpikeBitsToList",
+                                  {{"bits", pBits[j][b]},
+                                   {"ids", prevList[j][b]},
+                                   {"count", prevNums[j][b][0]}});
         graph_.setInitialValue(p["firstNeuron"], tiles_[j].first);
         graph_.setInitialValue(p["numNeurons"], tiles_[j].width);
-        graph_.setInitialValue(p["spikesOnly"], 1u);
         graph_.setTileMapping(p, tiles_[j].index);
-        estimate(p, 60 + 4 * tiles_[j].localCapacity);
+        estimate(p, spikeBitsCycles(tiles_[j].width));
       }
     body.add(Execute(sl, {dnai_, "tileListSlice"}));
   }

@@ -52,6 +52,7 @@ struct ForwardOutputs {
   poplar::Tensor counts;        // INT [T, B, 2]: spikes listed, entries listed
   poplar::Tensor membrane;      // FLOAT [T, B, K]: U at the listed entries
   poplar::Tensor needed;        // INT [T, B, 2]: spikes and entries before the capacity cut
+  poplar::Tensor spikeBits;     // INT [T, B, tiles x spikeBitWords]: every spike, dropped or not
   poplar::Tensor denseMembrane; // FLOAT [T, B, N] (keepDenseState) / readout output
   poplar::Tensor denseSynaptic; // FLOAT [T, B, N] (synaptic, keepDenseState)
 };
@@ -71,6 +72,10 @@ struct BackwardOutputs {
   poplar::Tensor gradThreshold; // FLOAT [out]
   poplar::Tensor gradAlpha;     // FLOAT [out]
 };
+
+// Words of a tile's spike bits (32 neurons each) in ForwardOutputs::spikeBits:
+// each tile has as many as the widest tile needs, so that no two tiles write one word.
+unsigned spikeBitWords(const plan::LayerPlan &plan);
 
 // Adds codelets/*.gp (built by popc, see CMakeLists.txt) to the graph of an op.
 void addSnnCodelets(poplar::Graph &graph, const std::string &gpPath);
@@ -103,9 +108,10 @@ private:
   // in the graph report). Per tile, a copy of t on the tile:
   std::vector<poplar::Tensor> toEveryTile(poplar::program::Sequence &prog, const poplar::Tensor &t,
                                           const std::string &name);
-  // Per tile, a copy of its own neurons' slice of t (along t's last dimension).
+  // Per tile, a copy of its own slice of t along t's last dimension: its
+  // neurons, or its perTile columns [j * perTile, (j + 1) * perTile).
   std::vector<poplar::Tensor> toOwnTiles(poplar::program::Sequence &prog, const poplar::Tensor &t,
-                                         const std::string &name);
+                                         const std::string &name, unsigned perTile = 0);
   // Per sample b, the concatenation of pieces[b], gathered on the tile that combines b.
   std::vector<poplar::Tensor> gatherSamples(poplar::program::Sequence &prog,
                                             const std::vector<std::vector<poplar::Tensor>> &pieces,
@@ -139,6 +145,7 @@ private:
   poplar::DebugNameAndId dnai_;
   std::vector<Tile> tiles_;
   unsigned batch_, steps_, inFeatures_, outFeatures_, capacityIn_, capacityOut_;
+  unsigned wordsPerTile_ = 0;
 };
 
 } // namespace ipu

@@ -192,6 +192,14 @@ def _check_input_capacity(layer, spikes: SparseSpikes) -> None:
         )
 
 
+def spike_bit_words(out_features: int, neurons_per_tile: int) -> int:
+    """The last dimension of the op's ``spike_bits`` output: every tile's spikes
+    of a step as bits, 32 neurons to a word, as many words per tile as the
+    widest tile needs (LayerGraph.hpp's spikeBitWords)."""
+    per_tile = min(neurons_per_tile, out_features)
+    return -(-out_features // per_tile) * -(-per_tile // 32)
+
+
 def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -> torch.Tensor:
     """A real input, or a zero stand-in: custom ops take a fixed list of inputs."""
     if t is None:
@@ -253,8 +261,10 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         torch.zeros(T, B, 2, dtype=torch.int32),           # spikes / entries needed
         torch.zeros(*dense, dtype=torch.float32),
         torch.zeros(*dense_syn, dtype=torch.float32),
+        torch.zeros(T, B, spike_bit_words(N, attributes["neurons_per_tile"]),
+                    dtype=torch.int32),                 # every spike, as bits, for the grad op
     ]
-    values, ids, counts, _membrane, _needed, _u, _syn = poptorch.custom_op(
+    values, ids, counts, _membrane, _needed, _u, _syn, _bits = poptorch.custom_op(
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )

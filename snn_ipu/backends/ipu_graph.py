@@ -180,7 +180,7 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         beta, threshold,
         alpha if alpha is not None else torch.zeros(1, **f32),
     ]
-    values, ids, counts, _membrane, needed, dense_u, _dense_syn = _OpFn.apply(
+    values, ids, counts, _membrane, needed, dense_u, _dense_syn, _bits = _OpFn.apply(
         layer, "SnnSpikingLayer", attributes, *inputs)
     overflow = _overflow(needed, counts, capacity)
     apply_overflow(layer, capacity, overflow)

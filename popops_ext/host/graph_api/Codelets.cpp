@@ -12,6 +12,7 @@
 #include "SpikeMatmul.hpp"
 #include "StateGrad.hpp"
 #include "WeightGrad.hpp"
+#include "poplar/codelets/SpikeBits.cpp"
 #include "poplar/codelets/TileListSlice.cpp"
 
 #include <algorithm>
@@ -293,6 +294,29 @@ VertexClass partialReduce() {
                         });
 }
 
+VertexClass spikeBitsPack() {
+  using V = SpikeBitsPack;
+  return vertexClass<V>("SpikeBitsPack", {F(spiked), F(bits), F(numNeurons)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .atLeast("spiked", v.spiked.size(), v.numNeurons, "numNeurons")
+                              .atLeast("bits", v.bits.size(), (v.numNeurons + 31) / 32,
+                                       "a bit per neuron");
+                        });
+}
+
+VertexClass spikeBitsToList() {
+  using V = SpikeBitsToList;
+  return vertexClass<V>("SpikeBitsToList",
+                        {F(bits), F(ids), F(count), F(firstNeuron), F(numNeurons)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .atLeast("bits", v.bits.size(), (v.numNeurons + 31) / 32,
+                                       "a bit per neuron")
+                              .atLeast("ids", v.ids.size(), v.numNeurons, "numNeurons");
+                        });
+}
+
 #undef F
 
 // Every member of the class is registered: the fields, in offset order,
@@ -332,6 +356,8 @@ std::vector<VertexClass> buildRegistry() {
       inputSpikeGrad<float>("InputSpikeGrad<float>"),
       inputSpikeGrad<half>("InputSpikeGrad<half>"),
       partialReduce(),
+      spikeBitsPack(),
+      spikeBitsToList(),
   };
   for (const auto &c : r)
     checkLayout(c);

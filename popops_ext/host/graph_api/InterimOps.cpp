@@ -82,10 +82,12 @@ const std::vector<OpSignature> &opSignatures() {
       {"SnnSpikingLayer",
        {"in_ids", "in_counts", "in_values", "weight", "bias", "rec_weight", "beta", "threshold",
         "alpha"},
-       {"values", "ids", "counts", "membrane", "needed", "dense_membrane", "dense_synaptic"},
+       {"values", "ids", "counts", "membrane", "needed", "dense_membrane", "dense_synaptic",
+        "spike_bits"},
        "SnnSpikingLayerGrad",
        {{K::GradOut, 0}, {K::In, 0}, {K::In, 1}, {K::In, 3}, {K::In, 5}, {K::In, 6}, {K::In, 7},
-        {K::In, 8}, {K::Out, 1}, {K::Out, 2}, {K::Out, 3}, {K::Out, 5}, {K::Out, 6}},
+        {K::In, 8}, {K::Out, 1}, {K::Out, 2}, {K::Out, 3}, {K::Out, 5}, {K::Out, 6},
+        {K::Out, 7}},
        {{0, 2}, {1, 3}, {2, 4}, {3, 5}, {4, 6}, {5, 7}, {6, 8}, {7, 0}, {8, 1}}},
       {"SnnReadoutLayer",
        {"in_ids", "in_counts", "in_values", "weight", "bias", "beta"},
@@ -119,10 +121,11 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                         dense ? std::vector<std::size_t>{T, B, N} : std::vector<std::size_t>{1},
                         "noDenseU"),
             fo.denseSynaptic.valid() ? fo.denseSynaptic
-                                     : zeros(graph, prog, poplar::FLOAT, {1}, "noDenseSyn")};
+                                     : zeros(graph, prog, poplar::FLOAT, {1}, "noDenseSyn"),
+            fo.spikeBits};
   }
   if (op == "SnnSpikingLayerGrad") {
-    expectInputs(op, in, 13); // as the grad op's gradInputInfo
+    expectInputs(op, in, 14); // as the grad op's gradInputInfo
     ipu::LayerGraph layer(graph, layerPlan(a, in[1], in[3]), config, in[3].elementType(), {op});
     ipu::BackwardInputs bin;
     bin.forward.inIds = in[1];
@@ -135,6 +138,7 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
     bin.outputs.ids = in[8];
     bin.outputs.counts = in[9];
     bin.outputs.membrane = in[10];
+    bin.outputs.spikeBits = in[13];
     if (config.keepDenseState) {
       bin.outputs.denseMembrane = in[11];
       if (config.model == 1)

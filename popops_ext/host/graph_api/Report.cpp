@@ -195,10 +195,10 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
     const bool readout = s.attributes.at("model") == 2;
     std::vector<poplar::Tensor> gin;
     if (readout)
-      gin = {grad, L.in[0], L.in[1], L.in[3], L.in[5], L.out[0], L.in[4]};
+      gin = {grad, L.in[0], L.in[1], L.in[3], L.in[5], L.out[0]};
     else
       gin = {grad,     L.in[0],  L.in[1],  L.in[3],  L.in[5], L.in[6], L.in[7], L.in[8],
-             L.out[1], L.out[2], L.out[3], L.out[5], L.out[6], L.in[4], L.in[5], L.in[8]};
+             L.out[1], L.out[2], L.out[3], L.out[5], L.out[6], L.out[7]};
     grad = growOp(readout ? "SnnReadoutLayerGrad" : "SnnSpikingLayerGrad", graph, L.backward,
                   s.attributes, gin)[0];
   }
