@@ -1,0 +1,276 @@
+"""backend="ipu_graph": the IPU op's own graph (popops_ext/poplar/LayerGraph.cpp),
+executed on the host implementation of the Poplar API, against the dense
+reference backend.
+
+Same layers, same weights: spikes and lists must be identical, membranes within
+1e-6 of their scale, every gradient within 1e-4 relative (as the emulator
+tests). Shapes are small: every call builds and checks a graph.
+"""
+
+import copy
+import warnings
+
+import pytest
+import torch
+from conftest import assert_rel_close, binary, margin
+
+from snn_ipu import LIFLayer, ReadoutLayer, SpikeOverflowError, SynapticLayer
+from snn_ipu import surrogate as sg
+from snn_ipu.backends import ipu_graph
+from snn_ipu.planning import IpuTiles, place
+
+T, B, IN, HID, OUT = 8, 2, 20, 18, 7
+SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
+              sg.StraightThrough()]
+
+
+def build(model, reset, recurrent, window, surrogate, seed, capacity=None, **kw):
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference", **kw)
+    net = torch.nn.Sequential(
+        cls(IN, HID, recurrent=recurrent, max_spikes=capacity or HID, **common),
+        cls(HID, OUT, max_spikes=capacity or OUT, **common),
+    )
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+        if recurrent:
+            net[0].rec_weight.mul_(2.0)
+    for layer in net:
+        layer.record_membrane = True
+    return net
+
+
+def tie_free(model, reset, recurrent, window, surrogate, **kw):
+    for seed in range(30):
+        net = build(model, reset, recurrent, window, surrogate, seed, **kw)
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            net(x)
+        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
+            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
+    pytest.fail("no tie-free seed")
+
+
+def on_graph(net):
+    twin = copy.deepcopy(net)
+    for layer in twin:
+        layer.backend = "ipu_graph"
+    return twin
+
+
+def run(net, x, readout):
+    xg = x.clone().requires_grad_()
+    outs = [net[0](xg)]
+    outs.append(net[1](outs[0]))
+    (outs[1].to_dense() * readout).sum().backward()
+    return xg.grad, outs
+
+
+def compare(ref_net, graph_net, x, readout):
+    gx_ref, ref_outs = run(ref_net, x, readout)
+    gx_graph, graph_outs = run(graph_net, x, readout)
+    for i, (r, g) in enumerate(zip(ref_outs, graph_outs)):
+        assert torch.equal(r.counts, g.counts), f"layer {i} counts"
+        assert torch.equal(r.ids, g.ids), f"layer {i} ids"
+        assert torch.equal(r.values.detach(), g.values.detach()), f"layer {i} values"
+        assert_rel_close(graph_net[i].last_membrane, ref_net[i].last_membrane, 1e-6,
+                         f"layer {i} membrane")
+        assert graph_net[i].stats["backend"] == "ipu_graph"
+    for (name, p_ref), (_, p_graph) in zip(ref_net.named_parameters(),
+                                           graph_net.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_graph.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(gx_graph, gx_ref, 1e-4, "input grad")
+    return graph_outs
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("recurrent", [False, True])
+@pytest.mark.parametrize("window", [None, 0.3, 0.0])
+def test_spiking_layers(model, reset, recurrent, window):
+    """Every model, reset, recurrence and kind of window; the surrogates and learned
+    decays rotate through the cases."""
+    case = len(model) + len(reset) + int(recurrent) + (0 if window is None else int(10 * window))
+    surrogate = SURROGATES[case % len(SURROGATES)]
+    learn = dict(learn_beta=case % 2 == 0, learn_threshold=True)
+    if model == "synaptic":
+        learn["learn_alpha"] = case % 3 == 0
+    net, x, readout = tie_free(model, reset, recurrent, window, surrogate, **learn)
+    graph = on_graph(net)
+    outs = compare(net, graph, x, readout)
+    if window is not None:  # the window really made the lists sparse
+        assert int(outs[0].counts[..., 1].sum()) < T * B * HID
+    assert graph[0].stats["tiles"] > 1  # the ipu2 plan: 8 neurons per tile
+
+
+@pytest.mark.parametrize("surrogate", [sg.ATan(2.0), sg.Sigmoid(4.0)])
+def test_surrogates_exact_and_windowed(surrogate):
+    for window in (None, 0.0):
+        net, x, readout = tie_free("leaky", "subtract", False, window, surrogate)
+        compare(net, on_graph(net), x, readout)
+
+
+def test_capacity_drop_matches_reference():
+    """A list too small for the step's spikes drops the excess on every backend alike;
+    the dropped spikes still reset their neurons, in the gradients too."""
+    net, x, readout = tie_free("leaky", "zero", True, 0.3, sg.ATan(2.0), capacity=4,
+                               overflow="drop", learn_threshold=True)
+    graph = on_graph(net)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compare(net, graph, x, readout)
+    assert graph[0].stats["spikes_dropped"] > 0 and graph[0].stats["eligible_dropped"] > 0
+    assert graph[0].stats["spikes_dropped"] == net[0].stats["spikes_dropped"]
+    assert graph[0].stats["needed_capacity"] == net[0].stats["needed_capacity"]
+
+
+def test_capacity_error_raises_and_grow_is_refused():
+    net, x, _ = tie_free("leaky", "subtract", False, 0.3, sg.ATan(2.0), capacity=2,
+                         overflow="drop")
+    graph = on_graph(net)
+    graph[0].overflow = "error"
+    with pytest.raises(SpikeOverflowError, match="max_spikes=2"):
+        graph(x)
+    graph[0].overflow = "grow"
+    with pytest.raises(ValueError, match="grow"):
+        graph(x)
+
+
+def test_readout_with_learned_beta():
+    torch.manual_seed(3)
+    lif = LIFLayer(IN, HID, max_spikes=HID, grad_window=0.4, backend="reference")
+    out = ReadoutLayer(HID, OUT, learn_beta=True, backend="reference")
+    with torch.no_grad():
+        lif.weight.mul_(4.0)
+    ref = torch.nn.Sequential(lif, out)
+    graph = on_graph(ref)
+    x = binary((T, B, IN), 0.3, 3)
+    target = torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(3))
+    for net in (ref, graph):
+        (net(x) * target).sum().backward()
+    for (name, p_ref), (_, p_graph) in zip(ref.named_parameters(), graph.named_parameters()):
+        assert float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_graph.grad, p_ref.grad, 1e-4, name)
+
+
+def test_one_tile_plan():
+    """All of a layer's neurons on one tile (one vertex per sample and compute set)."""
+    net, x, readout = tie_free("synaptic", "subtract", True, None, sg.ATan(2.0))
+    graph = on_graph(net)
+    for layer in graph:
+        layer.ipu_tiles = IpuTiles(0, 1, layer.out_features, B, T)
+    compare(net, graph, x, readout)
+    assert [layer.stats["tiles"] for layer in graph] == [1, 1]
+
+
+def test_placed_network_with_tile_offsets():
+    """place() puts each layer on tiles of its own: the graph is built from there."""
+    net, x, readout = tie_free("leaky", "zero", False, 0.3, sg.FastSigmoid(5.0))
+    graph = on_graph(net)
+    report = place(graph, B, T)
+    assert report.tile_offsets[1] > 0
+    assert graph[1].ipu_tiles.first_tile == report.tile_offsets[1]
+    compare(net, graph, x, readout)
+
+
+def test_s_network_first_layer_tile_plan():
+    """The 700-256 layer of the S network with the tile size its ipu2 plan (batch 64,
+    100 steps) gives it, on a short sequence and a small batch."""
+    from snn_ipu.planning import plan
+
+    npt = plan([700, 256, 256, 20], 64, 100).layers[0].neurons_per_tile
+    torch.manual_seed(0)
+    ref = LIFLayer(700, 256, max_spikes=256, grad_window=0.2, backend="reference")
+    with torch.no_grad():
+        ref.weight.mul_(6.0)
+    graph = copy.deepcopy(ref)
+    graph.backend = "ipu_graph"
+    graph.ipu_tiles = IpuTiles(0, -(-256 // npt), npt, 2, 3)
+    x = binary((3, 2, 700), 0.1, 0)
+    target = torch.randn(3, 2, 256, generator=torch.Generator().manual_seed(0))
+    outs = []
+    for layer in (ref, graph):
+        xg = x.clone().requires_grad_()
+        out = layer(xg)
+        (out.to_dense() * target).sum().backward()
+        outs.append((out, xg.grad))
+    assert graph.stats["tiles"] == -(-256 // npt) > 1
+    assert torch.equal(outs[0][0].ids, outs[1][0].ids) and int(outs[0][0].counts.sum()) > 0
+    assert_rel_close(outs[1][1], outs[0][1], 1e-4, "input grad")
+    assert_rel_close(graph.weight.grad, ref.weight.grad, 1e-4, "weight grad")
+
+
+def test_half_weights_run_the_half_vertices():
+    torch.manual_seed(2)
+    ref = LIFLayer(IN, HID, max_spikes=HID, dtype=torch.float16, backend="emulator")
+    with torch.no_grad():
+        ref.weight.mul_(4.0)
+    graph = copy.deepcopy(ref)
+    graph.backend = "ipu_graph"
+    x = binary((T, B, IN), 0.3, 2)
+    a, b = ref(x), graph(x)
+    assert torch.equal(a.ids, b.ids) and torch.equal(a.counts, b.counts)
+
+
+def test_network_trains_like_the_emulator():
+    """LIF -> LIF -> readout, a few Adam steps: the weights on ipu_graph follow the
+    emulator's (both run the same codelets; the reference's sums differ in order)."""
+    torch.manual_seed(5)
+    net = torch.nn.Sequential(
+        LIFLayer(IN, HID, max_spikes=HID, grad_window=0.5, backend="emulator"),
+        LIFLayer(HID, HID, max_spikes=HID, grad_window=0.5, backend="emulator"),
+        ReadoutLayer(HID, OUT, backend="emulator"),
+    )
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+    twin = on_graph(net)
+    initial = [p.detach().clone() for p in net.parameters()]
+    x = binary((T, B, IN), 0.3, 5)
+    labels = torch.tensor([1, 4])
+    for model in (net, twin):
+        opt = torch.optim.Adam(model.parameters(), lr=0.02)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x).sum(0), labels)
+            loss.backward()
+            opt.step()
+    for (name, p), (_, q), p0 in zip(net.named_parameters(), twin.named_parameters(), initial):
+        assert float((p.detach() - p0).abs().max()) > 1e-3, f"{name} did not train"
+        assert_rel_close(q.detach(), p.detach(), 1e-5, name)
+
+
+def test_grad_wiring_gives_every_produced_input_a_gradient():
+    """PopART fails a producer op's gradient when a consumer's grad op leaves one of
+    its inputs without a gradient: each op's grad op must give one for the inputs
+    another layer's op produces (its list: ids, counts, values)."""
+    for op, sig in ipu_graph.SIGNATURES.items():
+        produced = {sig["inputs"].index(n) for n in ipu_graph.PRODUCED_BY_OTHER_OPS}
+        given = {fwd for _, fwd in sig["grad_outputs"]}
+        assert produced <= given, f"{sig['grad_op']} leaves {produced - given} without gradient"
+        takes = {(kind, i) for kind, i in sig["grad_inputs"]}
+        assert ("GradOut", sig["outputs"].index("values" if "values" in sig["outputs"]
+                                                else "membrane")) in takes
+
+
+def test_backward_refuses_a_wiring_that_leaves_a_produced_input_out(monkeypatch):
+    """The routing itself enforces PopART's rule: drop the grad op's gradient for
+    in_ids from the table and a network's backward fails, naming it."""
+    sig = copy.deepcopy(ipu_graph.SIGNATURES["SnnSpikingLayer"])
+    ids = sig["inputs"].index("in_ids")
+    sig["grad_outputs"] = [(g, f) for g, f in sig["grad_outputs"] if f != ids]
+    monkeypatch.setitem(ipu_graph.SIGNATURES, "SnnSpikingLayer", sig)
+    net, x, readout = tie_free("leaky", "subtract", False, 0.3, sg.ATan(2.0))
+    graph = on_graph(net)
+    with pytest.raises(ipu_graph.GraphError, match="in_ids"):
+        run(graph, x, readout)
+
+
+def test_auto_never_picks_ipu_graph():
+    from snn_ipu.backends import select
+
+    assert select("auto").__name__.endswith("emulator")
