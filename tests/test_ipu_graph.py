@@ -248,7 +248,7 @@ def test_grad_wiring_gives_every_produced_input_a_gradient():
     """PopART fails a producer op's gradient when a consumer's grad op leaves one of
     its inputs without a gradient: each op's grad op must give one for the inputs
     another layer's op produces (its list: ids, counts, values)."""
-    for op, sig in ipu_graph.SIGNATURES.items():
+    for sig in ipu_graph.SIGNATURES.values():
         produced = {sig["inputs"].index(n) for n in ipu_graph.PRODUCED_BY_OTHER_OPS}
         given = {fwd for _, fwd in sig["grad_outputs"]}
         assert produced <= given, f"{sig['grad_op']} leaves {produced - given} without gradient"

@@ -14,6 +14,7 @@
 #include "WeightGrad.hpp"
 #include "poplar/codelets/SpikeBits.cpp"
 #include "poplar/codelets/TileListSlice.cpp"
+#include "TestVertices.hpp"
 
 #include <algorithm>
 #include <map>
@@ -317,6 +318,25 @@ VertexClass spikeBitsToList() {
                         });
 }
 
+VertexClass testReadsItsOutput() {
+  using V = testing::ReadsItsOutput;
+  return vertexClass<V>("TestReadsItsOutput", {F(in), F(out)}, [](const V &v) -> std::string {
+    return Sizes().atLeast("in", v.in.size(), v.out.size(), "out's size");
+  });
+}
+
+VertexClass testWorkerIds() {
+  using V = testing::WorkerIds;
+  return vertexClass<V>("TestWorkerIds", {F(out)}, [](const V &) { return std::string(); });
+}
+
+VertexClass testAligned() {
+  using V = testing::Aligned;
+  return vertexClass<V>("TestAligned", {F(in), F(out), F(aligned)}, [](const V &v) -> std::string {
+    return Sizes().atLeast("in", v.in.size(), v.out.size(), "out's size");
+  });
+}
+
 #undef F
 
 // Every member of the class is registered: the fields, in offset order,
@@ -358,6 +378,9 @@ std::vector<VertexClass> buildRegistry() {
       partialReduce(),
       spikeBitsPack(),
       spikeBitsToList(),
+      testReadsItsOutput(),
+      testWorkerIds(),
+      testAligned(),
   };
   for (const auto &c : r)
     checkLayout(c);
