@@ -24,8 +24,15 @@ struct TileUsage {
 // vertex's entry in its compute set's list.
 std::uint64_t vertexStateBytes(const VertexInstance &v);
 
-// Per tile of the target: every mapped variable's bytes and every mapped vertex.
-std::vector<TileUsage> tileUsage(const GraphModel &g);
+// Per tile of the target: the variables' bytes and every mapped vertex. The
+// variables are counted at the tile's peak while `program` runs: a variable
+// is live from its first use to its last (all of a Repeat when used in its
+// body; from the start when the host writes it or it is a constant, to the
+// end when the host reads it), and variables never live at the same time
+// share memory, as Poplar's allocator lets them. Variables the program never
+// uses are not counted. `include` picks variables (all when empty).
+std::vector<TileUsage> tileUsage(const GraphModel &g, const ProgramNode &program,
+                                 const std::function<bool(std::uint32_t)> &include = {});
 
 // Bytes the target keeps on every tile for code and control (the planner's
 // reserve, popops_ext/plan/Target.cpp).

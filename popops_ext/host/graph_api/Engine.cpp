@@ -282,7 +282,7 @@ void Executor::checkRaces(unsigned cs) {
 }
 
 void Executor::checkMemory() {
-  const auto usage = tileUsage(graph_);
+  const auto usage = tileUsage(graph_, *root_);
   const std::uint64_t limit = graph_.target.getBytesPerTile(), reserved = reservedBytesPerTile();
   for (unsigned tile = 0; tile < usage.size(); ++tile) {
     const TileUsage &u = usage[tile];
@@ -307,7 +307,7 @@ void Executor::checkMemory() {
                  kib(onTile[i].first);
     throw poplar::graph_memory_allocation_error(
         "tile " + std::to_string(tile) + " needs " + kib(u.total() + reserved) + " (" +
-        kib(u.variableBytes) + " of variables, " + kib(u.vertexStateBytes) + " of state of " +
+        kib(u.variableBytes) + " of variables live at once, " + kib(u.vertexStateBytes) + " of state of " +
         std::to_string(u.vertices) + " vertices, " + kib(reserved) +
         " reserved for code) but a tile has " + kib(limit) + "; largest variables: " + largest);
   }

@@ -55,8 +55,8 @@ plan::LayerPlan layerPlan(const Attributes &a, const poplar::Tensor &inIds,
   return plan::planWithTileSize(s, plan::ipu2Target(), unsigned(attr(a, "neurons_per_tile", 8)));
 }
 
-poplar::Tensor zeros(poplar::Graph &g, poplar::program::Sequence &prog, const poplar::Type &type,
-                     std::vector<std::size_t> shape, const std::string &name) {
+poplar::Tensor zerosOf(poplar::Graph &g, poplar::program::Sequence &prog, const poplar::Type &type,
+                       std::vector<std::size_t> shape, const std::string &name) {
   poplar::Tensor t = g.addVariable(type, shape, {name});
   poputil::mapTensorLinearly(g, t);
   popops::zero(g, t, prog, {name});
@@ -64,8 +64,8 @@ poplar::Tensor zeros(poplar::Graph &g, poplar::program::Sequence &prog, const po
 }
 
 poplar::Tensor as(poplar::Graph &g, poplar::program::Sequence &prog, const poplar::Tensor &t,
-                  const poplar::Type &type) {
-  return t.elementType() == type ? t : popops::cast(g, t, type, prog, {"cast"});
+                  const poplar::Type &type, const std::string &name) {
+  return t.elementType() == type ? t : popops::cast(g, t, type, prog, {name});
 }
 
 void expectInputs(const std::string &op, const std::vector<poplar::Tensor> &in, std::size_t n) {
@@ -101,11 +101,17 @@ const std::vector<OpSignature> &opSignatures() {
 
 std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                                    poplar::program::Sequence &prog, const Attributes &a,
-                                   const std::vector<poplar::Tensor> &in) {
+                                   const std::vector<poplar::Tensor> &in,
+                                   const std::string &name) {
   const ipu::NeuronConfig config = neuronConfig(a);
+  const std::string path = name.empty() ? op : name + "/" + op;
+  auto zeros = [&](const poplar::Type &type, std::vector<std::size_t> shape,
+                   const std::string &what) {
+    return zerosOf(graph, prog, type, std::move(shape), path + "/" + what);
+  };
   if (op == "SnnSpikingLayer") {
     expectInputs(op, in, 9);
-    ipu::LayerGraph layer(graph, layerPlan(a, in[0], in[3]), config, in[3].elementType(), {op});
+    ipu::LayerGraph layer(graph, layerPlan(a, in[0], in[3]), config, in[3].elementType(), {path});
     ipu::ForwardInputs fin{in[0], in[1], in[3], in[4], in[5], in[6], in[7], in[8]};
     const ipu::ForwardOutputs fo = layer.forward(prog, fin);
     const std::size_t T = in[0].dim(0), B = in[0].dim(1), N = in[3].dim(0);
@@ -117,16 +123,16 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
             fo.needed,
             fo.denseMembrane.valid()
                 ? fo.denseMembrane
-                : zeros(graph, prog, poplar::FLOAT,
+                : zeros(poplar::FLOAT,
                         dense ? std::vector<std::size_t>{T, B, N} : std::vector<std::size_t>{1},
                         "noDenseU"),
             fo.denseSynaptic.valid() ? fo.denseSynaptic
-                                     : zeros(graph, prog, poplar::FLOAT, {1}, "noDenseSyn"),
+                                     : zeros(poplar::FLOAT, {1}, "noDenseSyn"),
             fo.spikeBits};
   }
   if (op == "SnnSpikingLayerGrad") {
     expectInputs(op, in, 14); // as the grad op's gradInputInfo
-    ipu::LayerGraph layer(graph, layerPlan(a, in[1], in[3]), config, in[3].elementType(), {op});
+    ipu::LayerGraph layer(graph, layerPlan(a, in[1], in[3]), config, in[3].elementType(), {path});
     ipu::BackwardInputs bin;
     bin.forward.inIds = in[1];
     bin.forward.inCounts = in[2];
@@ -147,19 +153,19 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
     bin.gradValues = in[0];
     const ipu::BackwardOutputs g = layer.backward(prog, bin);
     return {g.gradInValues,
-            as(graph, prog, g.gradWeight, in[3].elementType()),
-            g.gradBias.valid() ? g.gradBias : zeros(graph, prog, poplar::FLOAT, {in[3].dim(0)}, "noBias"),
-            g.gradRecWeight.valid() ? as(graph, prog, g.gradRecWeight, in[4].elementType())
-                                    : zeros(graph, prog, in[4].elementType(), in[4].shape(), "noRec"),
+            as(graph, prog, g.gradWeight, in[3].elementType(), path + "/gradWeight"),
+            g.gradBias.valid() ? g.gradBias : zeros(poplar::FLOAT, {in[3].dim(0)}, "noBias"),
+            g.gradRecWeight.valid() ? as(graph, prog, g.gradRecWeight, in[4].elementType(), path + "/gradRecWeight")
+                                    : zeros(in[4].elementType(), in[4].shape(), "noRec"),
             g.gradBeta,
             g.gradThreshold,
-            g.gradAlpha.valid() ? g.gradAlpha : zeros(graph, prog, poplar::FLOAT, in[7].shape(), "noAlpha"),
-            zeros(graph, prog, in[1].elementType(), in[1].shape(), "gradInIds"),
-            zeros(graph, prog, in[2].elementType(), in[2].shape(), "gradInCounts")};
+            g.gradAlpha.valid() ? g.gradAlpha : zeros(poplar::FLOAT, in[7].shape(), "noAlpha"),
+            zeros(in[1].elementType(), in[1].shape(), "gradInIds"),
+            zeros(in[2].elementType(), in[2].shape(), "gradInCounts")};
   }
   if (op == "SnnReadoutLayer") {
     expectInputs(op, in, 6);
-    ipu::LayerGraph layer(graph, layerPlan(a, in[0], in[3]), config, in[3].elementType(), {op});
+    ipu::LayerGraph layer(graph, layerPlan(a, in[0], in[3]), config, in[3].elementType(), {path});
     ipu::ForwardInputs fin;
     fin.inIds = in[0];
     fin.inCounts = in[1];
@@ -170,7 +176,7 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
   }
   if (op == "SnnReadoutLayerGrad") {
     expectInputs(op, in, 6); // as the grad op's gradInputInfo
-    ipu::LayerGraph layer(graph, layerPlan(a, in[1], in[3]), config, in[3].elementType(), {op});
+    ipu::LayerGraph layer(graph, layerPlan(a, in[1], in[3]), config, in[3].elementType(), {path});
     ipu::BackwardInputs bin;
     bin.forward.inIds = in[1];
     bin.forward.inCounts = in[2];
@@ -179,11 +185,11 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
     bin.outputs.denseMembrane = in[5];
     bin.gradValues = in[0];
     const ipu::BackwardOutputs g = layer.backward(prog, bin);
-    return {g.gradInValues, as(graph, prog, g.gradWeight, in[3].elementType()),
-            g.gradBias.valid() ? g.gradBias : zeros(graph, prog, poplar::FLOAT, {in[3].dim(0)}, "noBias"),
+    return {g.gradInValues, as(graph, prog, g.gradWeight, in[3].elementType(), path + "/gradWeight"),
+            g.gradBias.valid() ? g.gradBias : zeros(poplar::FLOAT, {in[3].dim(0)}, "noBias"),
             g.gradBeta,
-            zeros(graph, prog, in[1].elementType(), in[1].shape(), "gradInIds"),
-            zeros(graph, prog, in[2].elementType(), in[2].shape(), "gradInCounts")};
+            zeros(in[1].elementType(), in[1].shape(), "gradInIds"),
+            zeros(in[2].elementType(), in[2].shape(), "gradInCounts")};
   }
   throw poplar::poplar_error("unknown op '" + op + "'");
 }

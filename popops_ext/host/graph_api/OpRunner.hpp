@@ -42,7 +42,8 @@ const std::vector<OpSignature> &opSignatures();
 // The op's graph: inputs in, outputs out (the grow() of the op's Opx).
 std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                                    poplar::program::Sequence &prog, const Attributes &attributes,
-                                   const std::vector<poplar::Tensor> &inputs);
+                                   const std::vector<poplar::Tensor> &inputs,
+                                   const std::string &name = "");
 
 class OpRunner {
 public:

@@ -180,7 +180,7 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
       L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
     }
     L.out = growOp(readout ? "SnnReadoutLayer" : "SnnSpikingLayer", graph, L.forward, s.attributes,
-                   L.in);
+                   L.in, s.name);
     if (!readout) {
       values = L.out[0];
       ids = L.out[1];
@@ -200,19 +200,23 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
       gin = {grad,     L.in[0],  L.in[1],  L.in[3],  L.in[5], L.in[6], L.in[7], L.in[8],
              L.out[1], L.out[2], L.out[3], L.out[5], L.out[6], L.out[7]};
     grad = growOp(readout ? "SnnReadoutLayerGrad" : "SnnSpikingLayerGrad", graph, L.backward,
-                  s.attributes, gin)[0];
+                  s.attributes, gin, s.name)[0];
   }
   poplar::program::Sequence all;
   for (auto &L : net)
     all.add(L.forward);
   for (std::size_t l = net.size(); l-- > 0;)
     all.add(net[l].backward);
+  // The step's inputs come from the host, its gradients go back to it.
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    for (std::size_t k = 3; k < net[i].in.size(); ++k)
+      graph.createHostWrite(layers[i].name + "/in" + std::to_string(k), net[i].in[k]);
 
   const GraphModel &g = graph.hostModel();
   GraphReport r;
   r.bytesPerTile = g.target.getBytesPerTile();
   r.reservedBytesPerTile = reservedBytesPerTile();
-  const auto usage = tileUsage(g);
+  const auto usage = tileUsage(g, *all.hostNode());
   for (const TileUsage &u : usage) {
     r.variableBytes.push_back(u.variableBytes);
     r.vertexStateBytes.push_back(u.vertexStateBytes);
@@ -223,24 +227,27 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
                                           return a.total() < b.total();
                                         }) -
                        usage.begin());
-  // Bytes per layer (variables named under the layer's ops) and the busiest
-  // tile's largest variables.
-  r.layerBytes.assign(layers.size(), std::vector<std::uint64_t>(usage.size(), 0));
-  std::map<std::string, std::uint64_t> onMax;
-  for (const Variable &v : g.vars) {
-    int layer = -1;
+  // Bytes per layer (variables named under the layer's ops, at the layer's
+  // own peak) and the busiest tile's largest variables.
+  auto layerOf = [&](const std::string &name) {
     for (std::size_t l = 0; l < layers.size(); ++l)
-      if (v.name.compare(0, layers[l].name.size() + 1, layers[l].name + "/") == 0)
-        layer = int(l);
+      if (name.compare(0, layers[l].name.size() + 1, layers[l].name + "/") == 0)
+        return int(l);
+    return -1;
+  };
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    r.layerBytes.emplace_back();
+    for (const TileUsage &u : tileUsage(g, *all.hostNode(), [&](std::uint32_t v) {
+           return layerOf(g.vars[v].name) == int(l);
+         }))
+      r.layerBytes.back().push_back(u.variableBytes);
+  }
+  std::map<std::string, std::uint64_t> onMax;
+  for (const Variable &v : g.vars)
     v.tiles.forEach(0, v.bytes, [&](std::uint32_t b, std::uint32_t e, unsigned tile) {
-      if (tile == kUnmapped)
-        return;
-      if (layer >= 0)
-        r.layerBytes[std::size_t(layer)][tile] += e - b;
       if (tile == r.maxTile)
         onMax[v.name] += e - b;
     });
-  }
   for (const auto &kv : onMax)
     r.maxTileVariables.push_back(kv);
   std::sort(r.maxTileVariables.begin(), r.maxTileVariables.end(),
