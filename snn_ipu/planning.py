@@ -192,6 +192,13 @@ class PlanReport:
             )
         return out
 
+    def graph_report(self):
+        """The IPU program of this plan built on the host and measured, next to the
+        plan's estimates (:mod:`snn_ipu.graph_report`; ipu2 plans only)."""
+        from .graph_report import graph_report
+
+        return graph_report(self)
+
     def raise_if_not_fits(self) -> None:
         """Raise :class:`PlanError` naming each layer that does not fit and what to change."""
         problems = self.problems()

@@ -808,25 +808,22 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   prog.add(Repeat(T, body, {dnai_, "timeLoopBack"}));
 
   // Back to the torch layouts; tile j keeps the rows of its neurons.
-  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols,
-                          const std::string &name) {
+  // The gradient in torch's [out, in] layout is a view of the tiles' blocks,
+  // not a copy: a copy would hold every weight gradient twice on its tile.
+  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols) {
     std::vector<Tensor> parts;
     for (unsigned j = 0; j < numTiles; ++j)
       parts.push_back(
           blocks[j].reshape({cols, tiles_[j].rowLength}).slice(0, tiles_[j].width, 1).transpose());
-    Tensor m = graph_.addVariable(FLOAT, {N, cols}, {dnai_, name});
-    for (const Tile &tile : tiles_)
-      graph_.setTileMapping(m.slice(tile.first, tile.first + tile.width, 0), tile.index);
-    prog.add(Copy(concat(parts, 0), m, false, {dnai_, name}));
-    return m;
+    return concat(parts, 0);
   };
   auto sumSamples = [&](const std::vector<Tensor> &perSampleGrads, const std::string &name) {
     return popops::reduce(graph_, concat(perSampleGrads, 1), FLOAT, {0},
                           popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
   };
-  out.gradWeight = rowsToMatrix(gW, inFeatures_, "gradWeight");
+  out.gradWeight = rowsToMatrix(gW, inFeatures_);
   if (config_.recurrent)
-    out.gradRecWeight = rowsToMatrix(gV, N, "gradRecWeight");
+    out.gradRecWeight = rowsToMatrix(gV, N);
   if (config_.hasBias) {
     std::vector<Tensor> parts;
     for (unsigned j = 0; j < numTiles; ++j)

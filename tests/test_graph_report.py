@@ -1,0 +1,57 @@
+"""The graph report: a planned network's IPU program built on the host and
+measured, next to the planner's estimates."""
+
+import numpy as np
+import pytest
+
+from snn_ipu import plan
+
+
+@pytest.fixture(scope="module")
+def s_network():
+    """The S network (700-256-256-20, batch 64, 100 steps) on ipu2."""
+    return plan([700, 256, 256, 20], 64, 100).graph_report()
+
+
+def test_layers_sit_on_their_planned_tiles(s_network):
+    p = s_network.plan
+    used = np.flatnonzero(s_network.vertices)
+    own = set()
+    for row, first in zip(p.layers, p.tile_offsets):
+        own |= set(range(first, first + row.num_tiles))
+        assert s_network.vertices[first:first + row.num_tiles].min() > 0, row.name
+    assert set(used.tolist()) == own
+
+
+def test_report_agrees_with_the_plan_where_both_model_the_same_thing(s_network):
+    """Exchange per step (the planner's model of what the copies move) and the
+    busiest tile within the margins docs/ipu.md explains."""
+    p = s_network.plan
+    for i, row in enumerate(p.layers):
+        c = row.details["cycles"]
+        for grad, planned in ((False, c["exchange_forward"]), (True, c["exchange_backward"])):
+            graph = s_network.op(i, grad).step_exchange
+            assert abs(graph - planned) <= 0.1 * planned, (row.name, grad, graph, planned)
+        assert s_network.op(i, False).steps == s_network.op(i, True).steps == 100
+    assert s_network.fits and p.fits
+    planned = p.bytes_per_tile_combined
+    assert abs(s_network.max_tile_bytes - planned) < 0.1 * planned
+
+
+def test_report_prints_both_sides(s_network):
+    text = str(s_network)
+    for row in s_network.plan.layers:
+        assert row.name in text
+    assert "busiest tile" in text and "plan 312.1 KiB" in text
+
+
+def test_a_network_that_does_not_fit():
+    """Too much for a tile in the plan is too much in the graph too, and an Engine
+    refuses to compile such an op."""
+    report = plan([10000, 8, 2], 2, 3).graph_report()  # 8 neurons x 10000 inputs per tile
+    assert not report.plan.fits and not report.fits
+
+
+def test_host_plans_have_no_graph():
+    with pytest.raises(ValueError, match="IPU target"):
+        plan([10, 5], 2, 3, target="host").graph_report()
