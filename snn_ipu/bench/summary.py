@@ -6,7 +6,8 @@
 prints a Markdown table (a few rows: ours with sparse and exact gradients against
 SpikingJelly 2.0, the plain torch loop, snnTorch and our dense reference, at the given
 target activities, with the speed-up over the fastest dense backend) and writes one
-plot of every config's time per step against activity.
+plot of every config's time per step against activity; ``--full`` adds every config's
+table of all activities (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -90,6 +91,42 @@ def caption(results: Sequence[dict]) -> str:
             "medians against a reused timing).")
 
 
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def full_table(result: dict) -> str:
+    """Every activity of one config (docs/performance.md): measured activity, every
+    backend's median step, ours over the fastest dense backend, peak memory, the kernel
+    rate and the 2 vs 1 thread speed-up."""
+    from .configs import BACKENDS
+    from .report import SHORT
+
+    head = (["activity in / l1 / l2"] + [name for _, name in COLUMNS]
+            + ["sparse vs fastest dense", "exact vs fastest dense",
+               "peak MiB " + " / ".join(SHORT[b] for b in BACKENDS),
+               "spike-matmul G adds/s (÷ dense)", "2 vs 1 thread"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["rows"]:
+        act = row.get("measured_activity", {})
+        best = fastest_dense(row)
+        mem = []
+        for b in BACKENDS:
+            m = row["results"].get(b, {}).get("memory", {}).get("peak_delta_bytes")
+            mem.append("-" if m is None else f"{m / 2**20:.0f}")
+        kernel = row.get("spike_matmul", {})
+        threads = row.get("threads", {}).get("speedup_2_vs_1")
+        cells = [" / ".join(_pct(act.get(k)) for k in ("input", "layer1", "layer2"))]
+        cells += [fmt_ms(row["results"].get(b)) for b, _ in COLUMNS]
+        cells += [f"{_speedup(row, 'emulator_sparse', best)} ({NAMES.get(best, '-')})",
+                  _speedup(row, "emulator_exact", best), " / ".join(mem),
+                  (f"{kernel['adds_per_s'] / 1e9:.1f} ({kernel['ratio_to_dense_macs']:.2f})"
+                   if "adds_per_s" in kernel else "-"),
+                  "-" if threads is None else f"{threads:.2f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def summary_plot(results: Sequence[dict], path: Path) -> Optional[str]:
     """One panel per config; returns why not where matplotlib is absent."""
     try:
@@ -116,6 +153,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--activities", nargs="+", type=float, default=[0.01, 0.02],
                    help="target activities of the rows (nearest row of each config)")
     p.add_argument("--plot", type=Path, default=None, help="write the plot (PNG) here")
+    p.add_argument("--full", action="store_true",
+                   help="also print every config's full table (docs/performance.md)")
     args = p.parse_args(argv)
     try:
         results = load(args.results)
@@ -125,6 +164,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(markdown_table(results, args.activities))
     print()
     print(caption(results))
+    if args.full:
+        for result in results:
+            dm = result.get("dense_matmul", {}).get("macs_per_s")
+            rate = "" if dm is None else f", torch.mm {dm / 1e9:.1f} GMAC/s at its start"
+            print(f"\n{result['config']} = {'-'.join(map(str, result['sizes']))}, "
+                  f"T={result['T']}, B={result['B']}{rate}:\n")
+            print(full_table(result))
     if args.plot is not None:
         err = summary_plot(results, args.plot)
         print(f"wrote {args.plot}" if err is None else err)
