@@ -39,7 +39,7 @@ train: build
 test: build
 	$(BIN)/python -m pytest -q tests
 
-# Writes over the committed results in benchmarks/results/ (~35 min on an idle 2-core machine).
+# Writes over the committed results in benchmarks/results/ (~20-25 min on an idle 2-core machine).
 bench: build
 	$(BIN)/python benchmarks/bench_training.py
 

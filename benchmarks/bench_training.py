@@ -1,7 +1,7 @@
 """Training-step benchmark from a source checkout: ``snn_ipu.bench`` with the committed
 results' directory (benchmarks/results/) as the default ``--out``.
 
-    python benchmarks/bench_training.py                  # S and L, ~30-40 min
+    python benchmarks/bench_training.py                  # S and L, ~20-25 min idle
     python benchmarks/bench_training.py --quick --out /tmp/bench
 
 The same benchmark runs from an installed package as ``snn-ipu bench``; method and
