@@ -8,7 +8,9 @@ namespace poplar {
 
 class Vertex {};
 
-// The host runs a MultiVertex as a single worker.
+// The host runs a MultiVertex as one worker (shim::runWorkers), which then
+// does the whole vertex's work: its compute(workerId) shares the work out by
+// numWorkers(), as on a tile with six.
 class MultiVertex {
 public:
   static constexpr unsigned numWorkers() { return 1; }
@@ -16,9 +18,13 @@ public:
 
 enum class VectorLayout { SPAN, ONE_PTR, COMPACT_PTR, SCALED_PTR32, SCALED_PTR64 };
 
+// Align: the minimum alignment (bytes) Poplar gives the connected memory. The
+// host's kernels load unaligned, so it is only checked to be a power of two.
 template <typename T, VectorLayout Layout = VectorLayout::SPAN,
           unsigned Align = alignof(T), bool Interleaved = false>
 class Vector {
+  static_assert(Align != 0 && (Align & (Align - 1)) == 0, "alignment: a power of two");
+
 public:
   using value_type = T;
   void bind(T *ptr, std::size_t size) {
@@ -64,3 +70,15 @@ template <typename T, VectorLayout L, unsigned A, bool I>
 class InOut<Vector<T, L, A, I>> : public Vector<T, L, A, I> {};
 
 } // namespace poplar
+
+namespace shim {
+
+// A MultiVertex run as Poplar runs it: compute(workerId) for every worker.
+template <typename V> bool runWorkers(V &vertex) {
+  bool ok = true;
+  for (unsigned w = 0; w < V::numWorkers(); ++w)
+    ok = vertex.compute(w) && ok;
+  return ok;
+}
+
+} // namespace shim
