@@ -17,7 +17,6 @@ every input needs a grad output, integer ones included (zeros of their dtype).
 import json
 import shutil
 import subprocess
-
 from pathlib import Path
 
 import pytest
