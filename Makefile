@@ -14,8 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=61" wheel pytest ruff matplotlib psutil
-	# --no-deps: snntorch's own requirements would pull another torch.
+	# --no-deps: snntorch's and spikingjelly's own requirements would pull another torch
+	# (spikingjelly's also torchvision, tensorboard, ...); of them its neurons need loguru.
+	# spikingjelly 2.0 needs Python 3.11+; without it its benchmark peer and tests skip.
 	$(BIN)/pip install -q --no-deps snntorch==1.0.0
+	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+	  $(BIN)/pip install -q --no-deps spikingjelly==2.0.0 loguru==0.7.3; fi
 	touch $@
 
 setup: $(STAMP)
@@ -35,8 +39,9 @@ train: build
 test: build
 	$(BIN)/python -m pytest -q tests
 
+# Writes over the committed results in benchmarks/results/ (~20-25 min on an idle 2-core machine).
 bench: build
-	$(BIN)/python -m snn_ipu bench
+	$(BIN)/python benchmarks/bench_training.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check snn_ipu tests benchmarks examples

@@ -10,17 +10,15 @@ membrane cross-entropy (``--output membrane``, the default) or a spiking
 :class:`~snn_ipu.LIFLayer` trained with the spike-count cross-entropy (``--output spikes``).
 Everything is seeded by ``--seed``.
 
-``bench`` hands its arguments to ``benchmarks/bench_training.py``'s ``main(argv)``.
+``bench`` hands its arguments to :func:`snn_ipu.bench.main` (the training benchmark).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import sys
 import time
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -30,9 +28,6 @@ from . import losses
 from .data.randman import batches, make_randman, split
 
 __all__ = ["main", "build_model", "train"]
-
-BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_training.py"
-
 
 def build_model(
     num_inputs: int,
@@ -229,17 +224,9 @@ def _apply_defaults(args: argparse.Namespace) -> None:
 
 
 def _run_bench(argv: Sequence[str]) -> int:
-    if not BENCH_SCRIPT.is_file():
-        print(f"error: benchmark script not found at {BENCH_SCRIPT}", file=sys.stderr)
-        return 2
-    spec = importlib.util.spec_from_file_location("snn_ipu_bench_training", BENCH_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "main"):
-        print(f"error: {BENCH_SCRIPT} defines no main(argv)", file=sys.stderr)
-        return 2
-    result = module.main(list(argv))
-    return int(result or 0)
+    from .bench import main as bench_main
+
+    return bench_main(list(argv))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -250,7 +237,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         commands.add_parser("train", help="train a 3-layer SNN on the built-in Randman data")
     )
     commands.add_parser(
-        "bench", help="run benchmarks/bench_training.py (arguments are passed through)",
+        "bench", help="run the training benchmark (snn-ipu bench --help)",
         add_help=False,
     )
     if argv and argv[0] == "bench":

@@ -36,12 +36,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Union
 
+import numpy as np
 import torch
 from torch import nn
 
 from . import surrogate as surrogate_mod
 from ._devices import values_readable
-from ._numbers import whole_number
+from ._numbers import ArgumentTypeError, flag, positive_size, real_number
 from .spikes import (
     OVERFLOW_POLICIES,
     SparseSpikes,
@@ -100,49 +101,76 @@ class LayerConfig:
         return math.inf if self.grad_window is None else self.grad_window
 
 
-def _decay(name: str, value: Scalar, size: int, learn: bool) -> torch.Tensor:
-    """A decay rate in [0, 1]: a scalar or one value per neuron."""
-    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
+def _neuron_constant(name: str, value: Scalar, size: int) -> torch.Tensor:
+    """A float32 copy of a per-neuron constant: a scalar, or one value per neuron."""
+    if isinstance(value, (str, bytes, bool, np.bool_)):
+        raise TypeError(f"{name} must be a number or a tensor of numbers, got {value!r}")
+    try:
+        t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"{name} must be a number or a tensor of numbers, got {type(value).__name__}"
+        ) from None
     if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
         raise ValueError(f"{name} must be a scalar or have shape [{size}], got {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()) or bool(((t < 0) | (t > 1)).any()):
-        raise ValueError(f"{name} must lie in [0, 1], got {t.tolist()}")
+    return t
+
+
+def _check_decay(name: str, t: torch.Tensor) -> None:
+    values = t.detach()
+    if not bool(torch.isfinite(values).all()) or bool(((values < 0) | (values > 1)).any()):
+        raise ValueError(f"{name} must lie in [0, 1], got {_shown(values)}")
+
+
+def _check_threshold(t: torch.Tensor) -> None:
+    values = t.detach()
+    if not bool(torch.isfinite(values).all()) or bool((values <= 0).any()):
+        raise ValueError(f"threshold must be finite and > 0, got {_shown(values)}")
+
+
+def _shown(values: torch.Tensor) -> str:
+    """The values of a small tensor, or its offending range for a large one."""
+    if values.numel() <= 8:
+        return str(values.tolist())
+    return f"values from {float(values.min())} to {float(values.max())} (NaN: " \
+        f"{bool(values.isnan().any())})"
+
+
+def _decay(name: str, value: Scalar, size: int) -> torch.Tensor:
+    """A decay rate in [0, 1]: a scalar or one value per neuron."""
+    t = _neuron_constant(name, value, size)
+    _check_decay(name, t)
     return t
 
 
 def _threshold(value: Scalar, size: int) -> torch.Tensor:
-    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
-    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
-        raise ValueError(f"threshold must be a scalar or have shape [{size}], got {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
-        raise ValueError(f"threshold must be finite and > 0, got {t.tolist()}")
+    t = _neuron_constant("threshold", value, size)
+    _check_threshold(t)
     return t
 
 
-def _check_loaded_constants(module: _Layer, incompatible_keys) -> None:
-    """load_state_dict hook: fixed decays and thresholds (buffers) come in past the
-    constructor's checks, and the forward pass checks only learned parameters."""
+def _check_constants(module: _Layer) -> None:
+    """Fixed decays and thresholds (buffers): a ``fill_`` or ``.data`` edit, or a loaded
+    state dict, can put any value there after the constructor's checks."""
     for name, value in module.named_buffers(recurse=False):
-        try:
-            if name == "threshold":
-                _threshold(value, module.out_features)
-            else:
-                _decay(name, value, module.out_features, False)
-        except ValueError as exc:
-            raise ValueError(f"{module.name}: loaded {exc}") from None
+        if name == "threshold":
+            _check_threshold(value)
+        elif name in ("beta", "alpha"):
+            _check_decay(name, value)
 
 
-def _positive_int(name: str, value) -> int:
-    number = whole_number(value, 1)  # a Python or numpy int, never a bool
-    if number is None:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return number
+def _check_loaded_constants(module: _Layer, incompatible_keys) -> None:
+    """load_state_dict hook: the loaded constants, checked where they come in."""
+    try:
+        _check_constants(module)
+    except ValueError as exc:
+        raise ValueError(f"{module.name}: loaded {exc}") from None
 
 
 def _one_of(what: str, choices) -> Callable[[str], str]:
     """The check of a setting that takes one of ``choices``."""
     def check(value: str) -> str:
-        if value not in choices:
+        if not isinstance(value, str) or value not in choices:
             raise ValueError(f"unknown {what} {value!r}; choose one of {tuple(choices)}")
         return value
     return check
@@ -151,9 +179,11 @@ def _one_of(what: str, choices) -> Callable[[str], str]:
 def _check_grad_window(value: Optional[float]) -> Optional[float]:
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ValueError(f"grad_window must be None or a number >= 0, got {value}")
-    window = float(value)
+    try:
+        window = real_number("grad_window", value)
+    except ArgumentTypeError:
+        raise ArgumentTypeError(
+            f"grad_window must be None or a number >= 0, got {value!r}") from None
     if not math.isfinite(window) or window < 0:
         raise ValueError(f"grad_window must be None or a finite number >= 0, got {value}")
     return window
@@ -197,14 +227,18 @@ class _Layer(nn.Module):
         name: Optional[str],
     ) -> None:
         super().__init__()
-        self.in_features = _positive_int("in_features", in_features)
-        self.out_features = _positive_int("out_features", out_features)
+        self.in_features = positive_size("in_features", in_features)
+        self.out_features = positive_size("out_features", out_features)
         self.backend = backend
         if dtype not in (torch.float32, torch.float16):
             raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
         self.plan_target = plan_target
-        self.recurrent = bool(recurrent)
+        # a bool, not anything truthy: recurrent="one_to_one" would silently mean all-to-all
+        self.recurrent = flag("recurrent", recurrent)
+        if name is not None and not isinstance(name, str):
+            raise ArgumentTypeError(f"name must be a string or None, got {name!r}")
         self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
+        bias = flag("bias", bias)
         linear = nn.Linear(in_features, out_features, bias=bias)  # torch's default init
         self.weight = nn.Parameter(linear.weight.detach().to(dtype))
         self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
@@ -213,7 +247,7 @@ class _Layer(nn.Module):
             self.rec_weight = nn.Parameter(rec.weight.detach().to(dtype))
         else:
             self.rec_weight = None
-        self._register("beta", _decay("beta", beta, out_features, learn_beta), learn_beta)
+        self._register("beta", _decay("beta", beta, out_features), learn_beta)
         self.register_load_state_dict_post_hook(_check_loaded_constants)
         self.stats: dict = {}
         # When True, the backend keeps the last call's membrane [T, B, out] (detached)
@@ -228,7 +262,7 @@ class _Layer(nn.Module):
         self.ipu_tiles = None
 
     def _register(self, name: str, value: torch.Tensor, learn: bool) -> None:
-        if learn:
+        if flag(f"learn_{name}", learn):
             setattr(self, name, nn.Parameter(value))
         else:
             self.register_buffer(name, value)
@@ -243,8 +277,9 @@ class _Layer(nn.Module):
 
     def _check_parameters(self) -> None:
         """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
-        values and a positive learned threshold, before any backend reads them (the
-        values only where they can be read: not in a model traced for the IPU)."""
+        values, fixed decays in [0, 1] and a positive threshold, before any backend reads
+        them (the values only where they can be read: not in a model traced for the IPU).
+        Learned decays are clamped to [0, 1] where they are used, as snnTorch does."""
         n, m = self.out_features, self.in_features
         matrices = {"weight": (n, m), "rec_weight": (n, n)}
         for pname in ("weight", "bias", "rec_weight", "beta", "threshold", "alpha"):
@@ -281,6 +316,11 @@ class _Layer(nn.Module):
                     if p.dtype == torch.float16 else ""
                 )
                 raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")
+        try:
+            _check_constants(self)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc} (a fixed constant: set it through the "
+                             "constructor, or make it learnable)") from None
         threshold = getattr(self, "threshold", None)
         if isinstance(threshold, nn.Parameter) and bool((threshold.detach() <= 0).any()):
             # the constructor's bound, which an optimizer step can cross
@@ -374,7 +414,10 @@ class _SpikingLayer(_Layer):
             surrogate=self.surrogate,
             grad_window=self.grad_window if records_grad else 0.0,
             recurrent=self.recurrent,
-            capacity=self.max_spikes,
+            # a list never holds more than one entry per neuron: a larger capacity would
+            # only allocate padding (max_spikes=10**6 on 4 neurons: gigabytes)
+            capacity=None if self.max_spikes is None else min(self.max_spikes,
+                                                              self.out_features),
             overflow=self.overflow,
             plan_target=self.plan_target,
         )
@@ -554,7 +597,7 @@ class SynapticLayer(_SpikingLayer):
             recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
             plan_target, name,
         )
-        self._register("alpha", _decay("alpha", alpha, out_features, learn_alpha), learn_alpha)
+        self._register("alpha", _decay("alpha", alpha, out_features), learn_alpha)
 
     def _alpha(self) -> Optional[torch.Tensor]:
         return self._per_neuron(self.alpha, clamp=True)

@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 
 from ._devices import values_readable
-from ._numbers import whole_number
+from ._numbers import MAX_SIZE, whole_number
 
 __all__ = ["SparseSpikes", "SpikeOverflowError", "OVERFLOW_POLICIES"]
 
@@ -173,8 +173,9 @@ def _lists_by_nonzero(
 _MAX_RANKED_NEURONS = 2**22
 
 
-def _lists_by_rank(
+def lists_by_rank(
     x: torch.Tensor, capacity: Optional[int], policy: str, eligible: Optional[torch.Tensor],
+    where: str = "SparseSpikes.from_dense",
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``from_dense``'s lists from ops of static shape, for tensors whose values cannot
     be read (``_devices``): each (t, b) lists its first K neurons in the order spikes,
@@ -185,7 +186,7 @@ def _lists_by_rank(
     device = x.device.type
     if capacity is not None and capacity < N and policy != "drop":
         raise ValueError(
-            f"SparseSpikes.from_dense: spikes on {device!r} tensors (a model traced for "
+            f"{where}: spikes on {device!r} tensors (a model traced for "
             "the IPU) cannot be counted before their list is built, so a capacity "
             f"max_spikes={capacity} below N={N} needs overflow='drop' (spikes past it are "
             "dropped, the lowest ids kept, and the list's .dropped counts them), or "
@@ -193,7 +194,7 @@ def _lists_by_rank(
         )
     if N > _MAX_RANKED_NEURONS:
         raise ValueError(
-            f"SparseSpikes.from_dense: {N} neurons on {device!r} tensors; lists built in "
+            f"{where}: {N} neurons on {device!r} tensors; lists built in "
             f"a traced model take at most {_MAX_RANKED_NEURONS} (list them on the host)"
         )
     K = N if capacity is None else capacity
@@ -249,8 +250,8 @@ class SparseSpikes:
     An emulator layer checks the counts and listed ids of its input list in native
     code on every call, whatever was checked before, so a list edited after
     validation (also through ``.data`` or ``.numpy()``) raises a ValueError there,
-    not a crash. (Autograd's saved lists are not scanned again in the backward
-    pass: an edit through ``.data`` between a forward and its backward is not caught.)
+    not a crash. The backward pass reads private copies of the lists, so an edit
+    between a forward pass and its backward changes nothing there.
     The values of a list whose values were not checked (``validate=False``) are
     checked by the first layer that takes it: layers take spikes as 1s, and refuse
     graded values. ``values_checked`` says whether that has happened (an edit of the
@@ -270,6 +271,11 @@ class SparseSpikes:
         self.ids = ids
         self.counts = counts
         self.num_neurons = operator.index(num_neurons)
+        if not 1 <= self.num_neurons <= MAX_SIZE:
+            # ids are int32: a larger layer could not be indexed
+            raise ValueError(
+                f"SparseSpikes.num_neurons must be >= 1 and below 2**31, got {self.num_neurons}"
+            )
         if values is None and isinstance(ids, torch.Tensor) and isinstance(counts, torch.Tensor):
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
@@ -352,8 +358,6 @@ class SparseSpikes:
             )
         if not values.is_floating_point():
             raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
-        if self.num_neurons < 1:
-            raise ValueError(f"SparseSpikes.num_neurons must be >= 1, got {self.num_neurons}")
         if values_readable(ids, counts, values):
             self._validate_values()
         return self
@@ -451,7 +455,7 @@ class SparseSpikes:
             raise_or_warn_overflow("SparseSpikes.from_dense", ids.shape[-1], ovf, overflow)
             dropped = ovf.spikes_dropped
         else:
-            ids, counts, dropped = _lists_by_rank(x, max_spikes, overflow, eligible)
+            ids, counts, dropped = lists_by_rank(x, max_spikes, overflow, eligible)
         xf = x if x.is_floating_point() else x.float()
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = listed_only(torch.gather(xf, -1, ids.long()), counts)

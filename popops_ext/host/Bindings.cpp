@@ -149,6 +149,9 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
   const bool withState = options.returnState;
   const bool dense = options.keepDenseState;
   const bool synaptic = a.neuron.model == MODEL_SYNAPTIC;
+  if (dense)
+    options.budget->take(std::uint64_t(T * B * N) * sizeof(float) * (synaptic ? 2 : 1),
+                         "the dense state history [T, B, out]");
   FloatArray denseMembrane = dense ? FloatArray({T, B, N}) : FloatArray({py::ssize_t(0)});
   FloatArray denseSyn = dense && synaptic ? FloatArray({T, B, N}) : FloatArray({py::ssize_t(0)});
   float *dm = dense ? denseMembrane.mutable_data() : nullptr;
@@ -173,6 +176,8 @@ py::dict forward(const LayerArgs &a, const ForwardOptions &options) {
     result["final_spikes"] = finalSpikes;
   }
   const py::ssize_t K = stats.capacity;
+  options.budget->take(std::uint64_t(T * B * K) * (sizeof(int32_t) + 2 * sizeof(float)),
+                       "the output lists [T, B, K]");
   IntArray ids({T, B, K});
   IntArray counts({T, B, py::ssize_t(2)});
   FloatArray membrane({T, B, K});
@@ -224,7 +229,8 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
                       const FloatArray &alpha, int numThreads,
                       const FloatArray &inputCurrents, bool checkLists,
                       const FloatArray &initialMembrane, const FloatArray &initialSyn,
-                      const FloatArray &initialSpikes, bool returnState, int sampleGroups) {
+                      const FloatArray &initialSpikes, bool returnState, int sampleGroups,
+                      std::uint64_t memoryBudget) {
   const LayerArgs a(model, reset, surrogateKind, p0, p1, gradWindow, tileStarts, inIds,
                     inCounts, weight, bias, recWeight, beta, threshold, alpha, checkLists);
   requireCode(overflow, 3, "overflow");
@@ -245,6 +251,8 @@ py::dict layerForward(int model, int reset, int surrogateKind, float p0, float p
     options.initialSpikes = initialSpikes.data();
   options.returnState = returnState;
   options.sampleGroups = groupCount(sampleGroups);
+  MemoryBudget budget(memoryBudget);
+  options.budget = &budget;
   return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
 }
 
@@ -491,6 +499,7 @@ template <typename F> auto byDtype(const py::array &like, const char *name, F &&
 PYBIND11_MODULE(SNN_IPU_MODULE_NAME, m) {
   m.doc() = "snn_ipu host executor: the IPU codelets run on CPU threads";
   tuneMalloc();
+  py::register_exception<MemoryBudgetExceeded>(m, "MemoryBudgetExceeded", PyExc_MemoryError);
   m.def("layer_forward", &layerForward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("capacity"), py::arg("overflow"),
@@ -501,7 +510,8 @@ PYBIND11_MODULE(SNN_IPU_MODULE_NAME, m) {
         py::arg("initial_membrane") = FloatArray(py::ssize_t(0)),
         py::arg("initial_syn") = FloatArray(py::ssize_t(0)),
         py::arg("initial_spikes") = FloatArray(py::ssize_t(0)),
-        py::arg("return_state") = false, py::arg("sample_groups") = 1);
+        py::arg("return_state") = false, py::arg("sample_groups") = 1,
+        py::arg("memory_budget") = 0);
   m.def("layer_backward", &layerBackward, py::arg("model"), py::arg("reset"),
         py::arg("surrogate_kind"), py::arg("surrogate_p0"), py::arg("surrogate_p1"),
         py::arg("grad_window"), py::arg("tile_starts"), py::arg("in_ids"),

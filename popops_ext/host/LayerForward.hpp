@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "LayerViews.hpp"
+#include "MemoryBudget.hpp"
 #include "StepLists.hpp"
 #include "TileLayout.hpp"
 #include "TileListHistory.hpp"
@@ -39,6 +40,8 @@ struct ForwardOptions {
   const float *initialSpikes = nullptr;
   bool returnState = false; // the bindings copy the last step's state out
   unsigned sampleGroups = 1; // see SampleGroups; results do not depend on it
+  // What the list histories may take (MemoryBudget.hpp); outlives the call.
+  MemoryBudget *budget = nullptr;
 };
 
 struct OverflowAt {

@@ -5,28 +5,31 @@ checks the counts and listed ids of the layer's input list with the executor's
 own scan (``_C.check_spike_list``, which also counts the spikes for the choice
 of path), however the list was made or checked before: a tensor edited through
 ``.data`` or ``.numpy()`` escapes autograd's version counters. Its errors are
-raised here with the layer's name. The backward pass reads autograd's saved
-tensors (that input, and the output list the executor wrote) without scanning
-them again (``check_lists=False``; on S at 0.5% those scans cost ~6% of a
-step): autograd refuses in-place edits of saved tensors, but an edit through
-``.data`` between forward and backward is not caught. The executor runs the
+raised here with the layer's name. The backward pass reads private copies of
+the input and output lists, made in the forward pass after that scan, without
+scanning them again (``check_lists=False``): the user cannot reach them, so no
+edit can make the native backward index out of bounds or differentiate another
+batch; the parameters' shapes are checked again before it. The executor runs the
 tile plan that the planner makes for ``plan_target`` (``host`` by default,
 ``ipu2`` to run the IPU's tiling on the CPU).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 
+from .. import _memory
 from ..layers import LayerState
 from ..spikes import Overflow, SparseSpikes, listed_mask, listed_only, numpy_view
 from .bookkeeping import apply_overflow, record_stats
-from .tiles import WorkSplit, default_threads, work_split_for
+from .tiles import WorkSplit, work_split_for
 
 try:
     from .._native import _C
@@ -41,19 +44,73 @@ __all__ = [
 ]
 
 _EMPTY = np.zeros(0, dtype=np.float32)
-_num_threads = int(os.environ.get("SNN_IPU_NUM_THREADS", "0")) or default_threads()
+
+THREADS_ENV = "SNN_IPU_NUM_THREADS"
+
+
+def _available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+
+
+def _warn_if_oversubscribed(n: int, what: str) -> None:
+    cores = _available_cores()
+    if n > cores:
+        warnings.warn(
+            f"{what}={n} is more than the {cores} cores this process may use: the executor's "
+            "threads then wait for each other at every join, which can make a step many "
+            "times slower", RuntimeWarning, stacklevel=3,
+        )
+
+
+def _threads_from_environment() -> Optional[int]:
+    text = os.environ.get(THREADS_ENV)
+    if text is None:
+        return None
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {text!r}")
+    _warn_if_oversubscribed(n, THREADS_ENV)
+    return n
+
+
+# None: as many threads as torch's intra-op pool (torch.get_num_threads()), whose
+# OpenMP team the executor runs on.
+_requested_threads: Optional[int] = _threads_from_environment()
+# OpenMP (libgomp) cannot start a thread team in a process forked after its parent
+# used one: a forked DataLoader worker would wait forever. The child runs on one
+# thread, as torch's own ops do there.
+_in_forked_child = False
+
+
+def _note_fork() -> None:
+    global _in_forked_child
+    _in_forked_child = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork)
 
 
 def set_num_threads(n: int) -> None:
-    """Worker threads of the host executor (results do not depend on it)."""
-    global _num_threads
+    """Worker threads of the host executor (results do not depend on it). By default
+    it uses as many as torch (``torch.get_num_threads()``); in a process forked after
+    its parent ran the executor (a DataLoader worker), one."""
+    global _requested_threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"number of threads must be a positive integer, got {n!r}")
-    _num_threads = n
+    _warn_if_oversubscribed(n, "set_num_threads")
+    _requested_threads = n
 
 
 def get_num_threads() -> int:
-    return _num_threads
+    """The executor's threads: set_num_threads's, $SNN_IPU_NUM_THREADS's, or torch's."""
+    if _in_forked_child:
+        return 1
+    return _requested_threads if _requested_threads is not None else torch.get_num_threads()
 
 
 # Layers with less work than this (steps x samples x neurons) run on one thread: a
@@ -64,7 +121,7 @@ MIN_PARALLEL_WORK = 1 << 16
 
 def _threads_for(in_ids: torch.Tensor, out_features: int) -> int:
     T, B = in_ids.shape[:2]
-    return _num_threads if T * B * out_features >= MIN_PARALLEL_WORK else 1
+    return get_num_threads() if T * B * out_features >= MIN_PARALLEL_WORK else 1
 
 
 def _np(t: Optional[torch.Tensor]) -> np.ndarray:
@@ -193,6 +250,24 @@ def _initial_backward(initial, cfg=None) -> dict:
     return args
 
 
+def _shapes_of(**tensors) -> dict:
+    return {name: (tuple(t.shape), t.dtype) for name, t in tensors.items() if t is not None}
+
+
+def _check_unchanged(where: str, shapes: dict, **tensors) -> None:
+    """The parameters autograd saved still have the forward's shapes and dtypes: one
+    assigned through ``.data`` between the forward and the backward pass would make the
+    native code read past its end."""
+    for name, t in tensors.items():
+        if t is not None and (tuple(t.shape), t.dtype) != shapes[name]:
+            shape, dtype = shapes[name]
+            raise RuntimeError(
+                f"{where}: {name} changed from {list(shape)} {dtype} in the forward pass to "
+                f"{list(t.shape)} {t.dtype} before its backward pass (assigned through "
+                "`.data`?); run the forward pass again after changing a parameter"
+            )
+
+
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, layer, cfg, split, keep_dense, in_ids, in_counts, in_values, weight,
@@ -209,7 +284,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             _threads_for(in_ids, layer.out_features),
             input_currents=_currents(dense_x, weight, T, B), check_lists=False,
             return_state=layer.carry_state, sample_groups=split.sample_groups,
-            **_initial_forward(initial),
+            memory_budget=_memory.available_bytes() or 0, **_initial_forward(initial),
         )
         if layer.carry_state:
             layer.state = LayerState(
@@ -242,8 +317,13 @@ class _SpikingLayerFn(torch.autograd.Function):
         ctx.has_bias = bias is not None
         ctx.has_rec = rec_weight is not None
         ctx.has_alpha = alpha is not None
+        ctx.shapes = _shapes_of(weight=weight, rec_weight=rec_weight, beta=beta,
+                                threshold=threshold, alpha=alpha)
         ctx.save_for_backward(
-            in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
+            # private copies: the native backward indexes with the lists unchecked, and
+            # the user can reach the ones returned or passed in (.data, .numpy())
+            in_ids.clone(), in_counts.clone(), weight, rec_weight, beta, threshold, alpha,
+            ids.clone(), counts.clone(),
             torch.from_numpy(res["membrane"]),
             dense_membrane,
             torch.from_numpy(res.get("dense_syn", _EMPTY)),
@@ -263,6 +343,8 @@ class _SpikingLayerFn(torch.autograd.Function):
             return (None,) * 14
         (in_ids, in_counts, weight, rec_weight, beta, threshold, alpha, ids, counts,
          membrane, dense_membrane, dense_syn, dropped_ids, dropped_counts) = ctx.saved_tensors
+        _check_unchanged(ctx.layer.name, ctx.shapes, weight=weight, rec_weight=rec_weight,
+                         beta=beta, threshold=threshold, alpha=alpha)
         cfg = ctx.cfg
         sur = cfg.surrogate
         needs = tuple(ctx.needs_input_grad[6:13])
@@ -317,13 +399,15 @@ class _ReadoutFn(torch.autograd.Function):
         ctx.layer = layer
         ctx.split = split
         ctx.has_bias = bias is not None
-        ctx.save_for_backward(in_ids, in_counts, weight, beta, membrane)
+        ctx.shapes = _shapes_of(weight=weight, beta=beta)
+        ctx.save_for_backward(in_ids.clone(), in_counts.clone(), weight, beta, membrane)
         return membrane
 
     @staticmethod
     def backward(ctx, grad_membrane):
         _first_order_only(ctx.layer)
         in_ids, in_counts, weight, beta, membrane = ctx.saved_tensors
+        _check_unchanged(ctx.layer.name, ctx.shapes, weight=weight, beta=beta)
         need = ctx.needs_input_grad
         needs = (need[4], need[5], need[6], False, need[7], False, False)
 
@@ -364,11 +448,30 @@ def _check_inputs(where: str, weights, *tensors) -> None:
 
 @contextmanager
 def _named(where: str) -> Iterator[None]:
-    """The executor's argument errors (a bad input list, ...) name where they came from."""
+    """The executor's argument errors (a bad input list, ...) and its memory budget
+    name where they came from."""
     try:
         yield
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from exc
+    except _C.MemoryBudgetExceeded as exc:
+        raise MemoryError(f"{where}: {exc}; {MEMORY_ADVICE}") from None
+
+
+MEMORY_ADVICE = (
+    "list fewer entries (a finite grad_window lists only neurons near threshold; a "
+    "smaller max_spikes with overflow='drop'), or run fewer timesteps T or samples B "
+    "per call (carry_state runs a long sequence in chunks)"
+)
+
+
+def _preflight(layer, spikes: SparseSpikes, cfg, keep_dense: bool) -> None:
+    lists_everyone = cfg.model != "readout" and math.isinf(cfg.window)
+    dense_state = (2 if cfg.model == "synaptic" else 1) if keep_dense or cfg.model == "readout" \
+        else 0
+    _memory.require(layer.name, _memory.layer_call_bytes(
+        spikes.num_steps, spikes.batch_size, layer.out_features, cfg.capacity, lists_everyone,
+        dense_state), MEMORY_ADVICE)
 
 
 def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
@@ -381,6 +484,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
         torch.is_grad_enabled()
         and (beta.requires_grad or (alpha is not None and alpha.requires_grad))
     )
+    _preflight(layer, spikes, cfg, keep_dense)
     with _named(layer.name):
         values, ids, counts = _SpikingLayerFn.apply(
             layer, cfg, split, keep_dense, spikes.ids, spikes.counts, spikes.values, weight, bias,
@@ -392,6 +496,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
     _check_inputs(layer.name, (weight,), spikes.values, bias, beta)
     split = _plan(layer, spikes)
+    _preflight(layer, spikes, layer.config(), keep_dense=False)
     with _named(layer.name):
         return _ReadoutFn.apply(layer, split, spikes.ids, spikes.counts, spikes.values, weight,
                                 bias, beta, initial)
@@ -428,5 +533,5 @@ def spike_matmul(
     )
     with _named("spike_matmul"):
         res = _C.spike_matmul(split.tile_starts, _np(spikes.ids), _np(spikes.counts),
-                              _np(weight), _num_threads, split.sample_groups)
+                              _np(weight), get_num_threads(), split.sample_groups)
     return torch.from_numpy(res["currents"]), float(res["kernel_seconds"]), int(res["adds"])

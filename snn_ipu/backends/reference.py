@@ -11,8 +11,10 @@ from typing import Optional, Tuple
 
 import torch
 
+from .. import _memory
+from .._devices import values_readable
 from ..layers import LayerState
-from ..spikes import SparseSpikes, listed_only, lists_from_masks
+from ..spikes import SparseSpikes, listed_only, lists_by_rank, lists_from_masks
 from .bookkeeping import apply_overflow, record_stats
 
 __all__ = ["spiking_layer", "readout_layer", "spike"]
@@ -59,6 +61,18 @@ def _compute_dtype(weight: torch.Tensor) -> torch.dtype:
     return torch.float64 if weight.dtype == torch.float64 else torch.float32
 
 
+# Bytes of the dense autograd graph per neuron-step, a lower bound (measured 40-80: the
+# membrane, spikes, masks and surrogate inputs of every step are kept for backward).
+_GRAPH_BYTES_PER_NEURON_STEP = 32
+
+
+def _preflight(layer, spikes: SparseSpikes) -> None:
+    T, B, _ = spikes.dense_shape
+    _memory.require(layer.name, T * B * layer.out_features * _GRAPH_BYTES_PER_NEURON_STEP,
+            "the reference backend keeps every neuron-step of the call (dense); run fewer "
+            "timesteps T or samples B per call, or use backend='emulator'")
+
+
 def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
     dtype = _compute_dtype(weight)
     x = spikes.to_dense().to(dtype)
@@ -68,6 +82,7 @@ def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
 
 def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
                   alpha, initial=None):
+    _preflight(layer, spikes)
     T, B, _ = spikes.dense_shape
     N = layer.out_features
     current = _input_current(spikes, weight, bias)
@@ -131,6 +146,12 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
     layer.last_membrane = torch.stack(U_all) if layer.record_membrane else None
     spk_all = torch.stack(spk_all)
     elig_all = torch.stack(elig_all)
+    if not values_readable(S_all):
+        # A traced graph (meta tensors): lists of static shape, and nothing to count.
+        ids, counts, _ = lists_by_rank(spk_all, cfg.capacity, cfg.overflow, elig_all,
+                                       layer.name)
+        values = listed_only(torch.gather(S_all, -1, ids.long()), counts)
+        return SparseSpikes._made(ids, counts, N, values)
     ids, counts, overflow = lists_from_masks(spk_all, elig_all, cfg.capacity, cfg.overflow)
     K = ids.shape[-1]
     apply_overflow(layer, K, overflow)
@@ -144,6 +165,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
 
 
 def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
+    _preflight(layer, spikes)
     current = _input_current(spikes, weight, bias)
     # From zero state, as the spiking layers: beta then takes part from step 0 on, and
     # gets a zero gradient (not none) from a one-step call, as on the emulator.

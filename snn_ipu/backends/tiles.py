@@ -31,8 +31,12 @@ def model_code(model: Union[str, int]) -> int:
     return int(model)
 
 
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def planning_threads() -> int:
+    """The thread count host plans are made for: the machine's CPUs, not the ones this
+    process may use (taskset, cgroups) nor set_num_threads(). Tiles and sample groups fix
+    the order of the gradients' sums, so a plan that followed those would make results
+    depend on them; this way they are bit-identical on one machine however it runs."""
+    return os.cpu_count() or 1
 
 
 class WorkSplit(NamedTuple):
@@ -81,7 +85,7 @@ def work_split_for(
     args = (
         int(in_features), int(out_features), int(batch), int(num_steps), bool(recurrent),
         model_code(model), int(capacity_in), int(capacity_out), float(activity),
-        int(weight_bytes), str(target), int(threads if threads is not None else default_threads()),
+        int(weight_bytes), str(target), int(threads if threads is not None else planning_threads()),
         bool(dense_history),
     )
     return _cached(args)
