@@ -47,4 +47,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check snn_ipu tests benchmarks examples
 
 clean:
-	rm -rf build *.egg-info snn_ipu/_C*.so
+	rm -rf build *.egg-info snn_ipu/_C*.so snn_ipu/_cpu*.so

@@ -14,9 +14,10 @@ public:
   poplar::Input<poplar::Vector<float>> currents;
   poplar::Input<poplar::Vector<float>> bias; // empty: no bias
   poplar::Input<poplar::Vector<float>> beta;
-  poplar::Input<poplar::Vector<float>> threshold;
-  poplar::InOut<poplar::Vector<float>> membrane;
-  poplar::InOut<poplar::Vector<float>> spiked; // S[t-1] in, S[t] out (0/1)
+  // Emission reads these 8 at a time (codelets/SpikeEmission.hpp).
+  poplar::Input<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> threshold;
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> membrane;
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> spiked; // S[t-1] in, S[t] out (0/1)
   poplar::Output<poplar::Vector<int>> spikeIds;
   poplar::Output<poplar::Vector<float>> spikeMembrane;
   poplar::Output<poplar::Vector<int>> eligibleIds;
@@ -60,10 +61,11 @@ public:
   poplar::Input<poplar::Vector<float>> bias; // empty: no bias
   poplar::Input<poplar::Vector<float>> alpha;
   poplar::Input<poplar::Vector<float>> beta;
-  poplar::Input<poplar::Vector<float>> threshold;
+  // Emission reads these 8 at a time (codelets/SpikeEmission.hpp).
+  poplar::Input<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> threshold;
   poplar::InOut<poplar::Vector<float>> synaptic;
-  poplar::InOut<poplar::Vector<float>> membrane;
-  poplar::InOut<poplar::Vector<float>> spiked; // S[t-1] in, S[t] out (0/1)
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> membrane;
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> spiked; // S[t-1] in, S[t] out (0/1)
   poplar::Output<poplar::Vector<int>> spikeIds;
   poplar::Output<poplar::Vector<float>> spikeMembrane;
   poplar::Output<poplar::Vector<int>> eligibleIds;

@@ -130,7 +130,7 @@ inline void addRows(float *__restrict acc, const WT *__restrict rows,
 
 template <unsigned V>
 inline void scatterRowsChunk(float *__restrict rows, const float *__restrict g,
-                             const int *__restrict ids, unsigned numIds, unsigned rowLength) {
+                             const int *__restrict ids, unsigned numIds, unsigned rowStride) {
   f32x8 gv[V];
 #pragma GCC unroll 8
   for (unsigned v = 0; v < V; ++v)
@@ -139,25 +139,28 @@ inline void scatterRowsChunk(float *__restrict rows, const float *__restrict g,
     if (k + kPrefetchAhead < numIds)
       prefetchRow<linesOf<V, float>(), 1>(rows +
                                           (unsigned long)(unsigned)ids[k + kPrefetchAhead] *
-                                              rowLength);
-    float *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+                                              rowStride);
+    float *__restrict row = rows + (unsigned long)(unsigned)ids[k] * rowStride;
 #pragma GCC unroll 8
     for (unsigned v = 0; v < V; ++v)
       store8(row + 8 * v, load8(row + 8 * v) + gv[v]);
   }
 }
 
-// rows[ids[k]][n] += g[n] for every listed k
+// rows[ids[k]][n] += g[n] for every listed k and n < length, in rows rowStride
+// floats apart (length < rowStride: a worker's share of the columns). Every
+// element takes its ids' additions in list order, whatever the share.
 inline void scatterRows(float *__restrict rows, const float *__restrict g,
-                        const int *__restrict ids, unsigned numIds, unsigned rowLength) {
-  if (numIds == 0)
+                        const int *__restrict ids, unsigned numIds, unsigned rowStride,
+                        unsigned length) {
+  if (numIds == 0 || length == 0)
     return;
-  unsigned c = forVectorChunks<8>(rowLength, [&](auto v, unsigned at) {
-    scatterRowsChunk<decltype(v)::count>(rows + at, g + at, ids, numIds, rowLength);
+  unsigned c = forVectorChunks<8>(length, [&](auto v, unsigned at) {
+    scatterRowsChunk<decltype(v)::count>(rows + at, g + at, ids, numIds, rowStride);
   });
-  for (; c < rowLength; ++c)
+  for (; c < length; ++c)
     for (unsigned k = 0; k < numIds; ++k)
-      rows[(unsigned long)(unsigned)ids[k] * rowLength + c] += g[c];
+      rows[(unsigned long)(unsigned)ids[k] * rowStride + c] += g[c];
 }
 
 // sum_n row[n] * g[n] with four independent vector accumulators (for

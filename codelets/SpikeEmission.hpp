@@ -109,7 +109,7 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   }
 #else
   for (; n + 8 <= numNeurons; n += 8) {
-    if (anyGreater(load8(membrane + n), load8(threshold + n) - margin)) {
+    if (anyGreater(load8(membrane + n), load8(threshold + n) - gradWindow)) {
       for (unsigned j = 0; j < 8; ++j)
         emit(n + j);
     } else {

@@ -20,8 +20,8 @@ template <typename WT> class SpikeMatmul : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<int>> ids;
   poplar::Input<poplar::Vector<unsigned>> ends;
-  poplar::Input<poplar::Vector<WT>> weights;
-  poplar::InOut<poplar::Vector<float>> currents;
+  poplar::Input<poplar::Vector<WT, poplar::VectorLayout::SPAN, snn::kVectorAlign>> weights;
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> currents;
   unsigned rowLength;
   unsigned accumulate;
 

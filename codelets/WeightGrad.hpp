@@ -7,21 +7,32 @@
 
 // dL/dW rows (tile block layout [numInputs x rowLength], float) of the listed
 // input spikes += dL/dI of the tile; dL/db += dL/dI when biasGrad is bound.
-class WeightGradScatter : public poplar::Vertex {
+// The samples of a tile share its gradient block, so they take turns (one
+// compute set each); within a sample the workers share out the row's 8-float
+// chunks, so that no two write the same element and each element still adds
+// its spikes in list order.
+class WeightGradScatter : public poplar::MultiVertex {
 public:
   poplar::Input<poplar::Vector<int>> ids;
   poplar::Input<unsigned> numIds;
-  poplar::Input<poplar::Vector<float>> currentGrad;
-  poplar::InOut<poplar::Vector<float>> weightGrad;
+  poplar::Input<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> currentGrad;
+  poplar::InOut<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> weightGrad;
   poplar::InOut<poplar::Vector<float>> biasGrad; // empty: no bias
   unsigned rowLength;
 
-  bool compute() {
+  bool compute(unsigned workerId) {
+    const unsigned workers = numWorkers();
+    const unsigned chunks = (rowLength + 7) / 8, perWorker = (chunks + workers - 1) / workers;
+    const unsigned lo = workerId * perWorker * 8 < rowLength ? workerId * perWorker * 8 : rowLength;
+    const unsigned end = (workerId + 1) * perWorker * 8;
+    const unsigned hi = end < rowLength ? end : rowLength;
     const float *__restrict g = &currentGrad[0];
-    snn::scatterRows(&weightGrad[0], g, &ids[0], *numIds, rowLength);
-    if (biasGrad.size() != 0) {
+    if (*numIds != 0)
+      snn::scatterRows(&weightGrad[0] + lo, g + lo, &ids[0], *numIds, rowLength, hi - lo);
+    const unsigned biasEnd = hi < biasGrad.size() ? hi : unsigned(biasGrad.size());
+    if (biasEnd > lo) {
       float *__restrict gb = &biasGrad[0];
-      for (unsigned n = 0; n < rowLength; ++n)
+      for (unsigned n = lo; n < biasEnd; ++n)
         gb[n] += g[n];
     }
     return true;
@@ -34,8 +45,8 @@ template <typename WT> class InputSpikeGrad : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<int>> ids;
   poplar::Input<unsigned> numIds;
-  poplar::Input<poplar::Vector<WT>> weights;
-  poplar::Input<poplar::Vector<float>> currentGrad;
+  poplar::Input<poplar::Vector<WT, poplar::VectorLayout::SPAN, snn::kVectorAlign>> weights;
+  poplar::Input<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> currentGrad;
   poplar::Output<poplar::Vector<float>> partials;
   unsigned rowLength;
 

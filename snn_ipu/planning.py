@@ -357,7 +357,7 @@ def plan(
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients.
     """
-    from . import _C
+    from ._native import _C
 
     if isinstance(model_or_sizes, torch.nn.Module):
         shapes = _shapes_from_module(model_or_sizes)

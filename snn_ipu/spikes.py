@@ -502,7 +502,7 @@ class _SpikeCounts(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, ids, counts, values, num_neurons):
-        from . import _C
+        from ._native import _C
 
         ctx.save_for_backward(ids, counts)
         try:
@@ -521,7 +521,7 @@ class _SpikeCounts(torch.autograd.Function):
             idx = ids.long().permute(1, 0, 2).reshape(B, T * K)
             gathered = grad.gather(-1, idx).reshape(B, T, K).permute(1, 0, 2)
             return None, None, listed_only(gathered, counts), None
-        from . import _C
+        from ._native import _C
 
         return None, None, torch.from_numpy(
             _C.spike_counts_grad(numpy_view(ids), numpy_view(counts), numpy_view(grad))

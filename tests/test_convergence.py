@@ -42,7 +42,7 @@ from snn_ipu import losses
 from snn_ipu.cli import build_model
 from snn_ipu.data.randman import batches, make_randman, split
 
-pytest.importorskip("snn_ipu._C", reason="the emulator's C++ extension is not built")
+pytest.importorskip("snn_ipu._native", reason="the emulator's C++ extension is not built")
 pytest.importorskip("snn_ipu.backends.emulator")
 
 SEED = 0

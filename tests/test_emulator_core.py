@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from snn_ipu import _C, SparseSpikes
+from snn_ipu import SparseSpikes
+from snn_ipu._native import _C
 from snn_ipu.backends.emulator import spike_matmul
 
 LEAKY, SYNAPTIC, READOUT = 0, 1, 2

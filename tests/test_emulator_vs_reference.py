@@ -2,7 +2,9 @@
 
 Both run the same layers with the same weights, under the host tile plan and
 the ipu2 plan (many tiles, few neurons each): spikes must be identical,
-membranes within 1e-5, gradients within 1e-4 relative.
+membranes within 1e-6 of their largest magnitude (a few float32 steps: the two sum a
+step's inputs in different orders, and contract multiply-adds differently on CPUs
+with and without FMA), gradients within 1e-4 relative.
 """
 
 import copy
@@ -73,8 +75,8 @@ def compare(ref_net, emu_net, x, readout):
         assert torch.equal(r.counts, e.counts), f"layer {i} counts"
         assert torch.equal(r.ids, e.ids), f"layer {i} ids"
         assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
-        torch.testing.assert_close(emu_net[i].last_membrane, ref_net[i].last_membrane,
-                                   atol=1e-5, rtol=0)
+        assert_rel_close(emu_net[i].last_membrane, ref_net[i].last_membrane, 1e-6,
+                         f"layer {i} membrane")
     for (name, p_ref), (_, p_emu) in zip(ref_net.named_parameters(), emu_net.named_parameters()):
         assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
         assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from snn_ipu import _C
+from snn_ipu._native import _C
 from snn_ipu.backends.tiles import tile_starts_for
 from snn_ipu.planning import LayerPlanRow, PlanError, PlanReport, plan
 

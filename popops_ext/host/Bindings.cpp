@@ -490,7 +490,13 @@ template <typename F> auto byDtype(const py::array &like, const char *name, F &&
 
 } // namespace
 
-PYBIND11_MODULE(_C, m) {
+// setup.py builds this module once per instruction-set level, each under its own
+// name (snn_ipu/_native.py picks one at import).
+#ifndef SNN_IPU_MODULE_NAME
+#define SNN_IPU_MODULE_NAME _C
+#endif
+
+PYBIND11_MODULE(SNN_IPU_MODULE_NAME, m) {
   m.doc() = "snn_ipu host executor: the IPU codelets run on CPU threads";
   tuneMalloc();
   py::register_exception<MemoryBudgetExceeded>(m, "MemoryBudgetExceeded", PyExc_MemoryError);

@@ -336,7 +336,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       if (needs_.bias)
         scatter.biasGrad.bind(s.biasGrad.data(), len);
       scatter.rowLength = len;
-      scatter.compute();
+      shim::runWorkers(scatter);
     }
     if (recWeight_ && needs_.recWeight && (t > 0 || initialIds)) {
       // V's gradient meets the step's recurrent input: S[t-1], the initial spikes at t = 0.
@@ -349,7 +349,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       scatter.currentGrad.bind(currentGrad, len);
       scatter.weightGrad.bind(recWeightGrad_[g].block(j), recWeightGrad_[g].blockSize(j));
       scatter.rowLength = len;
-      scatter.compute();
+      shim::runWorkers(scatter);
     }
   }
 }

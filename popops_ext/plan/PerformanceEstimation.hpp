@@ -37,116 +37,143 @@ inline std::uint64_t vertexCycles(std::uint64_t slowestWorker, unsigned numWorke
 // store). Halves are widened to float before the add, hence the extra cycles.
 inline std::uint64_t rowStepCycles(bool floatWeights) { return floatWeights ? 3 : 5; }
 
-// Samples are shared out to workers; with fewer samples than workers, each
-// sample's neurons are split so that no worker idles.
-struct WorkSplit {
-  std::uint64_t itemsPerWorker;
-  std::uint64_t neuronsPerItem;
-};
-inline WorkSplit splitSamplesAndNeurons(unsigned numSamples, unsigned numNeurons,
-                                        unsigned numWorkers) {
-  const unsigned chunks = numSamples >= numWorkers ? 1u : std::max(1u, numWorkers / numSamples);
-  const std::uint64_t items = std::uint64_t(numSamples) * chunks;
-  return {ceilDiv(items, numWorkers), ceilDiv(numNeurons, chunks)};
+// What the graph does (popops_ext/poplar/LayerGraph.cpp): the per-sample
+// vertices (SpikeMatmul, the state update and its gradient, InputSpikeGrad,
+// SpikeListCombine, PartialReduce) are one worker Vertex per (tile, sample),
+// which Poplar shares out over the tile's worker contexts: a compute set of n
+// of them takes ceil(n / numWorkers) rounds of one vertex per worker, and
+// with fewer samples than workers, workers idle. Each vertex's own estimate
+// (its *WorkerCycles) is one worker's loop.
+inline std::uint64_t computeSetCycles(std::uint64_t numVertices, std::uint64_t workerCycles,
+                                      unsigned numWorkers) {
+  if (numVertices == 0)
+    return 0;
+  return vertexCycles(ceilDiv(numVertices, numWorkers) * workerCycles, numWorkers);
 }
 
 // SpikeMatmul: for every input spike, add that input's weight column (stored
 // contiguously per tile as [in][tileNeurons]) into the tile's currents.
+inline std::uint64_t spikeMatmulWorkerCycles(double spikesPerSample, unsigned numNeurons,
+                                             bool floatWeights, unsigned vectorWidth) {
+  // 6: load the id, bounds check, scale to a row address, set up the rpt.
+  const double perSpike = 6 + ceilDiv(numNeurons, vectorWidth) * rowStepCycles(floatWeights);
+  return kWorkerEntryCycles + ceilU(8 + spikesPerSample * perSpike);
+}
 inline std::uint64_t spikeMatmulCycles(unsigned numSamples, double spikesPerSample,
                                        unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
                                        unsigned numWorkers) {
-  if (numSamples == 0 || numNeurons == 0)
+  if (numNeurons == 0)
     return 0;
-  const auto split = splitSamplesAndNeurons(numSamples, numNeurons, numWorkers);
-  // 6: load the id, bounds check, scale to a row address, set up the rpt.
-  const double perSpike =
-      6 + ceilDiv(split.neuronsPerItem, vectorWidth) * rowStepCycles(floatWeights);
-  const double perItem = 8 + spikesPerSample * perSpike;
-  return vertexCycles(kWorkerEntryCycles + ceilU(split.itemsPerWorker * perItem), numWorkers);
+  return computeSetCycles(
+      numSamples, spikeMatmulWorkerCycles(spikesPerSample, numNeurons, floatWeights, vectorWidth),
+      numWorkers);
 }
 
 // LifUpdate / SynapticUpdate / ReadoutUpdate: dense over the tile's neurons,
 // plus appending every listed (spike or eligible) neuron to the tile's list.
-inline std::uint64_t stateUpdateCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
-                                       double listedPerSample, unsigned numWorkers) {
-  if (numSamples == 0 || numNeurons == 0)
-    return 0;
+inline std::uint64_t stateUpdateWorkerCycles(NeuronModel model, unsigned numNeurons,
+                                             double listedPerSample) {
   // leaky: mul, add, sub reset, compare, eligible compare, store (+ loads)
   const unsigned perNeuron = model == NeuronModel::Synaptic ? 10
                              : model == NeuronModel::Leaky  ? 7
                                                             : 4;
-  const std::uint64_t elems = ceilDiv(std::uint64_t(numSamples) * numNeurons, numWorkers);
-  const double listed = std::ceil(numSamples * listedPerSample / numWorkers);
-  return vertexCycles(kWorkerEntryCycles + elems * perNeuron + ceilU(listed * 6), numWorkers);
+  return kWorkerEntryCycles + std::uint64_t(numNeurons) * perNeuron +
+         ceilU(std::ceil(listedPerSample) * 6);
+}
+inline std::uint64_t stateUpdateCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
+                                       double listedPerSample, unsigned numWorkers) {
+  if (numNeurons == 0)
+    return 0;
+  return computeSetCycles(numSamples, stateUpdateWorkerCycles(model, numNeurons, listedPerSample),
+                          numWorkers);
 }
 
 // SpikeListCombine: for each sample this tile combines, walk the partial
 // lists of all the layer's tiles, spikes first then eligible-only entries.
-inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numPartials,
-                                       double entriesPerSample, unsigned numWorkers) {
-  if (samplesOnTile == 0)
-    return 0;
+inline std::uint64_t listCombineWorkerCycles(unsigned numPartials, double entriesPerSample) {
   // Two passes over the partials (spikes, then eligible): 2 x 4 cycles per
   // partial to read its counts, 2 cycles per copied (id, membrane) pair.
-  const double perSample = 10 + 8.0 * numPartials + 2 * entriesPerSample;
-  const std::uint64_t samplesPerWorker = ceilDiv(samplesOnTile, numWorkers);
-  return vertexCycles(kWorkerEntryCycles + ceilU(samplesPerWorker * perSample), numWorkers);
+  return kWorkerEntryCycles + ceilU(10 + 8.0 * numPartials + 2 * entriesPerSample);
+}
+inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numPartials,
+                                       double entriesPerSample, unsigned numWorkers) {
+  return computeSetCycles(samplesOnTile, listCombineWorkerCycles(numPartials, entriesPerSample),
+                          numWorkers);
 }
 
 // LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the
 // tile's neurons, surrogate derivative only at the tile's listed entries.
-inline std::uint64_t stateGradCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
-                                     double listedPerSample, unsigned numWorkers) {
-  if (numSamples == 0 || numNeurons == 0)
-    return 0;
+inline std::uint64_t stateGradWorkerCycles(NeuronModel model, unsigned numNeurons,
+                                           double listedPerSample) {
   const unsigned perNeuron = model == NeuronModel::Synaptic ? 9
                              : model == NeuronModel::Leaky  ? 6
                                                             : 4;
   // ATan surrogate: a float divide dominates (~20 cycles with the scatter).
   const unsigned perListed = model == NeuronModel::Readout ? 0 : 20;
-  const std::uint64_t elems = ceilDiv(std::uint64_t(numSamples) * numNeurons, numWorkers);
-  const double listed = std::ceil(numSamples * listedPerSample / numWorkers);
-  return vertexCycles(kWorkerEntryCycles + elems * perNeuron + ceilU(listed * perListed),
-                      numWorkers);
+  return kWorkerEntryCycles + std::uint64_t(numNeurons) * perNeuron +
+         ceilU(std::ceil(listedPerSample) * perListed);
+}
+inline std::uint64_t stateGradCycles(NeuronModel model, unsigned numSamples, unsigned numNeurons,
+                                     double listedPerSample, unsigned numWorkers) {
+  if (numNeurons == 0)
+    return 0;
+  return computeSetCycles(numSamples, stateGradWorkerCycles(model, numNeurons, listedPerSample),
+                          numWorkers);
 }
 
 // WeightGradScatter: for every input spike, add the tile's current gradients
-// into that input's gradient row: the transpose of SpikeMatmul. (Half
-// gradients would be widened and narrowed again, one extra cycle per vector;
-// the codelet accumulates float.)
+// into that input's gradient row: the transpose of SpikeMatmul. The samples
+// share the tile's gradient block, so they take turns, one compute set (and
+// one sync) each; within a sample the vertex is a MultiVertex whose workers
+// share out the row's 8-float chunks. (Half gradients would be widened and
+// narrowed again, one extra cycle per vector; the codelet accumulates float.)
+inline std::uint64_t weightGradVertexCycles(double spikesPerSample, unsigned numNeurons,
+                                            bool floatWeights, unsigned vectorWidth,
+                                            unsigned numWorkers) {
+  const std::uint64_t columns = ceilDiv(ceilDiv(numNeurons, 8), numWorkers) * 8;
+  const double perSpike = 6 + ceilDiv(std::min<std::uint64_t>(columns, numNeurons), vectorWidth) *
+                                  (rowStepCycles(floatWeights) + (floatWeights ? 0 : 1));
+  return vertexCycles(kWorkerEntryCycles + ceilU(8 + spikesPerSample * perSpike), numWorkers);
+}
 inline std::uint64_t weightGradCycles(unsigned numSamples, double spikesPerSample,
                                       unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
-                                      unsigned numWorkers) {
+                                      unsigned numWorkers, unsigned syncCycles) {
   if (numSamples == 0 || numNeurons == 0)
     return 0;
-  const auto split = splitSamplesAndNeurons(numSamples, numNeurons, numWorkers);
-  const double perSpike = 6 + ceilDiv(split.neuronsPerItem, vectorWidth) *
-                                  (rowStepCycles(floatWeights) + (floatWeights ? 0 : 1));
-  const double perItem = 8 + spikesPerSample * perSpike;
-  return vertexCycles(kWorkerEntryCycles + ceilU(split.itemsPerWorker * perItem), numWorkers);
+  return numSamples * (weightGradVertexCycles(spikesPerSample, numNeurons, floatWeights,
+                                              vectorWidth, numWorkers) +
+                       syncCycles);
 }
 
 // InputSpikeGrad: for every listed input entry (spikes and eligible), the dot
 // product of its weight column with the tile's current gradients: one
 // multiply-accumulate vector step per cycle, then a horizontal sum and store.
+inline std::uint64_t inputGradWorkerCycles(double listedPerSample, unsigned numNeurons,
+                                           bool floatWeights, unsigned vectorWidth) {
+  const double perEntry = 12 + ceilDiv(numNeurons, vectorWidth) * (floatWeights ? 1 : 2);
+  return kWorkerEntryCycles + ceilU(std::ceil(listedPerSample) * perEntry);
+}
 inline std::uint64_t inputGradCycles(unsigned numSamples, double listedPerSample,
                                      unsigned numNeurons, bool floatWeights, unsigned vectorWidth,
                                      unsigned numWorkers) {
-  if (numSamples == 0 || numNeurons == 0)
+  if (numNeurons == 0)
     return 0;
-  const double entries = std::ceil(numSamples * listedPerSample / numWorkers);
-  const double perEntry = 12 + ceilDiv(numNeurons, vectorWidth) * (floatWeights ? 1 : 2);
-  return vertexCycles(kWorkerEntryCycles + ceilU(entries * perEntry), numWorkers);
+  return computeSetCycles(
+      numSamples, inputGradWorkerCycles(listedPerSample, numNeurons, floatWeights, vectorWidth),
+      numWorkers);
 }
 
-// PartialReduce: sums the per-tile partial input gradients of the outputs
-// this tile owns; one add per partial, outputs shared out to workers.
-inline std::uint64_t partialReduceCycles(std::uint64_t numOutputs, unsigned numPartials,
-                                         unsigned numWorkers) {
-  if (numOutputs == 0 || numPartials <= 1)
+// PartialReduce: one vertex per sample, on the tile that reduces it, summing
+// the per-tile partial input gradients of that sample's listed entries.
+inline std::uint64_t partialReduceWorkerCycles(double outputsPerSample, unsigned numPartials) {
+  return kWorkerEntryCycles + ceilU(std::ceil(outputsPerSample) * (4 + numPartials));
+}
+inline std::uint64_t partialReduceCycles(unsigned samplesOnTile, double outputsPerSample,
+                                         unsigned numPartials, unsigned numWorkers) {
+  if (numPartials <= 1)
     return 0;
-  const std::uint64_t perWorker = ceilDiv(numOutputs, numWorkers);
-  return vertexCycles(kWorkerEntryCycles + perWorker * (4 + numPartials), numWorkers);
+  return computeSetCycles(samplesOnTile, partialReduceWorkerCycles(outputsPerSample, numPartials),
+                          numWorkers);
 }
 
 // Plain SGD on the tile's weights once per training step (w -= lr * g).

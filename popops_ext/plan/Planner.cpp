@@ -88,11 +88,11 @@ void fillCycles(LayerPlan &p, const Target &t) {
 
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
   // Weight gradients are accumulated in float whatever the weights' dtype.
-  c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W);
+  c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W,
+                                        t.isIpu() ? t.syncCycles : 0);
   c.inputGrad = cost::inputGradCycles(B, act.listedIn + act.listedOwn, row, floatW, vec, W);
-  const std::uint64_t reduceOutputs =
-      cost::ceilU(std::ceil(B * (act.listedIn + act.listedOwn)) / p.numTiles);
-  c.partialReduce = cost::partialReduceCycles(reduceOutputs, p.numTiles, W);
+  c.partialReduce = cost::partialReduceCycles(combineSamples, act.listedIn + act.listedOwn,
+                                              p.numTiles, W);
   // Backward, each tile reads the step's combined output list with its
   // membranes and gradients and takes its own slice (readout: dense dL/dU).
   const std::uint64_t gradOut =

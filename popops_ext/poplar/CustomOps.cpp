@@ -3,16 +3,15 @@
 // poptorch.custom_op(..., "SnnSpikingLayer", "ai.snn_ipu", 1, ...) once
 // libsnn_ipu_popart.so is loaded (its static creators register the ops).
 //
-// Inputs and outputs mirror the emulator's layer_forward / layer_backward;
-// the extra float input `in_values` ([T, B, Kin], 1 at input spikes) is what
-// makes the input list differentiable in PopART's autodiff: its gradient is
-// dL/d(input values), which the upstream layer's grad op consumes.
+// A thin adapter: the signatures (inputs, outputs, what each grad op reads and
+// produces) come from OpSignatures.hpp, the graph code from LayerOps.cpp. The
+// float input `in_values` ([T, B, Kin], 1 at input spikes) is what makes the
+// input list differentiable in PopART's autodiff: its gradient is dL/d(input
+// values), which the layer before consumes. Every forward input gets a
+// gradient (see OpSignatures.hpp and tests/test_op_signatures.py for why).
 #include <dlfcn.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,116 +22,63 @@
 #include <popart/opserialiser.hpp>
 #include <popart/popx/opx.hpp>
 #include <popart/popx/opxmanager.hpp>
-#include <popops/Cast.hpp>
-#include <popops/Zero.hpp>
-#include <poputil/TileMapping.hpp>
 
 #include "LayerGraph.hpp"
-#include "plan/Planner.hpp"
+#include "LayerOps.hpp"
+#include "OpSignatures.hpp"
 
 namespace snn {
 namespace popart_ops {
 
+using ipu::OpKind;
 using popart::DataType;
-using popart::GradInOutMapper;
-using popart::GradOpInType;
 using popart::TensorInfo;
 
-const popart::OperatorIdentifier kSpiking{"ai.snn_ipu", "SnnSpikingLayer", 1, {9, 9}, 8};
-const popart::OperatorIdentifier kSpikingGrad{"ai.snn_ipu", "SnnSpikingLayerGrad", 1, {14, 14}, 7};
-const popart::OperatorIdentifier kReadout{"ai.snn_ipu", "SnnReadoutLayer", 1, {6, 6}, 1};
-const popart::OperatorIdentifier kReadoutGrad{"ai.snn_ipu", "SnnReadoutLayerGrad", 1, {6, 6}, 4};
-
-// Input indices of the forward ops.
-namespace in {
-constexpr int kIds = 0, kCounts = 1, kValues = 2, kWeight = 3, kBias = 4;
-constexpr int kRecWeight = 5, kBeta = 6, kThreshold = 7, kAlpha = 8; // spiking
-constexpr int kReadoutBeta = 5;                                      // readout
-} // namespace in
-// Output indices of SnnSpikingLayer.
-namespace out {
-constexpr int kValues = 0, kIds = 1, kCounts = 2, kMembrane = 3, kNeeded = 4, kDenseU = 5,
-              kDenseSyn = 6, kSpikeBits = 7;
+popart::OperatorIdentifier identifier(const char *name, int numInputs, int numOutputs) {
+  return {ops::kDomain, name, ops::kDomainVersion, {numInputs, numInputs}, numOutputs};
 }
 
-// The op's attributes; names match snn_ipu/backends/ipu.py.
-struct LayerAttributes {
-  int64_t model = 0, reset = 0, surrogateKind = 0, capacity = 1, hasBias = 1, recurrent = 0;
-  int64_t keepDenseState = 0, neuronsPerTile = 8, firstTile = 0;
-  float surrogateP0 = 2.0f, surrogateP1 = 0.0f, gradWindow = -1.0f, activity = 0.05f;
-
-  static LayerAttributes from(const popart::Attributes &a) {
-    LayerAttributes r;
-    using Int = popart::Attributes::Int;
-    using Float = popart::Attributes::Float;
-    r.model = a.getAttribute<Int>("model", r.model);
-    r.reset = a.getAttribute<Int>("reset", r.reset);
-    r.surrogateKind = a.getAttribute<Int>("surrogate_kind", r.surrogateKind);
-    r.capacity = a.getAttribute<Int>("capacity", r.capacity);
-    r.hasBias = a.getAttribute<Int>("has_bias", r.hasBias);
-    r.recurrent = a.getAttribute<Int>("recurrent", r.recurrent);
-    r.keepDenseState = a.getAttribute<Int>("keep_dense_state", r.keepDenseState);
-    r.neuronsPerTile = a.getAttribute<Int>("neurons_per_tile", r.neuronsPerTile);
-    r.firstTile = a.getAttribute<Int>("first_tile", r.firstTile);
-    r.surrogateP0 = a.getAttribute<Float>("surrogate_p0", r.surrogateP0);
-    r.surrogateP1 = a.getAttribute<Float>("surrogate_p1", r.surrogateP1);
-    r.gradWindow = a.getAttribute<Float>("grad_window", r.gradWindow);
-    r.activity = a.getAttribute<Float>("activity", r.activity);
-    return r;
-  }
-
-  void append(popart::OpSerialiserBase &os) const {
-    os.appendAttribute("model", model);
-    os.appendAttribute("reset", reset);
-    os.appendAttribute("surrogate_kind", surrogateKind);
-    os.appendAttribute("capacity", capacity);
-    os.appendAttribute("has_bias", hasBias);
-    os.appendAttribute("recurrent", recurrent);
-    os.appendAttribute("keep_dense_state", keepDenseState);
-    os.appendAttribute("neurons_per_tile", neuronsPerTile);
-    os.appendAttribute("first_tile", firstTile);
-    os.appendAttribute("surrogate_p0", surrogateP0);
-    os.appendAttribute("surrogate_p1", surrogateP1);
-    os.appendAttribute("grad_window", gradWindow);
-    os.appendAttribute("activity", activity);
-  }
-
-  ipu::NeuronConfig neuronConfig() const {
-    ipu::NeuronConfig c;
-    c.model = unsigned(model);
-    c.reset = unsigned(reset);
-    c.surrogateKind = unsigned(surrogateKind);
-    c.surrogateP0 = surrogateP0;
-    c.surrogateP1 = surrogateP1;
-    // A negative window stands for "every neuron eligible" (attributes carry no inf).
-    c.gradWindow = gradWindow < 0 ? std::numeric_limits<float>::infinity() : gradWindow;
-    c.hasBias = hasBias != 0;
-    c.recurrent = recurrent != 0;
-    c.keepDenseState = keepDenseState != 0;
-    c.firstTile = unsigned(firstTile);
-    return c;
-  }
-};
-
-// The same plan that snn_ipu.planning reports, rebuilt from the shapes.
-plan::LayerPlan layerPlan(const LayerAttributes &a, const TensorInfo &inIds,
-                          const TensorInfo &weight) {
-  plan::LayerSpec s;
-  s.timesteps = unsigned(inIds.dim(0));
-  s.batch = unsigned(inIds.dim(1));
-  s.capacityIn = unsigned(inIds.dim(2));
-  s.outFeatures = unsigned(weight.dim(0));
-  s.inFeatures = unsigned(weight.dim(1));
-  s.recurrent = a.recurrent != 0;
-  s.model = plan::NeuronModel(unsigned(a.model));
-  s.capacityOut = a.model == 2 ? 0 : unsigned(a.capacity);
-  s.activity = a.activity;
-  s.weightBytes = weight.dataType() == DataType::FLOAT16 ? 2 : 4;
-  s.denseHistory = a.keepDenseState != 0;
-  return plan::planWithTileSize(s, plan::ipu2Target(), unsigned(a.neuronsPerTile));
+popart::OperatorIdentifier forwardId(OpKind kind) {
+  const ops::OpSignature &s = ipu::signature(kind);
+  return identifier(s.name, s.numInputs, s.numOutputs);
 }
 
-// codelets.gp sits next to this library unless SNN_IPU_CODELETS says otherwise.
+popart::OperatorIdentifier gradId(OpKind kind) {
+  const ops::OpSignature &s = ipu::signature(kind);
+  return identifier(s.gradName, s.numGradInputs, s.numGradOutputs);
+}
+
+DataType dataType(ops::DType t) { return t == ops::DType::Int32 ? DataType::INT32 : DataType::FLOAT; }
+
+poplar::Type poplarType(DataType t) {
+  switch (t) {
+  case DataType::FLOAT16:
+    return poplar::HALF;
+  case DataType::INT32:
+    return poplar::INT;
+  default:
+    return poplar::FLOAT;
+  }
+}
+
+ipu::Shape shapeOf(const TensorInfo &info) {
+  return ipu::Shape(info.shape().begin(), info.shape().end());
+}
+
+ipu::AttributeMap attributeMap(const popart::Attributes &a) {
+  ipu::AttributeMap m;
+  for (const ops::Attribute &attr : ops::kAttributes) {
+    if (!a.hasAttribute(attr.name))
+      continue;
+    if (attr.kind == ops::AttributeKind::Int)
+      m.ints[attr.name] = a.getAttribute<popart::Attributes::Int>(attr.name);
+    else
+      m.floats[attr.name] = a.getAttribute<popart::Attributes::Float>(attr.name);
+  }
+  return m;
+}
+
+// snn_codelets.gp sits next to this library unless SNN_IPU_CODELETS says otherwise.
 std::string codeletsPath() {
   if (const char *env = std::getenv("SNN_IPU_CODELETS"))
     return env;
@@ -149,288 +95,131 @@ std::string codeletsPath() {
 class SnnLayerOpBase : public popart::Op {
 public:
   SnnLayerOpBase(const popart::OperatorIdentifier &id, const popart::Op::Settings &settings,
-                 const LayerAttributes &attributes)
-      : popart::Op(id, settings), attributes_(attributes) {}
-  const LayerAttributes &attributes() const { return attributes_; }
+                 OpKind kind, const ipu::LayerAttributes &attributes)
+      : popart::Op(id, settings), kind_(kind), attributes_(attributes) {}
+  OpKind kind() const { return kind_; }
+  const ipu::LayerAttributes &attributes() const { return attributes_; }
   void appendOutlineAttributes(popart::OpSerialiserBase &os) const override {
     popart::Op::appendOutlineAttributes(os);
-    attributes_.append(os);
+    const ipu::AttributeMap m = attributes_.toMap();
+    for (const auto &kv : m.ints)
+      os.appendAttribute(kv.first, kv.second);
+    for (const auto &kv : m.floats)
+      os.appendAttribute(kv.first, kv.second);
   }
   // A whole time loop: never worth recomputing or outlining with other ops.
   float getSubgraphValue() const override { return getHighSubgraphValue(); }
 
 protected:
-  LayerAttributes attributes_;
+  OpKind kind_;
+  ipu::LayerAttributes attributes_;
 };
 
-class SnnSpikingLayerGradOp;
-class SnnReadoutLayerGradOp;
+class SnnLayerGradOp : public SnnLayerOpBase {
+public:
+  explicit SnnLayerGradOp(const SnnLayerOpBase &fwd)
+      : SnnLayerOpBase(gradId(fwd.kind()), fwd.getSettings(), fwd.kind(), fwd.attributes()) {
+    const ops::OpSignature &s = ipu::signature(kind_);
+    for (int i = 0; i < s.numInputs; ++i)
+      fwdInInfo_.push_back(fwd.inInfo(i));
+    for (int i = 0; i < s.numGradInputs; ++i) {
+      const ops::GradInput &g = s.gradInputs[i];
+      const popart::GradOpInType type = g.source == ops::GradSource::GradOut
+                                            ? popart::GradOpInType::GradOut
+                                        : g.source == ops::GradSource::In
+                                            ? popart::GradOpInType::In
+                                            : popart::GradOpInType::Out;
+      gradInputInfo_.push_back({i, g.index, type});
+    }
+    for (int i = 0; i < s.numGradOutputs; ++i)
+      gradOutToNonGradIn_[i] = s.gradOutputs[i];
+  }
+  std::unique_ptr<popart::Op> clone() const override {
+    return std::make_unique<SnnLayerGradOp>(*this);
+  }
+  // Every gradient has the dtype and shape of its forward input.
+  void setup() override {
+    for (const auto &kv : gradOutToNonGradIn_)
+      outInfo(kv.first) = fwdInInfo_.at(std::size_t(kv.second));
+  }
+  const std::vector<popart::GradInOutMapper> &gradInputInfo() const override {
+    return gradInputInfo_;
+  }
+  const std::map<int, int> &gradOutToNonGradIn() const override { return gradOutToNonGradIn_; }
 
-class SnnSpikingLayerOp : public SnnLayerOpBase {
+private:
+  std::vector<TensorInfo> fwdInInfo_;
+  std::vector<popart::GradInOutMapper> gradInputInfo_;
+  std::map<int, int> gradOutToNonGradIn_;
+};
+
+class SnnLayerOp : public SnnLayerOpBase {
 public:
   using SnnLayerOpBase::SnnLayerOpBase;
   std::unique_ptr<popart::Op> clone() const override {
-    return std::make_unique<SnnSpikingLayerOp>(*this);
+    return std::make_unique<SnnLayerOp>(*this);
   }
   void setup() override {
-    const auto &ids = inInfo(in::kIds);
-    const int64_t N = inInfo(in::kWeight).dim(0);
-    // The planner (and so the graph) holds a row to at most N entries.
-    const int64_t T = ids.dim(0), B = ids.dim(1), K = std::min<int64_t>(attributes_.capacity, N);
-    outInfo(out::kValues) = TensorInfo(DataType::FLOAT, {T, B, K});
-    outInfo(out::kIds) = TensorInfo(DataType::INT32, {T, B, K});
-    outInfo(out::kCounts) = TensorInfo(DataType::INT32, {T, B, 2});
-    outInfo(out::kMembrane) = TensorInfo(DataType::FLOAT, {T, B, K});
-    outInfo(out::kNeeded) = TensorInfo(DataType::INT32, {T, B, 2});
-    const bool dense = attributes_.keepDenseState != 0;
-    outInfo(out::kDenseU) =
-        TensorInfo(DataType::FLOAT, dense ? popart::Shape{T, B, N} : popart::Shape{1});
-    outInfo(out::kDenseSyn) =
-        TensorInfo(DataType::FLOAT,
-                   dense && attributes_.model == 1 ? popart::Shape{T, B, N} : popart::Shape{1});
-    const plan::LayerPlan p = layerPlan(attributes_, ids, inInfo(in::kWeight));
-    outInfo(out::kSpikeBits) = TensorInfo(
-        DataType::INT32, {T, B, int64_t(p.numTiles) * int64_t(ipu::spikeBitWords(p))});
+    const ops::OpSignature &s = ipu::signature(kind_);
+    const auto shapes = ipu::outputShapes(kind_, attributes_, shapeOf(inInfo(0)),
+                                          shapeOf(inInfo(ops::spiking::kWeight)));
+    for (int i = 0; i < s.numOutputs; ++i)
+      outInfo(i) = TensorInfo(dataType(s.outputs[i].type),
+                              popart::Shape(shapes[i].begin(), shapes[i].end()));
   }
-  std::vector<std::unique_ptr<popart::Op>> getGradOps() override;
+  std::vector<std::unique_ptr<popart::Op>> getGradOps() override {
+    std::vector<std::unique_ptr<popart::Op>> gradOps;
+    gradOps.push_back(std::make_unique<SnnLayerGradOp>(*this));
+    return gradOps;
+  }
 };
-
-class SnnSpikingLayerGradOp : public SnnLayerOpBase {
-public:
-  explicit SnnSpikingLayerGradOp(const SnnSpikingLayerOp &fwd)
-      : SnnLayerOpBase(kSpikingGrad, fwd.getSettings(), fwd.attributes()) {
-    for (int i : {in::kValues, in::kWeight, in::kBias, in::kRecWeight, in::kBeta, in::kThreshold,
-                  in::kAlpha})
-      fwdInInfo_[i] = fwd.inInfo(i);
-  }
-  std::unique_ptr<popart::Op> clone() const override {
-    return std::make_unique<SnnSpikingLayerGradOp>(*this);
-  }
-  void setup() override {
-    for (const auto &kv : gradOutToNonGradIn())
-      outInfo(kv.first) = fwdInInfo_.at(kv.second);
-  }
-  const std::vector<GradInOutMapper> &gradInputInfo() const override {
-    static const std::vector<GradInOutMapper> info = {
-        {0, out::kValues, GradOpInType::GradOut}, {1, in::kIds, GradOpInType::In},
-        {2, in::kCounts, GradOpInType::In},       {3, in::kWeight, GradOpInType::In},
-        {4, in::kRecWeight, GradOpInType::In},    {5, in::kBeta, GradOpInType::In},
-        {6, in::kThreshold, GradOpInType::In},    {7, in::kAlpha, GradOpInType::In},
-        {8, out::kIds, GradOpInType::Out},        {9, out::kCounts, GradOpInType::Out},
-        {10, out::kMembrane, GradOpInType::Out},  {11, out::kDenseU, GradOpInType::Out},
-        {12, out::kDenseSyn, GradOpInType::Out},  {13, out::kSpikeBits, GradOpInType::Out}};
-    return info;
-  }
-  const std::map<int, int> &gradOutToNonGradIn() const override {
-    static const std::map<int, int> m = {{0, in::kValues},    {1, in::kWeight}, {2, in::kBias},
-                                         {3, in::kRecWeight}, {4, in::kBeta},   {5, in::kThreshold},
-                                         {6, in::kAlpha}};
-    return m;
-  }
-
-private:
-  std::map<int, TensorInfo> fwdInInfo_;
-};
-
-std::vector<std::unique_ptr<popart::Op>> SnnSpikingLayerOp::getGradOps() {
-  std::vector<std::unique_ptr<popart::Op>> ops;
-  ops.push_back(std::make_unique<SnnSpikingLayerGradOp>(*this));
-  return ops;
-}
-
-class SnnReadoutLayerOp : public SnnLayerOpBase {
-public:
-  using SnnLayerOpBase::SnnLayerOpBase;
-  std::unique_ptr<popart::Op> clone() const override {
-    return std::make_unique<SnnReadoutLayerOp>(*this);
-  }
-  void setup() override {
-    const auto &ids = inInfo(in::kIds);
-    outInfo(0) = TensorInfo(DataType::FLOAT, {ids.dim(0), ids.dim(1), inInfo(in::kWeight).dim(0)});
-  }
-  std::vector<std::unique_ptr<popart::Op>> getGradOps() override;
-};
-
-class SnnReadoutLayerGradOp : public SnnLayerOpBase {
-public:
-  explicit SnnReadoutLayerGradOp(const SnnReadoutLayerOp &fwd)
-      : SnnLayerOpBase(kReadoutGrad, fwd.getSettings(), fwd.attributes()) {
-    for (int i : {in::kValues, in::kWeight, in::kBias, in::kReadoutBeta})
-      fwdInInfo_[i] = fwd.inInfo(i);
-  }
-  std::unique_ptr<popart::Op> clone() const override {
-    return std::make_unique<SnnReadoutLayerGradOp>(*this);
-  }
-  void setup() override {
-    for (const auto &kv : gradOutToNonGradIn())
-      outInfo(kv.first) = fwdInInfo_.at(kv.second);
-  }
-  const std::vector<GradInOutMapper> &gradInputInfo() const override {
-    static const std::vector<GradInOutMapper> info = {
-        {0, 0, GradOpInType::GradOut},           {1, in::kIds, GradOpInType::In},
-        {2, in::kCounts, GradOpInType::In},      {3, in::kWeight, GradOpInType::In},
-        {4, in::kReadoutBeta, GradOpInType::In}, {5, 0, GradOpInType::Out}};
-    return info;
-  }
-  const std::map<int, int> &gradOutToNonGradIn() const override {
-    static const std::map<int, int> m = {
-        {0, in::kValues}, {1, in::kWeight}, {2, in::kBias}, {3, in::kReadoutBeta}};
-    return m;
-  }
-
-private:
-  std::map<int, TensorInfo> fwdInInfo_;
-};
-
-std::vector<std::unique_ptr<popart::Op>> SnnReadoutLayerOp::getGradOps() {
-  std::vector<std::unique_ptr<popart::Op>> ops;
-  ops.push_back(std::make_unique<SnnReadoutLayerGradOp>(*this));
-  return ops;
-}
+static_assert(int(ops::spiking::kWeight) == int(ops::readout::kWeight), "weight index");
 
 // ---------------------------------------------------------------- Opx
 
 class SnnOpxBase : public popart::popx::Opx {
 public:
   SnnOpxBase(popart::Op *op, popart::popx::Devicex *devicex) : popart::popx::Opx(op, devicex) {
+    // Once per op, as PopTorch's own custom ops do (FastGatherLastDim.cpp).
     ipu::addSnnCodelets(graph(), codeletsPath());
   }
+};
 
-protected:
-  // Gradients leave in the dtype of the tensor they belong to.
-  poplar::Tensor as(const poplar::Tensor &t, const TensorInfo &info,
-                    poplar::program::Sequence &prog) const {
-    const poplar::Type type = info.dataType() == DataType::FLOAT16 ? poplar::HALF : poplar::FLOAT;
-    if (t.elementType() == type)
-      return t;
-    return popops::cast(graph(), t, type, prog, debugContext("cast"));
+class SnnLayerOpx : public SnnOpxBase {
+public:
+  SnnLayerOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
+    verifyOp<SnnLayerOp>(op, {forwardId(OpKind::Spiking), forwardId(OpKind::Readout)});
   }
-  poplar::Tensor zeros(const TensorInfo &info, poplar::program::Sequence &prog,
-                       const std::string &name) const {
-    const poplar::Type type = info.dataType() == DataType::FLOAT16 ? poplar::HALF : poplar::FLOAT;
-    std::vector<std::size_t> shape(info.shape().begin(), info.shape().end());
-    poplar::Tensor t = graph().addVariable(type, shape, debugContext(name));
-    poputil::mapTensorLinearly(graph(), t);
-    popops::zero(graph(), t, prog, debugContext(name));
-    return t;
+  void grow(poplar::program::Sequence &prog) const override {
+    const auto &op = getOp<SnnLayerOp>();
+    std::vector<poplar::Tensor> inputs;
+    for (int i = 0; i < ipu::signature(op.kind()).numInputs; ++i)
+      inputs.push_back(getInTensor(i));
+    const auto outputs = ipu::growForward(graph(), prog, op.kind(), op.attributes(), inputs,
+                                          debugContext(ipu::signature(op.kind()).name));
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      setOutTensor(int(i), outputs[i]);
   }
 };
 
-class SnnSpikingLayerOpx : public SnnOpxBase {
+class SnnLayerGradOpx : public SnnOpxBase {
 public:
-  SnnSpikingLayerOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
-    verifyOp<SnnSpikingLayerOp>(op, {kSpiking});
+  SnnLayerGradOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
+    verifyOp<SnnLayerGradOp>(op, {gradId(OpKind::Spiking), gradId(OpKind::Readout)});
   }
   void grow(poplar::program::Sequence &prog) const override {
-    const auto &op = getOp<SnnSpikingLayerOp>();
-    const LayerAttributes &a = op.attributes();
-    ipu::LayerGraph layer(graph(), layerPlan(a, op.inInfo(in::kIds), op.inInfo(in::kWeight)),
-                          a.neuronConfig(), getInTensor(in::kWeight).elementType(),
-                          debugContext("SnnSpikingLayer"));
-    ipu::ForwardInputs fin{getInTensor(in::kIds),       getInTensor(in::kCounts),
-                           getInTensor(in::kWeight),    getInTensor(in::kBias),
-                           getInTensor(in::kRecWeight), getInTensor(in::kBeta),
-                           getInTensor(in::kThreshold), getInTensor(in::kAlpha)};
-    const ipu::ForwardOutputs fo = layer.forward(prog, fin);
-    setOutTensor(out::kValues, fo.values);
-    setOutTensor(out::kIds, fo.ids);
-    setOutTensor(out::kCounts, fo.counts);
-    setOutTensor(out::kMembrane, fo.membrane);
-    setOutTensor(out::kNeeded, fo.needed);
-    setOutTensor(out::kSpikeBits, fo.spikeBits);
-    setOutTensor(out::kDenseU, fo.denseMembrane.valid()
-                                   ? fo.denseMembrane
-                                   : zeros(op.outInfo(out::kDenseU), prog, "noDenseU"));
-    setOutTensor(out::kDenseSyn, fo.denseSynaptic.valid()
-                                     ? fo.denseSynaptic
-                                     : zeros(op.outInfo(out::kDenseSyn), prog, "noDenseSyn"));
-  }
-};
-
-class SnnSpikingLayerGradOpx : public SnnOpxBase {
-public:
-  SnnSpikingLayerGradOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
-    verifyOp<SnnSpikingLayerGradOp>(op, {kSpikingGrad});
-  }
-  void grow(poplar::program::Sequence &prog) const override {
-    const auto &op = getOp<SnnSpikingLayerGradOp>();
-    const LayerAttributes &a = op.attributes();
-    const TensorInfo &weightInfo = op.outInfo(1);
-    ipu::LayerGraph layer(graph(), layerPlan(a, op.inInfo(1), weightInfo), a.neuronConfig(),
-                          getInTensor(3).elementType(), debugContext("SnnSpikingLayerGrad"));
-    ipu::BackwardInputs bin;
-    bin.forward.inIds = getInTensor(1);
-    bin.forward.inCounts = getInTensor(2);
-    bin.forward.weight = getInTensor(3);
-    bin.forward.recWeight = getInTensor(4);
-    bin.forward.beta = getInTensor(5);
-    bin.forward.threshold = getInTensor(6);
-    bin.forward.alpha = getInTensor(7);
-    bin.outputs.ids = getInTensor(8);
-    bin.outputs.counts = getInTensor(9);
-    bin.outputs.membrane = getInTensor(10);
-    bin.outputs.spikeBits = getInTensor(13);
-    if (a.keepDenseState) {
-      bin.outputs.denseMembrane = getInTensor(11);
-      if (a.model == 1)
-        bin.outputs.denseSynaptic = getInTensor(12);
-    }
-    bin.gradValues = getInTensor(0);
-    const ipu::BackwardOutputs g = layer.backward(prog, bin);
-    setOutTensor(0, g.gradInValues);
-    setOutTensor(1, as(g.gradWeight, op.outInfo(1), prog));
-    setOutTensor(2, g.gradBias.valid() ? g.gradBias : zeros(op.outInfo(2), prog, "noBias"));
-    setOutTensor(3, g.gradRecWeight.valid() ? as(g.gradRecWeight, op.outInfo(3), prog)
-                                            : zeros(op.outInfo(3), prog, "noRecWeight"));
-    setOutTensor(4, g.gradBeta);
-    setOutTensor(5, g.gradThreshold);
-    setOutTensor(6, g.gradAlpha.valid() ? g.gradAlpha : zeros(op.outInfo(6), prog, "noAlpha"));
-  }
-};
-
-class SnnReadoutLayerOpx : public SnnOpxBase {
-public:
-  SnnReadoutLayerOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
-    verifyOp<SnnReadoutLayerOp>(op, {kReadout});
-  }
-  void grow(poplar::program::Sequence &prog) const override {
-    const auto &op = getOp<SnnReadoutLayerOp>();
-    const LayerAttributes &a = op.attributes();
-    ipu::LayerGraph layer(graph(), layerPlan(a, op.inInfo(in::kIds), op.inInfo(in::kWeight)),
-                          a.neuronConfig(), getInTensor(in::kWeight).elementType(),
-                          debugContext("SnnReadoutLayer"));
-    ipu::ForwardInputs fin;
-    fin.inIds = getInTensor(in::kIds);
-    fin.inCounts = getInTensor(in::kCounts);
-    fin.weight = getInTensor(in::kWeight);
-    fin.bias = getInTensor(in::kBias);
-    fin.beta = getInTensor(in::kReadoutBeta);
-    setOutTensor(0, layer.forward(prog, fin).denseMembrane);
-  }
-};
-
-class SnnReadoutLayerGradOpx : public SnnOpxBase {
-public:
-  SnnReadoutLayerGradOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
-    verifyOp<SnnReadoutLayerGradOp>(op, {kReadoutGrad});
-  }
-  void grow(poplar::program::Sequence &prog) const override {
-    const auto &op = getOp<SnnReadoutLayerGradOp>();
-    const LayerAttributes &a = op.attributes();
-    ipu::LayerGraph layer(graph(), layerPlan(a, op.inInfo(1), op.outInfo(1)), a.neuronConfig(),
-                          getInTensor(3).elementType(), debugContext("SnnReadoutLayerGrad"));
-    ipu::BackwardInputs bin;
-    bin.forward.inIds = getInTensor(1);
-    bin.forward.inCounts = getInTensor(2);
-    bin.forward.weight = getInTensor(3);
-    bin.forward.beta = getInTensor(4);
-    bin.outputs.denseMembrane = getInTensor(5);
-    bin.gradValues = getInTensor(0);
-    const ipu::BackwardOutputs g = layer.backward(prog, bin);
-    setOutTensor(0, g.gradInValues);
-    setOutTensor(1, as(g.gradWeight, op.outInfo(1), prog));
-    setOutTensor(2, g.gradBias.valid() ? g.gradBias : zeros(op.outInfo(2), prog, "noBias"));
-    setOutTensor(3, g.gradBeta);
+    const auto &op = getOp<SnnLayerGradOp>();
+    const ops::OpSignature &s = ipu::signature(op.kind());
+    std::vector<poplar::Tensor> inputs;
+    for (int i = 0; i < s.numGradInputs; ++i) // an absent GradOut: no gradient reached it
+      inputs.push_back(hasInput(i) ? getInTensor(i) : poplar::Tensor());
+    std::vector<ipu::TensorSpec> outputs;
+    for (int i = 0; i < s.numGradOutputs; ++i)
+      outputs.push_back({poplarType(op.outInfo(i).dataType()), shapeOf(op.outInfo(i))});
+    const auto grads = ipu::growBackward(graph(), prog, op.kind(), op.attributes(), inputs,
+                                         outputs, debugContext(s.gradName));
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      setOutTensor(int(i), grads[i]);
   }
 };
 
@@ -438,72 +227,47 @@ public:
 
 namespace {
 
-const popart::OpDefinition::DataTypes kFloatTypes = {DataType::FLOAT16, DataType::FLOAT};
-const popart::OpDefinition::DataTypes kFloat = {DataType::FLOAT};
-const popart::OpDefinition::DataTypes kInt = {DataType::INT32};
+popart::OpDefinition::DataTypes typesOf(ops::DType t) {
+  switch (t) {
+  case ops::DType::Int32:
+    return {DataType::INT32};
+  case ops::DType::Float:
+    return {DataType::FLOAT};
+  default:
+    return {DataType::FLOAT16, DataType::FLOAT};
+  }
+}
 
-const popart::OpDefinition::Attributes kAttributes = {{"model", {"*"}},
-                                                      {"reset", {"*"}},
-                                                      {"surrogate_kind", {"*"}},
-                                                      {"surrogate_p0", {"*"}},
-                                                      {"surrogate_p1", {"*"}},
-                                                      {"grad_window", {"*"}},
-                                                      {"capacity", {"*"}},
-                                                      {"has_bias", {"*"}},
-                                                      {"recurrent", {"*"}},
-                                                      {"keep_dense_state", {"*"}},
-                                                      {"neurons_per_tile", {"*"}},
-                                                      {"first_tile", {"*"}},
-                                                      {"activity", {"*"}}};
+popart::OpDefinition definition(OpKind kind) {
+  const ops::OpSignature &s = ipu::signature(kind);
+  popart::OpDefinition::Inputs inputs;
+  for (int i = 0; i < s.numInputs; ++i)
+    inputs.push_back({s.inputs[i].name, typesOf(s.inputs[i].type)});
+  popart::OpDefinition::Outputs outputs;
+  for (int i = 0; i < s.numOutputs; ++i)
+    outputs.push_back({s.outputs[i].name, typesOf(s.outputs[i].type)});
+  popart::OpDefinition::Attributes attributes;
+  for (const ops::Attribute &attr : ops::kAttributes)
+    attributes[attr.name] = {"*"};
+  return popart::OpDefinition(inputs, outputs, attributes);
+}
 
-const popart::OpDefinition kSpikingDef({popart::OpDefinition::Inputs({{"in_ids", kInt},
-                                                                      {"in_counts", kInt},
-                                                                      {"in_values", kFloat},
-                                                                      {"weight", kFloatTypes},
-                                                                      {"bias", kFloat},
-                                                                      {"rec_weight", kFloatTypes},
-                                                                      {"beta", kFloat},
-                                                                      {"threshold", kFloat},
-                                                                      {"alpha", kFloat}}),
-                                        popart::OpDefinition::Outputs({{"values", kFloat},
-                                                                       {"ids", kInt},
-                                                                       {"counts", kInt},
-                                                                       {"membrane", kFloat},
-                                                                       {"needed", kInt},
-                                                                       {"dense_membrane", kFloat},
-                                                                       {"dense_synaptic", kFloat},
-                                                                       {"spike_bits", kInt}}),
-                                        popart::OpDefinition::Attributes(kAttributes)});
+std::unique_ptr<popart::Op> create(OpKind kind, const popart::OpCreatorInfo &info) {
+  return std::make_unique<SnnLayerOp>(info.opid, info.settings, kind,
+                                      ipu::LayerAttributes::parse(attributeMap(info.attributes)));
+}
 
-const popart::OpDefinition kReadoutDef({popart::OpDefinition::Inputs({{"in_ids", kInt},
-                                                                      {"in_counts", kInt},
-                                                                      {"in_values", kFloat},
-                                                                      {"weight", kFloatTypes},
-                                                                      {"bias", kFloat},
-                                                                      {"beta", kFloat}}),
-                                        popart::OpDefinition::Outputs({{"membrane", kFloat}}),
-                                        popart::OpDefinition::Attributes(kAttributes)});
+popart::OpCreator<SnnLayerOp> spikingCreator(
+    popart::OpDefinitions({{forwardId(OpKind::Spiking), definition(OpKind::Spiking)}}),
+    [](const popart::OpCreatorInfo &info) { return create(OpKind::Spiking, info); }, true);
+popart::OpCreator<SnnLayerOp> readoutCreator(
+    popart::OpDefinitions({{forwardId(OpKind::Readout), definition(OpKind::Readout)}}),
+    [](const popart::OpCreatorInfo &info) { return create(OpKind::Readout, info); }, true);
 
-popart::OpCreator<SnnSpikingLayerOp> spikingCreator(
-    popart::OpDefinitions({{kSpiking, kSpikingDef}}),
-    [](const popart::OpCreatorInfo &info) -> std::unique_ptr<popart::Op> {
-      return std::make_unique<SnnSpikingLayerOp>(info.opid, info.settings,
-                                                 LayerAttributes::from(info.attributes));
-    },
-    true);
-
-popart::OpCreator<SnnReadoutLayerOp> readoutCreator(
-    popart::OpDefinitions({{kReadout, kReadoutDef}}),
-    [](const popart::OpCreatorInfo &info) -> std::unique_ptr<popart::Op> {
-      return std::make_unique<SnnReadoutLayerOp>(info.opid, info.settings,
-                                                 LayerAttributes::from(info.attributes));
-    },
-    true);
-
-popart::popx::OpxCreator<SnnSpikingLayerOpx> spikingOpx(kSpiking);
-popart::popx::OpxCreator<SnnSpikingLayerGradOpx> spikingGradOpx(kSpikingGrad);
-popart::popx::OpxCreator<SnnReadoutLayerOpx> readoutOpx(kReadout);
-popart::popx::OpxCreator<SnnReadoutLayerGradOpx> readoutGradOpx(kReadoutGrad);
+popart::popx::OpxCreator<SnnLayerOpx> spikingOpx(forwardId(OpKind::Spiking));
+popart::popx::OpxCreator<SnnLayerOpx> readoutOpx(forwardId(OpKind::Readout));
+popart::popx::OpxCreator<SnnLayerGradOpx> spikingGradOpx(gradId(OpKind::Spiking));
+popart::popx::OpxCreator<SnnLayerGradOpx> readoutGradOpx(gradId(OpKind::Readout));
 
 } // namespace
 

@@ -1,5 +1,6 @@
 #include "LayerGraph.hpp"
 
+#include <popops/Cast.hpp>
 #include <popops/DynamicSlice.hpp>
 #include <popops/ElementWise.hpp>
 #include <popops/Expr.hpp>
@@ -115,6 +116,13 @@ Tensor LayerGraph::perSample(const Type &type, unsigned columns, const std::stri
   return t;
 }
 
+Tensor LayerGraph::unpadded(const std::vector<Tensor> &perTilePadded) const {
+  std::vector<Tensor> parts;
+  for (std::size_t j = 0; j < tiles_.size(); ++j)
+    parts.push_back(perTilePadded[j].slice(0, tiles_[j].width, 1));
+  return concat(parts, 1);
+}
+
 Tensor LayerGraph::sliceable(const Type &type, std::vector<std::size_t> shape,
                              const std::string &name) {
   // Spread over the whole IPU, one step per slice: the planner's io share.
@@ -162,13 +170,17 @@ std::vector<Tensor> LayerGraph::weightBlocks(Sequence &prog, const Tensor &w, un
 
 std::vector<Tensor> LayerGraph::paramSlices(Sequence &prog, const Tensor &p,
                                             const std::string &name) {
+  // Half parameters (a model.half()) are widened once: state and its updates
+  // stay float32, as on the CPU backends.
+  const Tensor src =
+      p.elementType() == FLOAT ? p : popops::cast(graph_, p, FLOAT, prog, {dnai_, name + "/float"});
   std::vector<Tensor> out;
   for (const Tile &tile : tiles_) {
     Tensor t = graph_.addVariable(FLOAT, {tile.width}, {dnai_, name});
     graph_.setTileMapping(t, tile.index);
     out.push_back(t);
   }
-  prog.add(Copy(p, concat(out), false, {dnai_, name}));
+  prog.add(Copy(src, concat(out), false, {dnai_, name}));
   return out;
 }
 
@@ -227,9 +239,9 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
-  // Per-sample Vertex instances: each runs on one worker, in parallel with
-  // the tile's other samples, so its estimate is one worker's loop.
-  const unsigned workers = 1;
+  // Per-sample Vertex instances run one per worker context, in parallel with
+  // the tile's other samples: each estimate is one worker's loop
+  // (plan/PerformanceEstimation.hpp says how the compute sets add up).
 
   const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
   std::vector<Tensor> V;
@@ -247,7 +259,9 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
 
   // Tile state, [B, ...] per tile.
   const auto cur = perTile(FLOAT, B, true, "currents");
-  const auto U = perTile(FLOAT, B, false, "membrane");
+  // Membrane and spikes padded per sample like the currents, so that every
+  // sample's row starts on the 8-byte boundary the emission's vector loads need.
+  const auto U = perTile(FLOAT, B, true, "membrane");
   std::vector<Tensor> syn, spiked, spikeIds, spikeMem, eligIds, eligMem, tileCounts, outStep;
   std::vector<Tensor> toZero = {concat(cur, 1).flatten(), concat(U, 1).flatten()};
   if (synaptic) {
@@ -257,7 +271,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   if (readout) {
     outStep = perTile(FLOAT, B, false, "membraneOut");
   } else {
-    spiked = perTile(FLOAT, B, false, "spiked");
+    spiked = perTile(FLOAT, B, true, "spiked");
     spikeIds = perTile(INT, B, false, "spikeIds");
     spikeMem = perTile(FLOAT, B, false, "spikeMembrane");
     eligIds = perTile(INT, B, false, "eligibleIds");
@@ -321,8 +335,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.setInitialValue(v["rowLength"], tile.rowLength);
       graph_.setInitialValue(v["accumulate"], 0u); // sets I[t]
       graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::spikeMatmulCycles(1, spikesIn, tile.rowLength, floatW, floatW ? 2 : 4,
-                                                workers));
+      estimate(v, plan::cost::spikeMatmulWorkerCycles(spikesIn, tile.rowLength, floatW,
+                                                      floatW ? 2 : 4));
     }
   }
   body.add(Execute(mm, {dnai_, "spikeMatmul"}));
@@ -340,8 +354,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
         graph_.setInitialValue(v["rowLength"], tile.rowLength);
         graph_.setInitialValue(v["accumulate"], 1u);
         graph_.setTileMapping(v, tile.index);
-        estimate(v, plan::cost::spikeMatmulCycles(1, plan_.spec.activity * N, tile.rowLength,
-                                                  floatW, floatW ? 2 : 4, workers));
+        estimate(v, plan::cost::spikeMatmulWorkerCycles(plan_.spec.activity * N, tile.rowLength,
+                                                        floatW, floatW ? 2 : 4));
       }
     }
     body.add(Execute(rm, {dnai_, "recurrentMatmul"}));
@@ -357,13 +371,13 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.connect(v["currents"], cur[j][b]);
       graph_.connect(v["bias"], config_.hasBias ? bias[j] : noBias);
       graph_.connect(v["beta"], beta[j]);
-      graph_.connect(v["membrane"], U[j][b]);
+      graph_.connect(v["membrane"], U[j][b].slice(0, tile.width));
       graph_.setInitialValue(v["numNeurons"], tile.width);
       if (readout) {
         graph_.connect(v["membraneOut"], outStep[j][b]);
       } else {
         graph_.connect(v["threshold"], thr[j]);
-        graph_.connect(v["spiked"], spiked[j][b]);
+        graph_.connect(v["spiked"], spiked[j][b].slice(0, tile.width));
         graph_.connect(v["spikeIds"], spikeIds[j][b]);
         graph_.connect(v["spikeMembrane"], spikeMem[j][b]);
         graph_.connect(v["eligibleIds"], eligIds[j][b]);
@@ -378,8 +392,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
         }
       }
       graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::stateUpdateCycles(plan_.spec.model, 1, tile.width,
-                                                2 * plan_.spec.activity * tile.width, workers));
+      estimate(v, plan::cost::stateUpdateWorkerCycles(plan_.spec.model, tile.width,
+                                                      2 * plan_.spec.activity * tile.width));
     }
   }
   body.add(Execute(up, {dnai_, "stateUpdate"}));
@@ -423,8 +437,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.connect(v["membrane"], stepMem[b]);
       graph_.connect(v["counts"], stepCounts[b]);
       graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::listCombineCycles(1, unsigned(tiles_.size()),
-                                                2 * plan_.spec.activity * N, workers));
+      estimate(v, plan::cost::listCombineWorkerCycles(unsigned(tiles_.size()),
+                                                      2 * plan_.spec.activity * N));
     }
     // Every spike of the step as bits, dropped ones included: the backward
     // pass needs them for the resets.
@@ -445,7 +459,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   if (readout)
     stepUpdate(body, out.denseMembrane, concat(outStep, 1), t, "U[t]=");
   else if (config_.keepDenseState)
-    stepUpdate(body, out.denseMembrane, concat(U, 1), t, "U[t]=");
+    stepUpdate(body, out.denseMembrane, unpadded(U), t, "U[t]=");
   if (synaptic && config_.keepDenseState)
     stepUpdate(body, out.denseSynaptic, concat(syn, 1), t, "syn[t]=");
   popops::addInPlace(graph_, t, one, body, {dnai_, "t+=1"});
@@ -474,7 +488,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
-  const unsigned workers = 1; // see forward()
+  // WeightGradScatter is a MultiVertex over the tile's worker contexts.
+  const unsigned workers = graph_.getTarget().getNumWorkerContexts();
   const bool denseU = readout || (config_.keepDenseState && fo.denseMembrane.valid());
   const bool denseSyn = synaptic && config_.keepDenseState && fo.denseSynaptic.valid();
 
@@ -629,8 +644,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
                                    {"partials", recPartials[j][b]}});
         graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
         graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, plan::cost::inputGradCycles(1, 2 * plan_.spec.activity * N, tiles_[j].rowLength,
-                                                floatW, floatW ? 2 : 4, workers));
+        estimate(v, plan::cost::inputGradWorkerCycles(2 * plan_.spec.activity * N,
+                                                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
       }
     body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
     popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
@@ -647,7 +662,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       graph_.setInitialValue(v["numPartials"], numTiles);
       graph_.setInitialValue(v["stride"], K);
       graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::partialReduceCycles(K, numTiles, workers));
+      estimate(v, plan::cost::partialReduceWorkerCycles(K, numTiles));
     }
     body.add(Execute(red, {dnai_, "recurrentReduce"}));
     popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
@@ -729,14 +744,15 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         }
       }
       graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::stateGradCycles(plan_.spec.model, 1, tile.width,
-                                              2 * plan_.spec.activity * tile.width, workers));
+      estimate(v, plan::cost::stateGradWorkerCycles(plan_.spec.model, tile.width,
+                                                    2 * plan_.spec.activity * tile.width));
     }
   }
   body.add(Execute(sg, {dnai_, "stateGrad"}));
 
   // Weight gradients: every sample's vertices write the same block, so the
-  // samples take turns (one compute set each) instead of sharing one.
+  // samples take turns (one compute set each) instead of sharing one; within
+  // a sample the tile's workers share out the columns.
   for (unsigned b = 0; b < B; ++b) {
     ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
     for (unsigned j = 0; j < numTiles; ++j) {
@@ -748,8 +764,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
                                  {"biasGrad", config_.hasBias ? gB[j] : noFloat}});
       graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
       graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::weightGradCycles(
-                      1, std::min<double>(Kin, plan_.spec.activity * inFeatures_),
+      estimate(v, plan::cost::weightGradVertexCycles(
+                      std::min<double>(Kin, plan_.spec.activity * inFeatures_),
                       tiles_[j].rowLength, true, 2, workers));
       if (config_.recurrent) {
         // V's gradient pairs dL/dI[t] with the spikes of step t-1.
@@ -761,8 +777,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
                                    {"biasGrad", noFloat}});
         graph_.setInitialValue(r["rowLength"], tiles_[j].rowLength);
         graph_.setTileMapping(r, tiles_[j].index);
-        estimate(r, plan::cost::weightGradCycles(1, plan_.spec.activity * N, tiles_[j].rowLength,
-                                                 true, 2, workers));
+        estimate(r, plan::cost::weightGradVertexCycles(plan_.spec.activity * N,
+                                                       tiles_[j].rowLength, true, 2, workers));
       }
     }
     body.add(Execute(ws, {dnai_, "weightGrad"}));
@@ -781,9 +797,9 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
                                  {"partials", partials[j][b]}});
       graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
       graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::inputGradCycles(
-                      1, std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
-                      tiles_[j].rowLength, floatW, floatW ? 2 : 4, workers));
+      estimate(v, plan::cost::inputGradWorkerCycles(
+                      std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
+                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
     }
   body.add(Execute(ig, {dnai_, "inputGrad"}));
   popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
@@ -800,7 +816,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     graph_.setInitialValue(v["numPartials"], numTiles);
     graph_.setInitialValue(v["stride"], Kin);
     graph_.setTileMapping(v, combineTile(b));
-    estimate(v, plan::cost::partialReduceCycles(Kin, numTiles, workers));
+    estimate(v, plan::cost::partialReduceWorkerCycles(Kin, numTiles));
   }
   body.add(Execute(rd, {dnai_, "inputGradReduce"}));
   stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");

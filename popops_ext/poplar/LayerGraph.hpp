@@ -38,11 +38,12 @@ struct ForwardInputs {
   poplar::Tensor inIds;     // INT [T, B, Kin]
   poplar::Tensor inCounts;  // INT [T, B, 2]
   poplar::Tensor weight;    // FLOAT/HALF [out, in]
-  poplar::Tensor bias;      // FLOAT [out] (ignored without hasBias)
+  poplar::Tensor bias;      // FLOAT/HALF [out] (ignored without hasBias)
   poplar::Tensor recWeight; // FLOAT/HALF [out, out] (recurrent only)
-  poplar::Tensor beta;      // FLOAT [out]
-  poplar::Tensor threshold; // FLOAT [out] (spiking only)
-  poplar::Tensor alpha;     // FLOAT [out] (synaptic only)
+  // Neuron parameters: FLOAT or HALF, widened to float32 on the tiles.
+  poplar::Tensor beta;      // [out]
+  poplar::Tensor threshold; // [out] (spiking only)
+  poplar::Tensor alpha;     // [out] (synaptic only)
 };
 
 struct ForwardOutputs {
@@ -122,6 +123,8 @@ private:
   // Per tile, a [leading, columns] variable on the tile.
   std::vector<poplar::Tensor> perTileFixed(const poplar::Type &type, unsigned leading,
                                            unsigned columns, const std::string &name);
+  // [B, N]: the tiles' [B, rowLength] variables without their padding.
+  poplar::Tensor unpadded(const std::vector<poplar::Tensor> &perTilePadded) const;
   // Per sample b, a [columns] variable on the tile that combines / reduces b.
   poplar::Tensor perSample(const poplar::Type &type, unsigned columns, const std::string &name);
   poplar::Tensor empty(const poplar::Type &type);

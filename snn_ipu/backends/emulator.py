@@ -32,7 +32,7 @@ from .bookkeeping import apply_overflow, record_stats
 from .tiles import WorkSplit, work_split_for
 
 try:
-    from .. import _C
+    from .._native import _C
 except ImportError as exc:  # pragma: no cover - only without a build
     raise ImportError(
         "snn_ipu's C++ extension is not built; run `make build` (or `pip install -e .`) "

@@ -170,7 +170,7 @@ def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
         return min(int(layer.max_spikes), layer.out_features)
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
     try:
-        from .. import _C
+        from .._native import _C
     except ImportError:
         return max(1, min(layer.out_features, math.ceil(0.2 * layer.out_features)))
     plan = _C.plan_layer(

@@ -27,7 +27,8 @@ from .bookkeeping import apply_overflow, record_stats
 from .ipu import _capacity, _check_input_capacity, _tiles, pack_attributes
 
 try:
-    from .. import _C, _graph
+    from .. import _graph
+    from .._native import _C
 except ImportError as exc:  # pragma: no cover - only without a build
     raise ImportError(
         "snn_ipu's C++ extensions are not built; run `make build` (or `pip install -e .`) "
@@ -50,12 +51,18 @@ PRODUCED_BY_OTHER_OPS = ("in_ids", "in_counts", "in_values")
 _CHECK_OUTPUT_READS = os.environ.get("SNN_IPU_GRAPH_CHECK_READS", "1") != "0"
 
 
-def _run(layer, op: str, attributes: dict, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]:
-    arrays = [numpy_view(t.detach().contiguous()) for t in inputs]
+def _run(layer, op: str, attributes: dict, inputs: Sequence[torch.Tensor],
+         forward_inputs: Sequence[torch.Tensor] = ()) -> List[torch.Tensor]:
+    def arrays(ts):
+        return [numpy_view(t.detach().contiguous()) for t in ts]
+
     try:
-        outputs = _graph.run_op(op, attributes, arrays, _CHECK_OUTPUT_READS)
+        outputs = _graph.run_op(op, attributes, arrays(inputs), arrays(forward_inputs),
+                                _CHECK_OUTPUT_READS)
     except GraphError as exc:
         raise GraphError(f"{layer.name}: {op}: {exc}") from exc
+    except ValueError as exc:  # the op refused its attributes or inputs (LayerOps.cpp)
+        raise ValueError(f"{layer.name}: {op}: {exc}") from exc
     return [torch.from_numpy(np.ascontiguousarray(a)) for a in outputs]
 
 
@@ -83,7 +90,9 @@ class _OpFn(torch.autograd.Function):
         outputs = _run(layer, op, attributes, inputs)
         ctx.layer, ctx.op, ctx.attributes = layer, op, attributes
         ctx.num_inputs = len(inputs)
-        ctx.save_for_backward(*inputs, *outputs)
+        # Private copies: an edit through .data before backward (which autograd's
+        # version counters miss) cannot change what the grad op's vertices index.
+        ctx.save_for_backward(*(t.detach().clone() for t in inputs), *outputs)
         takes_grad = {i for kind, i in signature["grad_inputs"] if kind == "GradOut"}
         ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if i not in takes_grad))
         ctx.set_materialize_grads(False)
@@ -100,7 +109,7 @@ class _OpFn(torch.autograd.Function):
         saved = ctx.saved_tensors
         inputs, outputs = saved[:ctx.num_inputs], saved[ctx.num_inputs:]
         results = _run(ctx.layer, signature["grad_op"], ctx.attributes,
-                       _grad_inputs(signature, grads, inputs, outputs))
+                       _grad_inputs(signature, grads, inputs, outputs), inputs)
         in_grads: List[Optional[torch.Tensor]] = [None] * ctx.num_inputs
         for grad_index, input_index in signature["grad_outputs"]:
             in_grads[input_index] = results[grad_index]

@@ -52,7 +52,7 @@ class WorkSplit(NamedTuple):
 
 @lru_cache(maxsize=256)
 def _cached(args: tuple) -> WorkSplit:
-    from .. import _C
+    from .._native import _C
 
     *shape, dense_history = args
     plan = _C.plan_layer(*shape, dense_history=dense_history)

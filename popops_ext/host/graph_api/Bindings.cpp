@@ -16,6 +16,7 @@
 
 #include "Model.hpp"
 #include "OpRunner.hpp"
+#include "OpSignatures.hpp"
 #include "Report.hpp"
 #include "VertexRegistry.hpp"
 
@@ -121,41 +122,57 @@ PYBIND11_MODULE(_graph, m) {
   m.def(
       "run_op",
       [](const std::string &op, const py::dict &attributes, const std::vector<py::array> &inputs,
-         bool checkOutputReads) {
+         const std::vector<py::array> &forwardInputs, bool checkOutputReads) {
         std::vector<HostArray> in;
         for (const auto &a : inputs)
           in.push_back(toHost(a));
+        ForwardSpecs specs;
+        for (const auto &a : forwardInputs) {
+          const HostArray h = toHost(a);
+          specs.push_back({h.type, h.shape});
+        }
         const Attributes attrs = toAttributes(attributes);
         std::vector<HostArray> out;
         {
           py::gil_scoped_release release;
-          out = runner(checkOutputReads).run(op, attrs, in);
+          out = runner(checkOutputReads).run(op, attrs, in, specs);
         }
         std::vector<py::array> result;
         for (const auto &h : out)
           result.push_back(toNumpy(h));
         return result;
       },
-      py::arg("op"), py::arg("attributes"), py::arg("inputs"), py::arg("check_output_reads") = true,
+      py::arg("op"), py::arg("attributes"), py::arg("inputs"),
+      py::arg("forward_inputs") = std::vector<py::array>(), py::arg("check_output_reads") = true,
       "Runs one of the PopART ops (SnnSpikingLayer, SnnSpikingLayerGrad, SnnReadoutLayer, "
-      "SnnReadoutLayerGrad) on the host graph; inputs and outputs as the op's.");
+      "SnnReadoutLayerGrad) on the host graph; inputs and outputs as the op's. A grad op also "
+      "takes the forward op's inputs (for their dtypes and shapes).");
 
   m.def("op_signatures", [] {
     py::dict out;
-    for (const OpSignature &s : opSignatures()) {
-      py::list gradInputs;
-      for (const GradInput &g : s.gradInputs)
-        gradInputs.append(py::make_tuple(g.kind == GradInput::Kind::GradOut ? "GradOut"
-                                         : g.kind == GradInput::Kind::In    ? "In"
-                                                                            : "Out",
-                                         g.index));
-      out[py::str(s.op)] = py::dict(
-          py::arg("inputs") = s.inputs, py::arg("outputs") = s.outputs,
-          py::arg("grad_op") = s.gradOp, py::arg("grad_inputs") = gradInputs,
-          py::arg("grad_outputs") = s.gradOutputs);
+    for (const snn::ops::OpSignature *s : snn::ops::kAllOps) {
+      py::list inputs, outputs, gradInputs, gradOutputs;
+      for (int i = 0; i < s->numInputs; ++i)
+        inputs.append(s->inputs[i].name);
+      for (int i = 0; i < s->numOutputs; ++i)
+        outputs.append(s->outputs[i].name);
+      for (int i = 0; i < s->numGradInputs; ++i) {
+        const auto src = s->gradInputs[i].source;
+        gradInputs.append(py::make_tuple(src == snn::ops::GradSource::GradOut ? "GradOut"
+                                         : src == snn::ops::GradSource::In    ? "In"
+                                                                              : "Out",
+                                         s->gradInputs[i].index));
+      }
+      for (int i = 0; i < s->numGradOutputs; ++i)
+        gradOutputs.append(py::make_tuple(i, s->gradOutputs[i]));
+      out[py::str(s->name)] = py::dict(
+          py::arg("inputs") = inputs, py::arg("outputs") = outputs,
+          py::arg("grad_op") = std::string(s->gradName), py::arg("grad_inputs") = gradInputs,
+          py::arg("grad_outputs") = gradOutputs);
     }
     return out;
-  }, "Each forward op's inputs, outputs and grad op wiring, as the PopART ops declare them.");
+  }, "Each forward op's inputs, outputs and grad op wiring: popops_ext/poplar/OpSignatures.hpp, "
+     "the table PopART's gradInputInfo and gradOutToNonGradIn are built from.");
 
   m.def("vertex_classes", [] {
     py::list out;

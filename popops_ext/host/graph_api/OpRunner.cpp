@@ -1,5 +1,6 @@
 #include "OpRunner.hpp"
 
+#include "LayerOps.hpp"
 #include "Model.hpp"
 
 #include <poplar/exceptions.hpp>
@@ -14,7 +15,7 @@ namespace {
 constexpr std::size_t kCachedGraphs = 16;
 
 std::string key(const std::string &op, const Attributes &attributes,
-                const std::vector<HostArray> &inputs) {
+                const std::vector<HostArray> &inputs, const ForwardSpecs &forwardInputs) {
   std::ostringstream os;
   os.precision(17);
   os << op;
@@ -25,13 +26,51 @@ std::string key(const std::string &op, const Attributes &attributes,
     for (std::size_t d : in.shape)
       os << ',' << d;
   }
+  os << ";forward";
+  for (const auto &spec : forwardInputs) {
+    os << ';' << spec.first.toString();
+    for (std::size_t d : spec.second)
+      os << ',' << d;
+  }
   return os.str();
+}
+
+bool findOp(const std::string &op, ipu::OpKind &kind, bool &grad) {
+  for (ipu::OpKind k : {ipu::OpKind::Spiking, ipu::OpKind::Readout}) {
+    const ops::OpSignature &s = ipu::signature(k);
+    if (op == s.name || op == s.gradName) {
+      kind = k;
+      grad = op == s.gradName;
+      return true;
+    }
+  }
+  return false;
 }
 } // namespace
 
+std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
+                                   poplar::program::Sequence &prog, const Attributes &attributes,
+                                   const std::vector<poplar::Tensor> &inputs,
+                                   const ForwardSpecs &forwardInputs, const std::string &name) {
+  ipu::OpKind kind;
+  bool grad;
+  if (!findOp(op, kind, grad))
+    throw poplar::poplar_error("unknown op '" + op + "'");
+  const ipu::LayerAttributes a =
+      ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(attributes));
+  const poplar::DebugContext dc(name);
+  if (!grad)
+    return ipu::growForward(graph, prog, kind, a, inputs, dc);
+  std::vector<ipu::TensorSpec> specs;
+  for (const auto &spec : forwardInputs)
+    specs.push_back({spec.first, spec.second});
+  return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, specs), dc);
+}
+
 OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attributes,
-                                 const std::vector<HostArray> &inputs) {
-  const std::string k = key(op, attributes, inputs);
+                                 const std::vector<HostArray> &inputs,
+                                 const ForwardSpecs &forwardInputs) {
+  const std::string k = key(op, attributes, inputs, forwardInputs);
   auto it = cache_.find(k);
   if (it != cache_.end())
     return it->second;
@@ -47,7 +86,7 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
     in.push_back(t);
   }
   poplar::program::Sequence prog;
-  b.outputs = growOp(op, g, prog, attributes, in);
+  b.outputs = growOp(op, g, prog, attributes, in, forwardInputs);
   for (std::size_t i = 0; i < b.outputs.size(); ++i)
     g.createHostRead("out" + std::to_string(i), b.outputs[i]);
   b.engine = std::make_unique<poplar::Engine>(
@@ -61,8 +100,9 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
 }
 
 std::vector<HostArray> OpRunner::run(const std::string &op, const Attributes &attributes,
-                                     const std::vector<HostArray> &inputs) {
-  Built &b = built(op, attributes, inputs);
+                                     const std::vector<HostArray> &inputs,
+                                     const ForwardSpecs &forwardInputs) {
+  Built &b = built(op, attributes, inputs, forwardInputs);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
                           inputs[i].data.data() + inputs[i].data.size());

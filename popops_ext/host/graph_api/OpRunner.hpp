@@ -24,32 +24,25 @@ struct HostArray {
   std::vector<std::uint8_t> data;
 };
 
-// A forward op and its grad op's wiring (PopART's gradInputInfo and
-// gradOutToNonGradIn).
-struct GradInput {
-  enum class Kind { GradOut, In, Out } kind; // a forward output's gradient, input or output
-  unsigned index;                            // of the forward op
-};
-struct OpSignature {
-  std::string op;
-  std::vector<std::string> inputs, outputs;
-  std::string gradOp;
-  std::vector<GradInput> gradInputs;           // the grad op's inputs, in order
-  std::vector<std::pair<unsigned, unsigned>> gradOutputs; // grad op output -> forward input
-};
-const std::vector<OpSignature> &opSignatures();
+// The element type and shape of each forward input: what a grad op's
+// outputs are the gradients of (empty for a forward op).
+using ForwardSpecs = std::vector<std::pair<poplar::Type, std::vector<std::size_t>>>;
 
-// The op's graph: inputs in, outputs out (the grow() of the op's Opx).
+// Grows one of the ops of popops_ext/poplar/OpSignatures.hpp (a forward op or
+// its grad op) through popops_ext/poplar/LayerOps, as the op's Opx does, under
+// the debug name `name`; inputs and outputs in the table's order.
 std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                                    poplar::program::Sequence &prog, const Attributes &attributes,
                                    const std::vector<poplar::Tensor> &inputs,
+                                   const ForwardSpecs &forwardInputs = {},
                                    const std::string &name = "");
 
 class OpRunner {
 public:
   explicit OpRunner(bool checkOutputReads) : checkOutputReads_(checkOutputReads) {}
   std::vector<HostArray> run(const std::string &op, const Attributes &attributes,
-                             const std::vector<HostArray> &inputs);
+                             const std::vector<HostArray> &inputs,
+                             const ForwardSpecs &forwardInputs = {});
 
 private:
   struct Built {
@@ -58,7 +51,7 @@ private:
     std::vector<poplar::Tensor> outputs;
   };
   Built &built(const std::string &op, const Attributes &attributes,
-               const std::vector<HostArray> &inputs);
+               const std::vector<HostArray> &inputs, const ForwardSpecs &forwardInputs);
   bool checkOutputReads_;
   std::map<std::string, Built> cache_;
   std::vector<std::string> order_; // least recently built first

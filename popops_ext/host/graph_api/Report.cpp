@@ -1,6 +1,7 @@
 #include "Report.hpp"
 
 #include "Analysis.hpp"
+#include "LayerOps.hpp"
 #include "Model.hpp"
 #include "plan/Target.hpp"
 
@@ -180,7 +181,7 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
       L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
     }
     L.out = growOp(readout ? "SnnReadoutLayer" : "SnnSpikingLayer", graph, L.forward, s.attributes,
-                   L.in, s.name);
+                   L.in, {}, s.name);
     if (!readout) {
       values = L.out[0];
       ids = L.out[1];
@@ -193,14 +194,23 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
     const LayerSpecification &s = layers[l];
     Layer &L = net[l];
     const bool readout = s.attributes.at("model") == 2;
+    // The grad op's inputs as its table wires them (OpSignatures.hpp).
+    const ops::OpSignature &sig =
+        ipu::signature(readout ? ipu::OpKind::Readout : ipu::OpKind::Spiking);
     std::vector<poplar::Tensor> gin;
-    if (readout)
-      gin = {grad, L.in[0], L.in[1], L.in[3], L.in[5], L.out[0]};
-    else
-      gin = {grad,     L.in[0],  L.in[1],  L.in[3],  L.in[5], L.in[6], L.in[7], L.in[8],
-             L.out[1], L.out[2], L.out[3], L.out[5], L.out[6], L.out[7]};
-    grad = growOp(readout ? "SnnReadoutLayerGrad" : "SnnSpikingLayerGrad", graph, L.backward,
-                  s.attributes, gin, s.name)[0];
+    for (int i = 0; i < sig.numGradInputs; ++i) {
+      const ops::GradInput &w = sig.gradInputs[i];
+      gin.push_back(w.source == ops::GradSource::GradOut ? grad
+                    : w.source == ops::GradSource::In    ? L.in[std::size_t(w.index)]
+                                                         : L.out[std::size_t(w.index)]);
+    }
+    ForwardSpecs specs;
+    for (const poplar::Tensor &t : L.in)
+      specs.push_back({t.elementType(), t.shape()});
+    const auto grads = growOp(sig.gradName, graph, L.backward, s.attributes, gin, specs, s.name);
+    for (int i = 0; i < sig.numGradOutputs; ++i) // dL/d(in_values) feeds the layer before
+      if (std::string(sig.inputs[sig.gradOutputs[i]].name) == "in_values")
+        grad = grads[std::size_t(i)];
   }
   poplar::program::Sequence all;
   for (auto &L : net)

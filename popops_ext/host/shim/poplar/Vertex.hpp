@@ -8,9 +8,11 @@ namespace poplar {
 
 class Vertex {};
 
-// The emulator runs a MultiVertex as a single worker; the host graph
-// (popops_ext/host/graph_api) builds with SNN_HOST_NUM_WORKERS=6, the
-// worker contexts of an ipu2 tile, and calls compute(w) for each.
+// A MultiVertex's compute(workerId) shares its work out by numWorkers(). The
+// emulator runs it as one worker (shim::runWorkers) that does the whole
+// vertex's work; the host graph (popops_ext/host/graph_api) builds with
+// SNN_HOST_NUM_WORKERS=6, the worker contexts of an ipu2 tile, and runs
+// compute(w) for each, as a tile does.
 #ifndef SNN_HOST_NUM_WORKERS
 #define SNN_HOST_NUM_WORKERS 1
 #endif
@@ -21,9 +23,13 @@ public:
 
 enum class VectorLayout { SPAN, ONE_PTR, COMPACT_PTR, SCALED_PTR32, SCALED_PTR64 };
 
+// Align: the minimum alignment (bytes) Poplar gives the connected memory. The
+// host's kernels load unaligned, so it is only checked to be a power of two.
 template <typename T, VectorLayout Layout = VectorLayout::SPAN,
           unsigned Align = alignof(T), bool Interleaved = false>
 class Vector {
+  static_assert(Align != 0 && (Align & (Align - 1)) == 0, "alignment: a power of two");
+
 public:
   using value_type = T;
   void bind(T *ptr, std::size_t size) {
@@ -69,3 +75,15 @@ template <typename T, VectorLayout L, unsigned A, bool I>
 class InOut<Vector<T, L, A, I>> : public Vector<T, L, A, I> {};
 
 } // namespace poplar
+
+namespace shim {
+
+// A MultiVertex run as Poplar runs it: compute(workerId) for every worker.
+template <typename V> bool runWorkers(V &vertex) {
+  bool ok = true;
+  for (unsigned w = 0; w < V::numWorkers(); ++w)
+    ok = vertex.compute(w) && ok;
+  return ok;
+}
+
+} // namespace shim

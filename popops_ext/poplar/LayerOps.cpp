@@ -1,0 +1,426 @@
+#include "LayerOps.hpp"
+
+#include <popops/Cast.hpp>
+#include <popops/Zero.hpp>
+#include <poputil/TileMapping.hpp>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace snn {
+namespace ipu {
+
+using namespace poplar;
+using namespace poplar::program;
+
+namespace {
+
+constexpr std::int64_t kLeaky = 0, kSynaptic = 1, kReadout = 2;
+
+[[noreturn]] void fail(const std::string &what) {
+  throw std::invalid_argument("snn_ipu op: " + what);
+}
+
+std::string str(const Shape &s) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < s.size(); ++i)
+    os << (i ? ", " : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+void checkRange(const char *name, std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  if (value < lo || value > hi)
+    fail(std::string("attribute ") + name + "=" + std::to_string(value) + " is outside [" +
+         std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+// The table's input names, for error messages.
+const char *inputName(OpKind kind, int i) { return signature(kind).inputs[i].name; }
+
+void checkInputs(OpKind kind, const std::vector<Tensor> &inputs) {
+  const ops::OpSignature &sig = signature(kind);
+  if (int(inputs.size()) != sig.numInputs)
+    fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs, got " +
+         std::to_string(inputs.size()));
+  for (int i = 0; i < sig.numInputs; ++i) {
+    const Type t = inputs[i].elementType();
+    const bool ok = sig.inputs[i].type == ops::DType::Int32 ? t == INT
+                    : sig.inputs[i].type == ops::DType::Float ? t == FLOAT
+                                                             : (t == FLOAT || t == HALF);
+    if (!ok) {
+      std::ostringstream os;
+      os << sig.name << ": input " << sig.inputs[i].name << " has element type " << t;
+      fail(os.str());
+    }
+  }
+}
+
+void checkShape(OpKind kind, const Tensor &t, int index, const Shape &want) {
+  if (t.shape() != want)
+    fail(std::string(signature(kind).name) + ": input " + inputName(kind, index) +
+         " has shape " + str(t.shape()) + ", expected " + str(want));
+}
+
+// The input list's shapes, against each other and the weight.
+void checkList(OpKind kind, const std::vector<Tensor> &inputs, int ids, int counts, int values,
+               int weight) {
+  const Shape idsShape = inputs[ids].shape();
+  if (idsShape.size() != 3)
+    fail(std::string(signature(kind).name) + ": in_ids must be [T, B, K], got " + str(idsShape));
+  checkShape(kind, inputs[counts], counts, {idsShape[0], idsShape[1], 2});
+  checkShape(kind, inputs[values], values, idsShape);
+  if (inputs[weight].rank() != 2)
+    fail(std::string(signature(kind).name) + ": weight must be [out, in], got " +
+         str(inputs[weight].shape()));
+  const std::size_t in = inputs[weight].dim(1);
+  if (idsShape[2] > in)
+    fail("the input list's capacity K=" + std::to_string(idsShape[2]) + " exceeds in_features=" +
+         std::to_string(in));
+}
+
+Tensor zeros(Graph &graph, Sequence &prog, const Type &type, const Shape &shape,
+             const DebugNameAndId &dnai, const std::string &name) {
+  // A variable, not a constant: PopART may update an op's outputs in place.
+  Tensor t = graph.addVariable(type, shape, {dnai, name});
+  poputil::mapTensorLinearly(graph, t);
+  popops::zero(graph, t, prog, {dnai, name});
+  return t;
+}
+
+Tensor castTo(Graph &graph, Sequence &prog, const Tensor &t, const TensorSpec &spec,
+              const DebugNameAndId &dnai, const std::string &name) {
+  if (t.shape() != spec.shape)
+    fail("the gradient of " + name + " has shape " + str(t.shape()) + ", its input " +
+         str(spec.shape));
+  if (t.elementType() == spec.type)
+    return t;
+  return popops::cast(graph, t, spec.type, prog, {dnai, name});
+}
+
+} // namespace
+
+AttributeMap AttributeMap::fromNumbers(const std::map<std::string, double> &numbers) {
+  AttributeMap m;
+  for (const auto &kv : numbers) {
+    const ops::Attribute *attr = nullptr;
+    for (const ops::Attribute &a : ops::kAttributes)
+      if (kv.first == a.name)
+        attr = &a;
+    if (attr == nullptr)
+      fail("unknown attribute " + kv.first);
+    if (attr->kind == ops::AttributeKind::Float) {
+      m.floats[kv.first] = float(kv.second);
+    } else {
+      if (!(std::floor(kv.second) == kv.second) || std::fabs(kv.second) > 9.0e15)
+        fail("attribute " + kv.first + " must be a whole number");
+      m.ints[kv.first] = std::int64_t(kv.second);
+    }
+  }
+  return m;
+}
+
+std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs) {
+  const ops::OpSignature &sig = signature(kind);
+  if (int(forwardInputs.size()) != sig.numInputs)
+    fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs");
+  std::vector<TensorSpec> specs;
+  for (int i = 0; i < sig.numGradOutputs; ++i)
+    specs.push_back(forwardInputs[std::size_t(sig.gradOutputs[i])]);
+  return specs;
+}
+
+const ops::OpSignature &signature(OpKind kind) {
+  return kind == OpKind::Spiking ? ops::kSpikingLayer : ops::kReadoutLayer;
+}
+
+LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
+  for (const auto &kv : map.ints) {
+    bool known = false;
+    for (const ops::Attribute &attr : ops::kAttributes)
+      if (kv.first == attr.name) {
+        if (attr.kind != ops::AttributeKind::Int)
+          fail("attribute " + kv.first + " must be a float");
+        known = true;
+      }
+    if (!known)
+      fail("unknown attribute " + kv.first);
+  }
+  for (const auto &kv : map.floats) {
+    bool known = false;
+    for (const ops::Attribute &attr : ops::kAttributes)
+      if (kv.first == attr.name) {
+        if (attr.kind != ops::AttributeKind::Float)
+          fail("attribute " + kv.first + " must be an int");
+        known = true;
+      }
+    if (!known)
+      fail("unknown attribute " + kv.first);
+  }
+  auto getInt = [&](const char *name, std::int64_t fallback) {
+    const auto it = map.ints.find(name);
+    return it == map.ints.end() ? fallback : it->second;
+  };
+  auto getFloat = [&](const char *name, float fallback) {
+    const auto it = map.floats.find(name);
+    const float v = it == map.floats.end() ? fallback : it->second;
+    if (std::isnan(v))
+      fail(std::string("attribute ") + name + " is NaN");
+    return v;
+  };
+  LayerAttributes r;
+  r.model = getInt("model", r.model);
+  r.reset = getInt("reset", r.reset);
+  r.surrogateKind = getInt("surrogate_kind", r.surrogateKind);
+  r.capacity = getInt("capacity", r.capacity);
+  r.hasBias = getInt("has_bias", r.hasBias);
+  r.recurrent = getInt("recurrent", r.recurrent);
+  r.keepDenseState = getInt("keep_dense_state", r.keepDenseState);
+  r.neuronsPerTile = getInt("neurons_per_tile", r.neuronsPerTile);
+  r.firstTile = getInt("first_tile", r.firstTile);
+  r.surrogateP0 = getFloat("surrogate_p0", r.surrogateP0);
+  r.surrogateP1 = getFloat("surrogate_p1", r.surrogateP1);
+  r.gradWindow = getFloat("grad_window", r.gradWindow);
+  r.activity = getFloat("activity", r.activity);
+  checkRange("model", r.model, 0, 2);
+  checkRange("reset", r.reset, 0, 2);
+  checkRange("surrogate_kind", r.surrogateKind, 0, 4);
+  // A readout emits no list: ipu.py sends capacity 0 for it.
+  checkRange("capacity", r.capacity, r.model == kReadout ? 0 : 1,
+             std::numeric_limits<std::int32_t>::max());
+  checkRange("has_bias", r.hasBias, 0, 1);
+  checkRange("recurrent", r.recurrent, 0, r.model == kReadout ? 0 : 1);
+  checkRange("keep_dense_state", r.keepDenseState, 0, 1);
+  checkRange("neurons_per_tile", r.neuronsPerTile, 1, std::numeric_limits<std::int32_t>::max());
+  checkRange("first_tile", r.firstTile, 0, std::numeric_limits<std::int32_t>::max());
+  if (!(r.activity >= 0.0f && r.activity <= 1.0f))
+    fail("attribute activity must lie in [0, 1]");
+  return r;
+}
+
+AttributeMap LayerAttributes::toMap() const {
+  AttributeMap m;
+  m.ints = {{"model", model},
+            {"reset", reset},
+            {"surrogate_kind", surrogateKind},
+            {"capacity", capacity},
+            {"has_bias", hasBias},
+            {"recurrent", recurrent},
+            {"keep_dense_state", keepDenseState},
+            {"neurons_per_tile", neuronsPerTile},
+            {"first_tile", firstTile}};
+  m.floats = {{"surrogate_p0", surrogateP0},
+              {"surrogate_p1", surrogateP1},
+              {"grad_window", gradWindow},
+              {"activity", activity}};
+  return m;
+}
+
+NeuronConfig LayerAttributes::neuronConfig() const {
+  NeuronConfig c;
+  c.model = unsigned(model);
+  c.reset = unsigned(reset);
+  c.surrogateKind = unsigned(surrogateKind);
+  c.surrogateP0 = surrogateP0;
+  c.surrogateP1 = surrogateP1;
+  // A negative window stands for "every neuron eligible" (attributes carry no inf).
+  c.gradWindow = gradWindow < 0 ? std::numeric_limits<float>::infinity() : gradWindow;
+  c.hasBias = hasBias != 0;
+  c.recurrent = recurrent != 0;
+  c.keepDenseState = keepDenseState != 0;
+  c.firstTile = unsigned(firstTile);
+  return c;
+}
+
+plan::LayerPlan layerPlan(const LayerAttributes &a, const Shape &inIds, const Shape &weight,
+                          bool halfWeights) {
+  plan::LayerSpec s;
+  s.timesteps = unsigned(inIds.at(0));
+  s.batch = unsigned(inIds.at(1));
+  s.capacityIn = unsigned(inIds.at(2));
+  s.outFeatures = unsigned(weight.at(0));
+  s.inFeatures = unsigned(weight.at(1));
+  s.recurrent = a.recurrent != 0;
+  s.model = plan::NeuronModel(unsigned(a.model));
+  s.capacityOut = a.model == kReadout ? 0 : unsigned(a.capacity);
+  s.activity = a.activity;
+  s.weightBytes = halfWeights ? 2 : 4;
+  s.denseHistory = a.keepDenseState != 0;
+  return plan::planWithTileSize(s, plan::ipu2Target(), unsigned(a.neuronsPerTile));
+}
+
+std::vector<Shape> outputShapes(OpKind kind, const LayerAttributes &a, const Shape &inIds,
+                                const Shape &weight) {
+  const std::size_t T = inIds.at(0), B = inIds.at(1), N = weight.at(0);
+  if (kind == OpKind::Readout)
+    return {{T, B, N}};
+  // The planner (and so the graph) holds a row to at most N entries.
+  const std::size_t K = std::min<std::size_t>(std::size_t(a.capacity), N);
+  const bool dense = a.keepDenseState != 0;
+  const Shape denseShape = dense ? Shape{T, B, N} : Shape{1};
+  const plan::LayerPlan p = layerPlan(a, inIds, weight, false);
+  return {{T, B, K},
+          {T, B, K},
+          {T, B, 2},
+          {T, B, K},
+          {T, B, 2},
+          denseShape,
+          dense && a.model == kSynaptic ? Shape{T, B, N} : Shape{1},
+          {T, B, std::size_t(p.numTiles) * spikeBitWords(p)}};
+}
+
+std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
+                                const LayerAttributes &a, const std::vector<Tensor> &inputs,
+                                const DebugContext &dc) {
+  checkInputs(kind, inputs);
+  DebugInfo info(dc, "snn_ipu");
+  const DebugNameAndId dnai(info, signature(kind).name);
+  if (kind == OpKind::Readout) {
+    using namespace ops::readout;
+    if (a.model != kReadout)
+      fail("SnnReadoutLayer needs model=2 (readout)");
+    checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
+    const Tensor &w = inputs[kWeight];
+    const std::size_t N = w.dim(0);
+    checkShape(kind, inputs[kBias], kBias, {N});
+    checkShape(kind, inputs[kBeta], kBeta, {N});
+    LayerGraph layer(graph, layerPlan(a, inputs[kInIds].shape(), w.shape(), w.elementType() == HALF),
+                     a.neuronConfig(), w.elementType(), {dnai, "SnnReadoutLayer"});
+    ForwardInputs fin;
+    fin.inIds = inputs[kInIds];
+    fin.inCounts = inputs[kInCounts];
+    fin.weight = w;
+    fin.bias = inputs[kBias];
+    fin.beta = inputs[kBeta];
+    return {layer.forward(prog, fin).denseMembrane};
+  }
+
+  using namespace ops::spiking;
+  if (a.model == kReadout)
+    fail("SnnSpikingLayer needs model=0 (leaky) or 1 (synaptic)");
+  checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
+  const Tensor &w = inputs[kWeight];
+  const std::size_t N = w.dim(0);
+  checkShape(kind, inputs[kBias], kBias, {N});
+  checkShape(kind, inputs[kBeta], kBeta, {N});
+  checkShape(kind, inputs[kThreshold], kThreshold, {N});
+  if (a.recurrent)
+    checkShape(kind, inputs[kRecWeight], kRecWeight, {N, N});
+  if (a.model == kSynaptic)
+    checkShape(kind, inputs[kAlpha], kAlpha, {N});
+  const std::vector<Shape> shapes = outputShapes(kind, a, inputs[kInIds].shape(), w.shape());
+  LayerGraph layer(graph, layerPlan(a, inputs[kInIds].shape(), w.shape(), w.elementType() == HALF),
+                   a.neuronConfig(), w.elementType(), {dnai, "SnnSpikingLayer"});
+  const ForwardInputs fin{inputs[kInIds], inputs[kInCounts],  w,
+                          inputs[kBias],  inputs[kRecWeight], inputs[kBeta],
+                          inputs[kThreshold], inputs[kAlpha]};
+  const ForwardOutputs fo = layer.forward(prog, fin);
+  std::vector<Tensor> out(kNumOutputs);
+  out[kValues] = fo.values;
+  out[kIds] = fo.ids;
+  out[kCounts] = fo.counts;
+  out[kMembrane] = fo.membrane;
+  out[kNeeded] = fo.needed;
+  // Without dense state the outputs are [1] stand-ins: an op's outputs are fixed.
+  out[kDenseMembrane] = fo.denseMembrane.valid()
+                            ? fo.denseMembrane
+                            : zeros(graph, prog, FLOAT, shapes[kDenseMembrane], dnai, "noDenseU");
+  out[kDenseSynaptic] = fo.denseSynaptic.valid()
+                            ? fo.denseSynaptic
+                            : zeros(graph, prog, FLOAT, shapes[kDenseSynaptic], dnai,
+                                    "noDenseSyn");
+  out[kSpikeBits] = fo.spikeBits;
+  return out;
+}
+
+std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
+                                 const LayerAttributes &a, const std::vector<Tensor> &gradInputs,
+                                 const std::vector<TensorSpec> &outputs, const DebugContext &dc) {
+  const ops::OpSignature &sig = signature(kind);
+  if (int(gradInputs.size()) != sig.numGradInputs || int(outputs.size()) != sig.numGradOutputs)
+    fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
+         " inputs and makes " + std::to_string(sig.numGradOutputs) + " outputs");
+  DebugInfo info(dc, "snn_ipu");
+  const DebugNameAndId dnai(info, sig.gradName);
+  // Gradient i is that of forward input sig.gradOutputs[i].
+  std::vector<Tensor> grads(sig.numGradOutputs);
+  auto put = [&](int forwardInput, const Tensor &g) {
+    for (int i = 0; i < sig.numGradOutputs; ++i)
+      if (sig.gradOutputs[i] == forwardInput) {
+        const char *name = sig.inputs[forwardInput].name;
+        grads[i] = g.valid() ? castTo(graph, prog, g, outputs[i], dnai, name)
+                             : zeros(graph, prog, outputs[i].type, outputs[i].shape, dnai, name);
+      }
+  };
+
+  if (kind == OpKind::Readout) {
+    using namespace ops::readout;
+    const Tensor &w = gradInputs[kGradWeight];
+    LayerGraph layer(graph,
+                     layerPlan(a, gradInputs[kGradInIds].shape(), w.shape(), w.elementType() == HALF),
+                     a.neuronConfig(), w.elementType(), {dnai, "SnnReadoutLayerGrad"});
+    BackwardInputs bin;
+    bin.forward.inIds = gradInputs[kGradInIds];
+    bin.forward.inCounts = gradInputs[kGradInCounts];
+    bin.forward.weight = w;
+    bin.forward.beta = gradInputs[kGradBeta];
+    bin.outputs.denseMembrane = gradInputs[kGradOutMembrane];
+    const Tensor &g = gradInputs[kGradMembrane];
+    bin.gradValues = g.valid() ? g
+                               : zeros(graph, prog, FLOAT, gradInputs[kGradOutMembrane].shape(),
+                                       dnai, "noGradMembrane");
+    const BackwardOutputs bo = layer.backward(prog, bin);
+    put(kInIds, Tensor());
+    put(kInCounts, Tensor());
+    put(kInValues, bo.gradInValues);
+    put(kWeight, bo.gradWeight);
+    put(kBias, bo.gradBias);
+    put(kBeta, bo.gradBeta);
+    return grads;
+  }
+
+  using namespace ops::spiking;
+  const Tensor &w = gradInputs[kGradWeight];
+  LayerGraph layer(graph,
+                   layerPlan(a, gradInputs[kGradInIds].shape(), w.shape(), w.elementType() == HALF),
+                   a.neuronConfig(), w.elementType(), {dnai, "SnnSpikingLayerGrad"});
+  BackwardInputs bin;
+  bin.forward.inIds = gradInputs[kGradInIds];
+  bin.forward.inCounts = gradInputs[kGradInCounts];
+  bin.forward.weight = w;
+  bin.forward.recWeight = gradInputs[kGradRecWeight];
+  bin.forward.beta = gradInputs[kGradBeta];
+  bin.forward.threshold = gradInputs[kGradThreshold];
+  bin.forward.alpha = gradInputs[kGradAlpha];
+  bin.outputs.ids = gradInputs[kGradIds];
+  bin.outputs.counts = gradInputs[kGradCounts];
+  bin.outputs.membrane = gradInputs[kGradMembrane];
+  bin.outputs.spikeBits = gradInputs[kGradSpikeBits];
+  if (a.keepDenseState) {
+    bin.outputs.denseMembrane = gradInputs[kGradDenseMembrane];
+    if (a.model == kSynaptic)
+      bin.outputs.denseSynaptic = gradInputs[kGradDenseSynaptic];
+  }
+  // No gradient reaches the values where only the ids or counts are used on.
+  const Tensor &g = gradInputs[kGradValues];
+  bin.gradValues = g.valid() ? g
+                             : zeros(graph, prog, FLOAT, gradInputs[kGradMembrane].shape(), dnai,
+                                     "noGradValues");
+  const BackwardOutputs bo = layer.backward(prog, bin);
+  put(kInIds, Tensor());
+  put(kInCounts, Tensor());
+  put(kInValues, bo.gradInValues);
+  put(kWeight, bo.gradWeight);
+  put(kBias, bo.gradBias);
+  put(kRecWeight, bo.gradRecWeight);
+  put(kBeta, bo.gradBeta);
+  put(kThreshold, bo.gradThreshold);
+  put(kAlpha, bo.gradAlpha);
+  return grads;
+}
+
+} // namespace ipu
+} // namespace snn
