@@ -369,7 +369,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
 
   if (!readout) {
     out.counts = poputil::duplicate(graph_, counts4.slice(0, 2, 2), prog, {dnai_, "counts"});
-    out.needed = poputil::duplicate(graph_, counts4.slice(2, 4, 2), prog, {dnai_, "needed"});
+    out.needed = popops::cast(graph_, counts4.slice(2, 4, 2), FLOAT, prog, {dnai_, "needed"});
     // values[t, b, k] = k < spikes listed: the differentiable part of the list.
     std::vector<int> iota(K);
     std::iota(iota.begin(), iota.end(), 0);

@@ -52,7 +52,7 @@ struct ForwardOutputs {
   poplar::Tensor ids;           // INT [T, B, K]
   poplar::Tensor counts;        // INT [T, B, 2]: spikes listed, entries listed
   poplar::Tensor membrane;      // FLOAT [T, B, K]: U at the listed entries
-  poplar::Tensor needed;        // INT [T, B, 2]: spikes and entries before the capacity cut
+  poplar::Tensor needed;        // FLOAT [T, B, 2]: spikes and entries before the capacity cut
   poplar::Tensor denseMembrane; // FLOAT [T, B, N] (keepDenseState) / readout output
   poplar::Tensor denseSynaptic; // FLOAT [T, B, N] (synaptic, keepDenseState)
 };
