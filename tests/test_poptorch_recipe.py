@@ -164,3 +164,25 @@ def test_cli_trains_through_poptorch(monkeypatch, capsys):
     assert "PopTorch:" in out and "epoch   1" in out
     assert {c["name"] for c in poptorch.custom_op_calls} == {"SnnSpikingLayer",
                                                               "SnnReadoutLayer"}
+
+
+def test_a_half_model_trains(monkeypatch):
+    """model.half(): half weights, bias and parameters go into the ops as they are
+    (the ops widen them; their gradients come back half)."""
+    poptorch = install(monkeypatch)
+    train_set, _ = small_task()
+    net = small_net().half()
+    model = WithLoss(net, loss_fn)
+    before = net[0].weight.detach().clone()
+    training = poptorch.trainingModel(
+        model, options=poptorch.Options().deviceIterations(2),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    x = train_set.spikes[:12]
+    _, loss, counts = training(x, train_set.labels[:12])
+    ipu_overflow.record(net, counts)
+    training.copyWeightsToHost()
+    assert net[0].weight.dtype == torch.float16 and torch.isfinite(loss).all()
+    assert not torch.equal(net[0].weight.detach(), before)
+    spiking = [c for c in poptorch.custom_op_calls if c["name"] == "SnnSpikingLayer"]
+    assert spiking[0]["inputs"][3].dtype == torch.float16  # weight
+    assert spiking[0]["inputs"][4].dtype == torch.float16  # bias
