@@ -116,6 +116,10 @@ def train(args: argparse.Namespace, log=print) -> Dict[str, float]:
         args.inputs, args.hidden, args.classes, args.output, args.recurrent,
         args.grad_window, args.backend,
     )
+    if args.backend == "ipu":  # PopTorch's loop (docs/ipu.md), not this one
+        from .poptorch_training import train_randman
+
+        return train_randman(args, model, train_set, test_set, log)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     shuffle = torch.Generator().manual_seed(args.seed)
     spiking = _spiking_layers(model)
@@ -244,7 +248,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _run_bench(argv[1:])
     args = parser.parse_args(argv)
     _apply_defaults(args)
-    train(args)
+    from .backends.ipu import IPUUnavailableError
+
+    try:
+        train(args)
+    except IPUUnavailableError as exc:  # no PopTorch here: one line, no traceback
+        print(f"snn-ipu train: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,24 +1,24 @@
 """The IPU backend without an IPU: clear errors, and the exact custom-op call it emits.
 
-A stand-in ``poptorch`` module records what ``spiking_layer`` passes to
-``poptorch.custom_op``; that the op itself computes the right thing can only
-be checked on an IPU (see docs/ipu.md).
+The stand-in ``poptorch`` (tests/poptorch_standin.py) records what ``spiking_layer``
+passes to ``poptorch.custom_op``; that the op itself computes the right thing can
+only be checked on an IPU (see docs/ipu.md).
 """
 
 import math
 import sys
-import types
 import warnings
 
 import pytest
 import torch
+from poptorch_standin import StandinPoptorch, install
 
 import snn_ipu
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 from snn_ipu.backends import ipu
 
-# Layers here keep the default overflow="error", which the IPU cannot keep (tested below).
-pytestmark = pytest.mark.filterwarnings("ignore:.*cannot be honoured on the IPU")
+# Layers here run outside an OverflowCounts, which the backend warns of (tested below).
+pytestmark = pytest.mark.filterwarnings("ignore:.*the host learns of it only through")
 
 
 def spikes(T=3, B=2, K=4, n=8):
@@ -29,27 +29,10 @@ def spikes(T=3, B=2, K=4, n=8):
     return SparseSpikes(ids, counts, n)
 
 
-class FakePoptorch(types.ModuleType):
-    def __init__(self, on_ipu=True):
-        super().__init__("poptorch")
-        self.on_ipu = on_ipu
-        self.calls = []
-
-    def isRunningOnIpu(self):  # noqa: N802 - poptorch's name
-        return self.on_ipu
-
-    def custom_op(self, inputs, name, domain, domain_version, example_outputs, attributes=None):
-        self.calls.append(dict(inputs=inputs, name=name, domain=domain, version=domain_version,
-                               example_outputs=example_outputs, attributes=attributes))
-        # on the device of the op's weight, as PopTorch returns ipu tensors
-        return [torch.zeros_like(t, device=inputs[3].device) for t in example_outputs]
-
-
 @pytest.fixture
 def fake_poptorch(monkeypatch):
-    fake = FakePoptorch()
-    monkeypatch.setitem(sys.modules, "poptorch", fake)
-    monkeypatch.setattr(ipu, "load_library", lambda path=None: None)
+    fake = install(monkeypatch)
+    fake._phase = "trace"  # the ops are emitted while PopTorch traces the model
     return fake
 
 
@@ -69,7 +52,7 @@ def test_without_poptorch_the_error_says_what_to_do(monkeypatch):
 
 
 def test_outside_a_poptorch_model_the_error_says_so(monkeypatch):
-    monkeypatch.setitem(sys.modules, "poptorch", FakePoptorch(on_ipu=False))
+    monkeypatch.setitem(sys.modules, "poptorch", StandinPoptorch())
     with pytest.raises(ipu.IPUUnavailableError, match="isRunningOnIpu"):
         call_spiking(LIFLayer(8, 6, max_spikes=4), spikes())
 
@@ -82,8 +65,9 @@ def test_missing_library_names_the_env_var(tmp_path):
 def test_spiking_layer_emits_the_custom_op(fake_poptorch):
     layer = LIFLayer(8, 6, recurrent=True, max_spikes=4, grad_window=0.5)
     out = call_spiking(layer, spikes())
-    (call,) = fake_poptorch.calls
-    assert (call["name"], call["domain"], call["version"]) == ("SnnSpikingLayer", "ai.snn_ipu", 1)
+    (call,) = fake_poptorch.custom_op_calls
+    assert (call["name"], call["domain"], call["domain_version"]) == ("SnnSpikingLayer",
+                                                                       "ai.snn_ipu", 1)
     ins = call["inputs"]
     assert len(ins) == 9
     assert ins[0].dtype == torch.int32 and ins[0].shape == (3, 2, 4)
@@ -110,7 +94,7 @@ def test_learned_decay_keeps_dense_state(fake_poptorch):
     beta = torch.full((6,), 0.9, requires_grad=True)
     ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, None, None, beta,
                       torch.ones(6), torch.full((6,), 0.8))
-    (call,) = fake_poptorch.calls
+    (call,) = fake_poptorch.custom_op_calls
     assert call["attributes"]["model"] == 1
     assert call["attributes"]["keep_dense_state"] == 1
     assert call["attributes"]["has_bias"] == 0
@@ -121,7 +105,7 @@ def test_learned_decay_keeps_dense_state(fake_poptorch):
 def test_readout_layer_emits_its_op(fake_poptorch):
     layer = ReadoutLayer(8, 5)
     out = ipu.readout_layer(layer, spikes(), layer.weight, layer.bias, torch.full((5,), 0.9))
-    (call,) = fake_poptorch.calls
+    (call,) = fake_poptorch.custom_op_calls
     assert call["name"] == "SnnReadoutLayer" and len(call["inputs"]) == 6
     assert call["attributes"]["model"] == 2
     assert out.shape == (3, 2, 5)
@@ -158,14 +142,14 @@ def test_place_puts_each_layer_on_its_own_tiles(fake_poptorch):
     ipu.readout_layer(net[2], full_spikes(T, B, 256, K=16), net[2].weight, net[2].bias,
                       torch.full((20,), 0.9))
     assert x.capacity == 16 and h.capacity == 16
-    attrs = [c["attributes"] for c in fake_poptorch.calls]
+    attrs = [c["attributes"] for c in fake_poptorch.custom_op_calls]
     assert [a["first_tile"] for a in attrs] == firsts
     assert [a["neurons_per_tile"] for a in attrs] == [r.neurons_per_tile for r in rows]
 
 
 def test_unplaced_layers_start_at_tile_zero(fake_poptorch):
     call_spiking(LIFLayer(700, 256, max_spikes=16), full_spikes(4, 2, 700))
-    assert fake_poptorch.calls[0]["attributes"]["first_tile"] == 0
+    assert fake_poptorch.custom_op_calls[0]["attributes"]["first_tile"] == 0
 
 
 def test_a_layer_placed_for_other_shapes_refuses_to_run(fake_poptorch):
@@ -176,7 +160,7 @@ def test_a_layer_placed_for_other_shapes_refuses_to_run(fake_poptorch):
     with pytest.raises(ValueError, match=r"num_steps=20.*num_steps=30"):
         ipu.readout_layer(net[1], full_spikes(30, 16, 32), net[1].weight, net[1].bias,
                           torch.full((4,), 0.9))
-    assert fake_poptorch.calls == []
+    assert fake_poptorch.custom_op_calls == []
 
 
 def test_place_refuses_networks_that_do_not_fit():
@@ -204,24 +188,12 @@ def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monk
     assert seen == [False, True]
 
 
-def test_an_overflow_policy_the_ipu_cannot_keep_is_warned_once(fake_poptorch):
-    layer = LIFLayer(8, 6, max_spikes=4)  # overflow="error" by default
-    with pytest.warns(UserWarning, match=r"overflow='error' cannot be honoured on the IPU"):
-        call_spiking(layer, spikes())
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        call_spiking(layer, spikes())  # once per layer
-        call_spiking(LIFLayer(8, 6, max_spikes=4, overflow="drop"), spikes())
-
-
 def test_capacities_beyond_the_layer_width_are_clamped_or_refused(fake_poptorch):
     """The op's graph holds a row to the layer's width: a larger max_spikes is clamped
     (in the example outputs too), an input list wider than in_features is refused."""
     layer = LIFLayer(8, 6, max_spikes=10, overflow="drop")
     out = call_spiking(layer, spikes())
-    assert fake_poptorch.calls[0]["attributes"]["capacity"] == 6 and out.capacity == 6
+    assert fake_poptorch.custom_op_calls[0]["attributes"]["capacity"] == 6 and out.capacity == 6
     wide = SparseSpikes(torch.zeros(3, 2, 9, dtype=torch.int32),
                         torch.zeros(3, 2, 2, dtype=torch.int32), 8)
     with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
@@ -250,11 +222,11 @@ def test_a_network_runs_on_tensors_without_values(fake_poptorch):
     loss = snn_ipu.losses.ce_membrane_loss(membrane, torch.zeros(B, dtype=torch.long,
                                                                  device="meta"))
     assert membrane.shape == (T, B, 4) and loss.device.type == "meta"
-    first, second, readout = fake_poptorch.calls
+    first, second, readout = fake_poptorch.custom_op_calls
     # a dense input becomes a list of every neuron (its spikes cannot be counted)
     assert first["inputs"][0].shape == (T, B, 20)
     assert second["inputs"][0].shape == (T, B, 6) and readout["inputs"][0].shape == (T, B, 6)
-    for call in fake_poptorch.calls:
+    for call in fake_poptorch.custom_op_calls:
         assert all(t.device.type == "meta" for t in call["inputs"])
     hidden = net[0](x)
     counts_loss = snn_ipu.losses.ce_count_loss(hidden, torch.zeros(B, dtype=torch.long,
@@ -326,3 +298,88 @@ def test_value_checks_still_run_on_readable_tensors():
         layer(torch.zeros(2, 1, 4))
     with pytest.raises(ValueError, match="binary"):
         SparseSpikes.from_dense(torch.full((2, 1, 4), 0.5))
+
+
+# --------------------------------------------------------------------------- issue 22
+def test_example_outputs_live_on_the_weights_device(fake_poptorch):
+    """PopTorch logs "No device set in torch.zeros(): forcing to IPU" for every tensor
+    made without a device while tracing: stand-ins and example outputs take the weight's."""
+    net = torch.nn.Sequential(LIFLayer(10, 6, max_spikes=4, overflow="drop", backend="ipu"),
+                              ReadoutLayer(6, 3, bias=False, backend="ipu")).to("meta")
+    net(SparseSpikes.from_dense(torch.zeros(4, 2, 10, device="meta")))
+    assert len(fake_poptorch.custom_op_calls) == 2
+    for call in fake_poptorch.custom_op_calls:
+        assert {t.device.type for t in call["inputs"] + call["example_outputs"]} == {"meta"}
+    assert fake_poptorch.device_logs == []
+
+
+def test_every_op_output_feeds_the_layer_output(fake_poptorch):
+    """Each output of the spiking op is consumed (PopART may reject unused ones): the
+    list membrane, needed counts and dense state reach the returned values through a
+    differentiable chain, with weight exactly zero even where they hold inf or NaN."""
+    seen = {}
+
+    def device(inputs, attributes):
+        T, B, K = inputs[0].shape[0], inputs[0].shape[1], attributes["capacity"]
+        outs = [torch.ones(T, B, K), torch.zeros(T, B, K, dtype=torch.int32),
+                torch.full((T, B, 2), K, dtype=torch.int32),
+                torch.full((T, B, K), float("nan")), torch.full((T, B, 2), float("inf")),
+                torch.full((T, B, 6), -float("inf")), torch.ones(1), torch.ones(T, B, 1)]
+        for i in (0, 3, 4, 5, 6, 7):
+            outs[i].requires_grad_()
+        seen["outs"] = outs
+        return outs
+
+    fake_poptorch.devices["SnnSpikingLayer"] = device
+    fake_poptorch._phase = "run"
+    layer = LIFLayer(8, 6, max_spikes=4, overflow="drop", learn_beta=True, backend="ipu")
+    out = layer(spikes())
+    assert torch.equal(out.values.detach(), torch.ones(3, 2, 4))
+    out.values.sum().backward()
+    for i in (3, 4, 5, 6, 7):  # membrane, needed, dense membrane, dense synaptic, spike bits
+        grad = seen["outs"][i].grad
+        assert grad is not None, f"output {i} is not consumed"
+        assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_a_layer_outside_overflow_counts_warns_once(fake_poptorch):
+    from snn_ipu import ipu_overflow
+
+    layer = LIFLayer(8, 6, max_spikes=4, overflow="error", backend="ipu")
+    with pytest.warns(RuntimeWarning, match=r"max_spikes=4 .* only through snn_ipu.ipu_overflow"):
+        call_spiking(layer, spikes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call_spiking(layer, spikes())  # once per layer
+        # a list as wide as the layer cannot overflow
+        call_spiking(LIFLayer(8, 6, max_spikes=6, overflow="drop"), spikes())
+        other = LIFLayer(8, 6, max_spikes=4, overflow="drop")
+        with ipu_overflow.OverflowCounts(other) as overflow:
+            call_spiking(other, spikes())
+    assert overflow.counts.shape == (1, len(ipu_overflow.ROW))
+
+
+def test_exact_gradients_list_every_neuron(fake_poptorch):
+    """grad_window=None lists every neuron in training: without a max_spikes the op gets
+    the layer's width (the planner's activity guess would overflow every step)."""
+    layer = LIFLayer(8, 6, grad_window=None, overflow="drop")
+    call_spiking(layer, spikes())
+    assert fake_poptorch.custom_op_calls[-1]["attributes"]["capacity"] == 6
+    windowed = LIFLayer(8, 200, grad_window=0.1, overflow="drop")
+    call_spiking(windowed, spikes())
+    assert fake_poptorch.custom_op_calls[-1]["attributes"]["capacity"] < 200
+
+
+def test_the_library_is_loaded_as_poptorch_documents(tmp_path, monkeypatch):
+    """ctypes.cdll.LoadLibrary, as PopTorch's docs and custom-op tests load op libraries
+    (no RTLD_GLOBAL: the ops register in libpopart's registry when the library loads)."""
+    import ctypes
+
+    lib = tmp_path / "libsnn_ipu_popart.so"
+    lib.write_bytes(b"")
+    loaded = []
+    monkeypatch.setattr(ctypes.cdll, "LoadLibrary", lambda path: loaded.append(path) or path)
+    monkeypatch.setattr(ipu, "_loaded", {})
+    assert ipu.load_library(str(lib)) == str(lib)
+    assert ipu.load_library(str(lib)) == str(lib)  # once
+    assert loaded == [str(lib)]

@@ -20,8 +20,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
+from poptorch_standin import install
+
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 
 ROOT = Path(__file__).resolve().parent.parent
+# The calls here run outside an OverflowCounts (tests/test_ipu_overflow.py has them inside).
+pytestmark = pytest.mark.filterwarnings("ignore:.*the host learns of it only through")
+
 HEADER = ROOT / "popops_ext" / "poplar" / "OpSignatures.hpp"
 
 DUMP = r"""
@@ -120,3 +127,50 @@ def test_the_layers_outputs_feed_the_next_layers_inputs(table):
         assert outputs["ids"] == inputs["in_ids"] == "int32"
         assert outputs["counts"] == inputs["in_counts"] == "int32"
         assert inputs["in_values"] in ("float", "float_or_half")
+
+
+# --------------------------------------------------------------------------- ipu.py
+DTYPES = {"int32": (torch.int32,), "float": (torch.float32,),
+          "float_or_half": (torch.float32, torch.float16)}
+
+
+def _calls(monkeypatch, layers, half=False):
+    fake = install(monkeypatch)
+    net = torch.nn.Sequential(*layers)
+    if half:
+        net = net.half()
+    x = SparseSpikes.from_dense((torch.rand(4, 2, layers[0].in_features) < 0.3).float())
+    with fake.tracing():
+        net(x)
+    return fake.custom_op_calls
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_ipu_backend_calls_match_the_tables(table, monkeypatch, half):
+    layers = [LIFLayer(10, 16, max_spikes=8, overflow="drop", recurrent=True, backend="ipu"),
+              SynapticLayer(16, 8, max_spikes=4, overflow="drop", learn_alpha=True,
+                            backend="ipu"),
+              ReadoutLayer(8, 3, backend="ipu")]
+    calls = _calls(monkeypatch, layers, half)
+    assert [c["name"] for c in calls] == ["SnnSpikingLayer", "SnnSpikingLayer",
+                                          "SnnReadoutLayer"]
+    attribute_names = {a[0] for a in table[""]["attributes"]}
+    for call in calls:
+        op = table[call["name"]]
+        assert (call["domain"], call["domain_version"]) == (table[""]["domain"],
+                                                            table[""]["version"])
+        assert len(call["inputs"]) == len(op["inputs"])
+        for tensor, (port, dtype) in zip(call["inputs"], op["inputs"]):
+            assert tensor.dtype in DTYPES[dtype], (call["name"], port, tensor.dtype)
+        assert len(call["example_outputs"]) == len(op["outputs"])
+        for tensor, (port, dtype) in zip(call["example_outputs"], op["outputs"]):
+            assert tensor.dtype in DTYPES[dtype], (call["name"], port, tensor.dtype)
+        assert set(call["attributes"]) <= attribute_names
+
+
+def test_attribute_kinds_match(table, monkeypatch):
+    calls = _calls(monkeypatch, [LIFLayer(6, 8, max_spikes=4, overflow="drop", backend="ipu")])
+    kinds = {name: kind for name, kind, _ in table[""]["attributes"]}
+    for name, value in calls[0]["attributes"].items():
+        assert isinstance(value, int if kinds[name] == "int" else float), name
+

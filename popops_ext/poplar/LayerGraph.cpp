@@ -42,7 +42,7 @@ std::uint64_t spikeBitsCycles(unsigned neurons) {
 } // namespace
 
 unsigned spikeBitWords(const plan::LayerPlan &plan) {
-  return plan.spec.model == plan::NeuronModel::Readout ? 0 : (plan.neuronsPerTileMax + 31) / 32;
+  return plan.spec.model == plan::NeuronModel::Readout ? 0 : (plan.neuronsPerTileMax + 15) / 16;
 }
 
 void addSnnCodelets(Graph &graph, const std::string &gpPath) {
@@ -279,9 +279,9 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     tileCounts = perTileFixed(UNSIGNED_INT, B, 2, "tileCounts");
     toZero.push_back(concat(spiked, 1).flatten());
   }
-  std::vector<Tensor> bits; // S[t] of the tile's neurons, 32 to a word
+  std::vector<Tensor> bits; // S[t] of the tile's neurons, 16 to a word
   if (!readout)
-    bits = perTileFixed(UNSIGNED_INT, B, wordsPerTile_, "spikeBits[t]");
+    bits = perTileFixed(FLOAT, B, wordsPerTile_, "spikeBits[t]");
 
   ForwardOutputs out;
   Tensor stepIds, stepMem, stepCounts, counts4;
@@ -289,7 +289,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     out.ids = sliceable(INT, {T, B, K}, "ids");
     out.membrane = sliceable(FLOAT, {T, B, K}, "listMembrane");
     counts4 = sliceable(INT, {T, B, 4}, "counts4");
-    out.spikeBits = sliceable(INT, {T, B, unsigned(tiles_.size()) * wordsPerTile_}, "spikeBits");
+    out.spikeBits = sliceable(FLOAT, {T, B, unsigned(tiles_.size()) * wordsPerTile_}, "spikeBits");
     stepIds = perSample(INT, K, "stepIds");
     stepMem = perSample(FLOAT, K, "stepMembrane");
     stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
@@ -454,7 +454,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     stepUpdate(body, out.ids, stepIds, t, "ids[t]=");
     stepUpdate(body, out.membrane, stepMem, t, "membrane[t]=");
     stepUpdate(body, counts4, stepCounts.reinterpret(INT), t, "counts[t]=");
-    stepUpdate(body, out.spikeBits, concat(bits, 1).reinterpret(INT), t, "spikeBits[t]=");
+    stepUpdate(body, out.spikeBits, concat(bits, 1), t, "spikeBits[t]=");
   }
   if (readout)
     stepUpdate(body, out.denseMembrane, concat(outStep, 1), t, "U[t]=");
@@ -467,7 +467,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
 
   if (!readout) {
     out.counts = poputil::duplicate(graph_, counts4.slice(0, 2, 2), prog, {dnai_, "counts"});
-    out.needed = poputil::duplicate(graph_, counts4.slice(2, 4, 2), prog, {dnai_, "needed"});
+    out.needed = popops::cast(graph_, counts4.slice(2, 4, 2), FLOAT, prog, {dnai_, "needed"});
     // values[t, b, k] = k < spikes listed: the differentiable part of the list.
     std::vector<int> iota(K);
     std::iota(iota.begin(), iota.end(), 0);
@@ -618,9 +618,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
     oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
     oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
-    pBits = toOwnTiles(
-        body, stepSlice(body, prevBitsAll, t, "spikeBits[t-1]").reinterpret(UNSIGNED_INT),
-        "spikeBits[t-1]", wordsPerTile_);
+    pBits = toOwnTiles(body, stepSlice(body, prevBitsAll, t, "spikeBits[t-1]"), "spikeBits[t-1]",
+                       wordsPerTile_);
     if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
       pIds = toEveryTile(body, stepSlice(body, prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
       pCnt = toEveryTile(body, stepSlice(body, prevCountsAll, t, "counts[t-1]"), "counts[t-1]");

@@ -52,8 +52,10 @@ struct ForwardOutputs {
   poplar::Tensor ids;           // INT [T, B, K]
   poplar::Tensor counts;        // INT [T, B, 2]: spikes listed, entries listed
   poplar::Tensor membrane;      // FLOAT [T, B, K]: U at the listed entries
-  poplar::Tensor needed;        // INT [T, B, 2]: spikes and entries before the capacity cut
-  poplar::Tensor spikeBits;     // INT [T, B, tiles x spikeBitWords]: every spike, dropped or not
+  poplar::Tensor needed;        // FLOAT [T, B, 2]: spikes and entries before the capacity cut
+  // FLOAT [T, B, tiles x spikeBitWords]: every spike, dropped or not, 16 to a
+  // word (a float holds a 16-bit integer exactly), for the grad op
+  poplar::Tensor spikeBits;
   poplar::Tensor denseMembrane; // FLOAT [T, B, N] (keepDenseState) / readout output
   poplar::Tensor denseSynaptic; // FLOAT [T, B, N] (synaptic, keepDenseState)
 };
@@ -74,7 +76,7 @@ struct BackwardOutputs {
   poplar::Tensor gradAlpha;     // FLOAT [out]
 };
 
-// Words of a tile's spike bits (32 neurons each) in ForwardOutputs::spikeBits:
+// Words of a tile's spike bits (16 neurons each) in ForwardOutputs::spikeBits:
 // each tile has as many as the widest tile needs, so that no two tiles write one word.
 unsigned spikeBitWords(const plan::LayerPlan &plan);
 

@@ -96,7 +96,10 @@ enum Output : int {
   kIds,           // [T, B, K]
   kCounts,        // [T, B, 2] spikes listed, entries listed
   kMembrane,      // [T, B, K] U at the listed entries
-  kNeeded,        // [T, B, 2] spikes and entries before the capacity cut
+  kNeeded,        // [T, B, 2] spikes and entries before the capacity cut, as floats
+                  // (exact below 2^24): a float output can be kept on the loss path
+                  // (snn_ipu/backends/ipu.py), an integer one cannot (PopART's Cast
+                  // has no gradient for integer sources)
   kDenseMembrane, // [T, B, N] with keep_dense_state, else [1]
   kDenseSynaptic, // [T, B, N] synaptic with keep_dense_state, else [1]
   kSpikeBits,     // [T, B, tiles x words]: every spike, dropped or not (LayerGraph.hpp)
@@ -111,9 +114,9 @@ inline constexpr Port kInputs[] = {
     {"alpha", DType::FloatOrHalf}};
 inline constexpr Port kOutputs[] = {
     {"values", DType::Float},         {"ids", DType::Int32},  {"counts", DType::Int32},
-    {"membrane", DType::Float},       {"needed", DType::Int32},
+    {"membrane", DType::Float},       {"needed", DType::Float},
     {"dense_membrane", DType::Float}, {"dense_synaptic", DType::Float},
-    {"spike_bits", DType::Int32}};
+    {"spike_bits", DType::Float}};
 
 // The grad op's inputs, in this order.
 enum GradInputIndex : int {

@@ -5,7 +5,11 @@ Inside a PopTorch model running on an IPU (``poptorch.isRunningOnIpu()``),
 ``SnnSpikingLayer`` / ``SnnReadoutLayer`` in the ``ai.snn_ipu`` domain. The
 ops and their gradient ops live in ``libsnn_ipu_popart.so`` (built from
 ``popops_ext/poplar`` with the Poplar SDK, see docs/ipu.md); PopART's
-autodiff pulls the gradients through them.
+autodiff pulls the gradients through them. The ops' inputs and outputs are
+those of ``popops_ext/poplar/OpSignatures.hpp``, in its order.
+
+This code runs once, while PopTorch traces the model: a spiking op's overflow
+counts reach the host only as model outputs (:mod:`snn_ipu.ipu_overflow`).
 
 This module imports without the SDK; only calling it needs PopTorch.
 """
@@ -15,12 +19,12 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from .. import ipu_overflow
 from ..spikes import SparseSpikes
 from .tiles import model_code, tile_starts_for
 
@@ -86,8 +90,10 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         if key in _loaded:
             return _loaded[key]
         if candidate.is_file():
-            # RTLD_GLOBAL: PopART looks the creators up in its own registry.
-            _loaded[key] = ctypes.CDLL(key, mode=ctypes.RTLD_GLOBAL)
+            # As PopTorch's documentation loads custom ops: the library's static
+            # creators register the ops in libpopart's registry, which PopTorch has
+            # loaded already, so no symbol of ours needs to be global.
+            _loaded[key] = ctypes.cdll.LoadLibrary(key)
             return _loaded[key]
     tried = ", ".join(str(c) for c in candidates)
     raise IPUUnavailableError(
@@ -164,10 +170,13 @@ def pack_attributes(
     }
 
 
-def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
+def _capacity(layer, config, spikes: SparseSpikes, dense_history: bool) -> int:
     if layer.max_spikes is not None:
         # A row holds at most out_features entries; the op's graph is planned so.
         return min(int(layer.max_spikes), layer.out_features)
+    if config.grad_window is None:
+        # Exact gradients list every neuron: anything less would overflow every step.
+        return layer.out_features
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
     try:
         from .._native import _C
@@ -194,17 +203,37 @@ def _check_input_capacity(layer, spikes: SparseSpikes) -> None:
 
 def spike_bit_words(out_features: int, neurons_per_tile: int) -> int:
     """The last dimension of the op's ``spike_bits`` output: every tile's spikes
-    of a step as bits, 32 neurons to a word, as many words per tile as the
-    widest tile needs (LayerGraph.hpp's spikeBitWords)."""
+    of a step, 16 neurons to a float word, as many words per tile as the widest
+    tile needs (LayerGraph.hpp's spikeBitWords)."""
     per_tile = min(neurons_per_tile, out_features)
-    return -(-out_features // per_tile) * -(-per_tile // 32)
+    return -(-out_features // per_tile) * -(-per_tile // 16)
 
 
-def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -> torch.Tensor:
+def _or_zeros(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor
+              ) -> torch.Tensor:
     """A real input, or a zero stand-in: custom ops take a fixed list of inputs."""
     if t is None:
         return torch.zeros(*size, dtype=like.dtype, device=like.device)
     return t
+
+
+def _zeros(*size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # On the weight's device: inside a traced model that is the IPU (PopTorch logs
+    # "No device set in torch.zeros(): forcing to IPU" for each one without).
+    return torch.zeros(*size, dtype=dtype, device=device)
+
+
+def _consume(values: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
+    """``values`` with the op's other float outputs added in with weight zero, so
+    that every output of the op has a consumer (PopART may reject an unused custom-op
+    output: poptorch's own custom-op tests keep each one in the loss, "Popart errors
+    if this is unused"). The chain is differentiable (sum, where, mul, add), as every
+    op on the loss path must be for the op's gradient to be grown, and gives exactly
+    zero even where an output holds inf or NaN (say, the unlisted tail of the list
+    membrane)."""
+    total = sum(t.sum() for t in others)
+    broken = torch.isnan(total - total)  # inf or NaN
+    return values + torch.where(broken, torch.zeros_like(total), total) * 0.0
 
 
 def _no_carried_state(layer) -> None:
@@ -220,54 +249,48 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
     _no_carried_state(layer)
     poptorch = _require_ipu()
     load_library()
-    if layer.overflow != "drop" and not layer.overflow_warned:
-        # Shapes are static and the host cannot stop a compiled step: the op drops.
-        warnings.warn(
-            f"{layer.name}: overflow={layer.overflow!r} cannot be honoured on the IPU; spikes "
-            f"beyond max_spikes={layer.max_spikes} are dropped there (each still resets its "
-            "neuron). Check the capacity on the emulator (layer.stats['needed_capacity']) and "
-            "set overflow='drop' to silence this.",
-            stacklevel=3,
-        )
-        layer.overflow_warned = True
     _check_input_capacity(layer, spikes)
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
-    capacity = _capacity(layer, spikes, learn_decay)
+    capacity = _capacity(layer, config, spikes, learn_decay)
     attributes = pack_attributes(
         config, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
         **_tiles(layer, spikes, capacity, learn_decay),
     )
-    f32 = torch.zeros(1, dtype=torch.float32, device=weight.device)
+    device = weight.device
+    f32 = _zeros(1, dtype=torch.float32, device=device)
     inputs = [
         spikes.ids.to(torch.int32),
         spikes.counts.to(torch.int32),
         spikes.values.to(torch.float32),
         weight,
-        _float(bias, (N,), f32),
-        _float(rec_weight, (1, 1), weight),
+        _or_zeros(bias, (N,), f32),
+        _or_zeros(rec_weight, (1, 1), weight),
         beta,
         threshold,
-        _float(alpha, (1,), f32),
+        _or_zeros(alpha, (1,), f32),
     ]
     dense = (T, B, N) if learn_decay else (1,)
     dense_syn = dense if config.model == "synaptic" else (1,)
     example_outputs = [
-        torch.zeros(T, B, capacity, dtype=torch.float32),  # values
-        torch.zeros(T, B, capacity, dtype=torch.int32),    # ids
-        torch.zeros(T, B, 2, dtype=torch.int32),           # counts
-        torch.zeros(T, B, capacity, dtype=torch.float32),  # membrane at listed entries
-        torch.zeros(T, B, 2, dtype=torch.int32),           # spikes / entries needed
-        torch.zeros(*dense, dtype=torch.float32),
-        torch.zeros(*dense_syn, dtype=torch.float32),
-        torch.zeros(T, B, spike_bit_words(N, attributes["neurons_per_tile"]),
-                    dtype=torch.int32),                 # every spike, as bits, for the grad op
+        _zeros(T, B, capacity, dtype=torch.float32, device=device),  # values
+        _zeros(T, B, capacity, dtype=torch.int32, device=device),    # ids
+        _zeros(T, B, 2, dtype=torch.int32, device=device),           # counts
+        _zeros(T, B, capacity, dtype=torch.float32, device=device),  # membrane at listed entries
+        _zeros(T, B, 2, dtype=torch.float32, device=device),         # spikes / entries needed
+        _zeros(*dense, dtype=torch.float32, device=device),          # dense membrane
+        _zeros(*dense_syn, dtype=torch.float32, device=device),      # dense synaptic current
+        _zeros(T, B, spike_bit_words(N, attributes["neurons_per_tile"]),
+               dtype=torch.float32, device=device),                # every spike, for the grad op
     ]
-    values, ids, counts, _membrane, _needed, _u, _syn, _bits = poptorch.custom_op(
+    values, ids, counts, membrane, needed, dense_u, dense_s, bits = poptorch.custom_op(
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )
+    ipu_overflow.warn_uncollected(layer, capacity)
+    ipu_overflow.add_call(layer, counts, needed, capacity)
+    values = _consume(values, membrane, needed, dense_u, dense_s, bits)
     return SparseSpikes._made(ids, counts, N, values)
 
 
@@ -282,16 +305,18 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None)
         config, 0, has_bias=bias is not None, keep_dense_state=False,
         **_tiles(layer, spikes, 0, False),
     )
+    device = weight.device
     inputs = [
         spikes.ids.to(torch.int32),
         spikes.counts.to(torch.int32),
         spikes.values.to(torch.float32),
         weight,
-        _float(bias, (N,), torch.zeros(1, dtype=torch.float32, device=weight.device)),
+        _or_zeros(bias, (N,), _zeros(1, dtype=torch.float32, device=device)),
         beta,
     ]
     (membrane,) = poptorch.custom_op(
         inputs, "SnnReadoutLayer", DOMAIN, DOMAIN_VERSION,
-        example_outputs=[torch.zeros(T, B, N, dtype=torch.float32)], attributes=attributes,
+        example_outputs=[_zeros(T, B, N, dtype=torch.float32, device=device)],
+        attributes=attributes,
     )
     return membrane

@@ -176,7 +176,7 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
     T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
     learn_decay = bool(beta.requires_grad) or bool(alpha is not None and alpha.requires_grad)
     keep_dense = learn_decay or layer.record_membrane
-    capacity = _capacity(layer, spikes, keep_dense)
+    capacity = _capacity(layer, config, spikes, keep_dense)
     attributes = pack_attributes(config, capacity, has_bias=bias is not None,
                                  keep_dense_state=keep_dense,
                                  **_tiles(layer, spikes, capacity, keep_dense))

@@ -301,8 +301,8 @@ VertexClass spikeBitsPack() {
                         [](const V &v) -> std::string {
                           return Sizes()
                               .atLeast("spiked", v.spiked.size(), v.numNeurons, "numNeurons")
-                              .atLeast("bits", v.bits.size(), (v.numNeurons + 31) / 32,
-                                       "a bit per neuron");
+                              .atLeast("bits", v.bits.size(), (v.numNeurons + 15) / 16,
+                                       "16 neurons per word");
                         });
 }
 
@@ -312,8 +312,8 @@ VertexClass spikeBitsToList() {
                         {F(bits), F(ids), F(count), F(firstNeuron), F(numNeurons)},
                         [](const V &v) -> std::string {
                           return Sizes()
-                              .atLeast("bits", v.bits.size(), (v.numNeurons + 31) / 32,
-                                       "a bit per neuron")
+                              .atLeast("bits", v.bits.size(), (v.numNeurons + 15) / 16,
+                                       "16 neurons per word")
                               .atLeast("ids", v.ids.size(), v.numNeurons, "numNeurons");
                         });
 }

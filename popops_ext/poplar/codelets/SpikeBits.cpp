@@ -2,24 +2,26 @@
 // backward pass knows every neuron that spiked at step t - 1, the ones the
 // output list's capacity dropped included (each still reset its neuron, and
 // the reset terms of the threshold gradient and the zero reset's masks need
-// it). 32 neurons per word, neuron n of the tile at bit n % 32 of word n / 32.
+// it). 16 neurons per word, neuron n of the tile at bit n % 16 of word n / 16;
+// a word is a float (an integer below 2^16, exact), so that the op's output
+// can be kept on PopART's loss path like its other float outputs.
 #include <poplar/Vertex.hpp>
 
 class SpikeBitsPack : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<float>> spiked; // 0/1 per neuron of the tile
-  poplar::Output<poplar::Vector<unsigned>> bits;
+  poplar::Output<poplar::Vector<float>> bits;
   unsigned numNeurons;
 
   bool compute() {
     const unsigned words = bits.size();
     for (unsigned w = 0; w < words; ++w) {
       unsigned word = 0;
-      const unsigned first = 32 * w;
-      const unsigned end = first + 32 < numNeurons ? first + 32 : numNeurons;
+      const unsigned first = 16 * w;
+      const unsigned end = first + 16 < numNeurons ? first + 16 : numNeurons;
       for (unsigned n = first; n < end; ++n)
         word |= (spiked[n] != 0.0f ? 1u : 0u) << (n - first);
-      bits[w] = word;
+      bits[w] = float(word);
     }
     return true;
   }
@@ -28,7 +30,7 @@ public:
 // The global ids of the tile's set bits, ascending, and their count.
 class SpikeBitsToList : public poplar::Vertex {
 public:
-  poplar::Input<poplar::Vector<unsigned>> bits;
+  poplar::Input<poplar::Vector<float>> bits;
   poplar::Output<poplar::Vector<int>> ids; // room for numNeurons
   poplar::Output<unsigned> count;
   unsigned firstNeuron;
@@ -36,9 +38,12 @@ public:
 
   bool compute() {
     unsigned k = 0;
-    for (unsigned n = 0; n < numNeurons; ++n)
-      if ((bits[n / 32] >> (n % 32)) & 1u)
-        ids[k++] = int(firstNeuron + n);
+    for (unsigned w = 0; w * 16 < numNeurons; ++w) {
+      const unsigned word = unsigned(bits[w]);
+      for (unsigned n = 16 * w; n < 16 * w + 16 && n < numNeurons; ++n)
+        if ((word >> (n - 16 * w)) & 1u)
+          ids[k++] = int(firstNeuron + n);
+    }
     *count = k;
     return true;
   }

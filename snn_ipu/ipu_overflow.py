@@ -1,0 +1,223 @@
+"""Spike-list overflow of layers that run on an IPU, brought back to the host.
+
+On a CPU a layer counts what did not fit its ``max_spikes`` after every call and
+applies its ``overflow`` policy there and then. On an IPU the layer's Python code
+runs once, when PopTorch traces the model; after that the compiled program runs
+without it, and a list that overflows can only drop (shapes are fixed). So the
+counts travel as model outputs: each spiking op's per-step counts are reduced on
+the device to one row of a few int32 numbers per layer call, the model returns
+those rows, and :func:`record` turns them into ``layer.stats`` and the policy on
+the host::
+
+    class Net(torch.nn.Module):
+        def forward(self, x, labels):
+            with ipu_overflow.OverflowCounts(self.layers) as overflow:
+                out = self.layers(x)
+            loss = poptorch.identity_loss(loss_fn(out, labels), "none")
+            return out, loss, overflow.counts
+
+    out, loss, counts = training_model(x, labels)
+    ipu_overflow.record(net.layers, counts)   # stats; warns (drop) or raises (error)
+
+Inside a compiled training loop the step that overflowed has run to its end (and
+updated the weights) by the time the host sees its counts: ``overflow="error"``
+raises after that step, ``"drop"`` warns once per layer, ``"grow"`` cannot grow a
+compiled capacity and raises like ``"error"``. Set
+``poptorch.Options().outputMode(poptorch.OutputMode.All)`` so that the rows of
+every micro-batch come back; with PopTorch's training default (``Final``) only
+the last one's do. The same model runs on a CPU unchanged: there the layers keep
+their own stats and ``counts`` holds no rows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Iterator, List, Optional
+
+import torch
+from torch import nn
+
+from .spikes import Overflow, SpikeOverflowError, raise_or_warn_overflow
+
+__all__ = ["ROW", "OverflowCounts", "overflow_row", "record", "spiking_layers"]
+
+# One int32 row per layer call: where it comes from, then what its lists needed.
+ROW = (
+    "layer",             # index of the layer among spiking_layers(model)
+    "num_steps",         # T
+    "batch_size",        # B
+    "capacity",          # K, the list's max_spikes on the device
+    "spikes",            # spikes of the call (all of them, listed or not)
+    "eligible_listed",   # eligible-only entries listed
+    "needed_capacity",   # the most entries any (t, b) needed
+    "spikes_dropped",
+    "eligible_dropped",
+    "first_overflow",    # t * B + b of the first (t, b) over capacity; -1: none
+    "first_spikes",      # spikes there
+    "first_needed",      # entries needed there
+)
+
+_active: List[OverflowCounts] = []
+
+
+def spiking_layers(model: nn.Module) -> List[nn.Module]:
+    """The layers whose lists can overflow, in ``model.modules()`` order: the order
+    that numbers the rows' ``layer`` field."""
+    from .layers import _SpikingLayer
+
+    return [m for m in model.modules() if isinstance(m, _SpikingLayer)]
+
+
+def overflow_row(counts: torch.Tensor, needed: torch.Tensor, capacity: int, layer: int
+                 ) -> torch.Tensor:
+    """The row of one call from an op's ``counts`` (int32 ``[T, B, 2]``: spikes and
+    entries listed) and ``needed`` (``[T, B, 2]``: spikes and entries before the
+    capacity cut), with static-shape ops only (it is traced into the IPU program)."""
+    T, B = counts.shape[:2]
+    listed = counts.to(torch.int32)
+    need = needed.to(torch.int32)  # whole numbers below 2**24: exact in float32
+    spikes, entries = need[..., 0].reshape(-1), need[..., 1].reshape(-1)
+    listed_spikes, listed_all = listed[..., 0].reshape(-1), listed[..., 1].reshape(-1)
+    rows = T * B
+    over = entries > capacity
+    index = torch.arange(rows, dtype=torch.int32, device=counts.device)
+    first = torch.where(over, index, torch.full_like(index, rows)).min()
+    at = first.clamp(max=rows - 1).reshape(1).long()
+    none = first == rows
+
+    def const(v: int) -> torch.Tensor:
+        return torch.full((), v, dtype=torch.int32, device=counts.device)
+
+    def total(t: torch.Tensor) -> torch.Tensor:  # torch sums int32 into int64
+        return t.sum().to(torch.int32)
+
+    return torch.stack([
+        const(layer), const(T), const(B), const(capacity),
+        total(spikes),
+        total(listed_all - listed_spikes),
+        entries.max().to(torch.int32),
+        total(spikes - listed_spikes),
+        total((entries - spikes) - (listed_all - listed_spikes)),
+        torch.where(none, const(-1), first.to(torch.int32)),
+        torch.where(none, const(0), spikes.gather(0, at).reshape(())),
+        torch.where(none, const(0), entries.gather(0, at).reshape(())),
+    ])
+
+
+class OverflowCounts:
+    """Collects the rows of the IPU layer calls made inside the ``with`` block;
+    ``counts`` (int32 ``[calls, len(ROW)]``) is what the model returns for
+    :func:`record`. ``model``: the module holding the layers (numbers the rows)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"OverflowCounts takes the torch.nn.Module holding the layers, "
+                            f"got {type(model).__name__}")
+        self.model = model
+        self._index = {id(m): i for i, m in enumerate(spiking_layers(model))}
+        self._rows: List[torch.Tensor] = []
+        self.counts: Optional[torch.Tensor] = None
+
+    def __enter__(self) -> OverflowCounts:
+        _active.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _active.remove(self)
+        if self._rows:
+            self.counts = torch.stack(self._rows)
+        else:  # nothing ran on an IPU (a CPU run): the layers kept their own stats
+            self.counts = torch.zeros(0, len(ROW), dtype=torch.int32)
+
+    def _add(self, layer: nn.Module, counts: torch.Tensor, needed: torch.Tensor,
+             capacity: int) -> None:
+        index = self._index.get(id(layer))
+        if index is None:
+            raise ValueError(f"{layer.name} ran inside OverflowCounts({type(self.model).__name__})"
+                             " but is not one of its modules: give OverflowCounts the module "
+                             "that holds every layer it should count")
+        self._rows.append(overflow_row(counts, needed, capacity, index))
+
+
+def collecting() -> bool:
+    """Whether a layer call's rows go to an :class:`OverflowCounts` (at trace time)."""
+    return bool(_active)
+
+
+def add_call(layer: nn.Module, counts: torch.Tensor, needed: torch.Tensor, capacity: int) -> None:
+    """Called by the ipu backend for every spiking op it emits."""
+    for collector in _active:
+        collector._add(layer, counts, needed, capacity)
+
+
+def _rows(counts: torch.Tensor) -> Iterator[List[int]]:
+    if not isinstance(counts, torch.Tensor) or counts.dtype not in (torch.int32, torch.int64):
+        raise TypeError("record() takes the int32 counts an OverflowCounts returned, got "
+                        f"{type(counts).__name__}"
+                        + (f" of {counts.dtype}" if isinstance(counts, torch.Tensor) else ""))
+    if counts.numel() % len(ROW):
+        raise ValueError(f"record(): counts of shape {tuple(counts.shape)} are not rows of "
+                         f"{len(ROW)} (an OverflowCounts' counts, as PopTorch returned them)")
+    yield from counts.detach().cpu().reshape(-1, len(ROW)).tolist()
+
+
+def record(model: nn.Module, counts: torch.Tensor) -> None:
+    """Records the rows of ``counts`` (an :class:`OverflowCounts`' output, as
+    PopTorch returns it: any number of iterations, replicas and calls) into the
+    stats of ``model``'s spiking layers, one call after another, and applies each
+    layer's overflow policy: ``"error"`` and ``"grow"`` raise
+    :class:`~snn_ipu.SpikeOverflowError`, ``"drop"`` warns once per layer."""
+    from .backends.bookkeeping import record_stats
+
+    layers = spiking_layers(model)
+    for row in _rows(counts):
+        f = dict(zip(ROW, row))
+        if not 0 <= f["layer"] < len(layers):
+            raise ValueError(f"record(): a row names layer {f['layer']}, but the model has "
+                             f"{len(layers)} spiking layers: pass the module given to "
+                             "OverflowCounts")
+        layer = layers[f["layer"]]
+        B = f["batch_size"]
+        first = None if f["first_overflow"] < 0 else (
+            f["first_overflow"] // B, f["first_overflow"] % B, f["first_spikes"],
+            f["first_needed"])
+        overflow = Overflow(f["spikes_dropped"], f["eligible_dropped"], first)
+        record_stats(layer, "ipu", f["num_steps"], B, f["spikes"], f["capacity"],
+                     f["needed_capacity"], overflow, f["eligible_listed"])
+        if first is None:
+            continue
+        if layer.overflow == "drop":
+            raise_or_warn_overflow(
+                layer.name, f["capacity"], overflow, "drop", warn=not layer.overflow_warned,
+                note=" on the IPU (warned once per layer; see the layer's stats for running "
+                     "totals)")
+            layer.overflow_warned = True
+        else:
+            try:
+                raise_or_warn_overflow(layer.name, f["capacity"], overflow, "error")
+            except SpikeOverflowError as exc:
+                grow = (" (overflow='grow' cannot grow a compiled capacity: raise max_spikes "
+                        "and compile again)" if layer.overflow == "grow" else "")
+                raise SpikeOverflowError(
+                    f"{exc}{grow} This happened on the IPU; the step that overflowed has "
+                    "run (its spikes past the capacity were dropped)") from None
+
+
+def warn_uncollected(layer: nn.Module, capacity: int) -> None:
+    """At trace time: a layer whose list can overflow, with nothing to bring its
+    counts back to the host (warned once per layer)."""
+    if collecting() or capacity >= layer.out_features or getattr(
+            layer, "ipu_overflow_warned", False):
+        return
+    layer.ipu_overflow_warned = True
+    warnings.warn(
+        f"{layer.name}: on the IPU a list that overflows max_spikes={capacity} drops what "
+        f"does not fit, and the host learns of it only through snn_ipu.ipu_overflow (this "
+        f"call is not inside an OverflowCounts, so overflow={layer.overflow!r} cannot be "
+        "applied and nothing reaches layer.stats). Return OverflowCounts(...).counts from "
+        "the model and pass them to ipu_overflow.record() (snn_ipu.poptorch_training does); "
+        "see docs/ipu.md",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+

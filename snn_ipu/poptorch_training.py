@@ -1,0 +1,253 @@
+"""Training a spiking network with PopTorch: the recipe of docs/ipu.md as functions.
+
+:class:`WithLoss` puts a network, its loss and its spike-list overflow counts in
+the one module PopTorch compiles; :func:`train` runs PopTorch's loop around it::
+
+    poptorch.Options()                      # useIpuModel(True): no hardware needed
+        .deviceIterations(n)                # n steps per host call
+        .replicationFactor(r)               # data parallel over r IPUs
+        .Training.gradientAccumulation(a)   # a micro-batches per weight update
+    poptorch.DataLoader(options, dataset, batch_size)   # combined batches of n*r*a
+    poptorch.trainingModel(WithLoss(net, ...), options, poptorch.optim.Adam(...))
+    poptorch.inferenceModel(WithLoss(net, ...), eval_options)     # evaluation
+    training_model.copyWeightsToHost(); torch.save(...)           # checkpoints
+
+Replication copies the whole program, custom ops included, to every replica: each
+replica runs its own micro-batches through its own copy of every layer's op and
+the replicas' gradients are summed before the update (PopTorch's all-reduce), so
+the custom ops need nothing for it. Overflow counts come back per micro-batch and
+replica (``OutputMode.All``) and :func:`snn_ipu.ipu_overflow.record` applies each
+layer's policy on the host after every call.
+
+Everything here imports without the Poplar SDK; :func:`train` needs PopTorch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Optional, Union
+
+import torch
+from torch import nn
+
+from . import ipu_overflow
+from .spikes import SparseSpikes
+
+__all__ = ["PopTorchConfig", "WithLoss", "evaluate", "predict_class", "size_lists", "train"]
+
+
+def _poptorch():
+    from .backends.ipu import _poptorch as load
+
+    return load()
+
+
+@dataclass(frozen=True)
+class PopTorchConfig:
+    """PopTorch's options for :func:`train`. ``ipu_model``: run on the IPUModel (a
+    simulation on the host); ``None``: on hardware where there is some, else the model."""
+
+    ipu_model: Optional[bool] = None
+    device_iterations: int = 4
+    replication_factor: int = 1
+    gradient_accumulation: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("device_iterations", "replication_factor", "gradient_accumulation"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PopTorchConfig.{name} must be a positive int, got {value!r}")
+
+    def options(self, poptorch, training: bool):
+        """A ``poptorch.Options`` for the training model or (``training=False``) the
+        inference model (no gradient accumulation there)."""
+        use_model = self.ipu_model
+        if use_model is None:
+            use_model = not poptorch.ipuHardwareIsAvailable(self.replication_factor)
+        opts = poptorch.Options()
+        opts.useIpuModel(use_model)
+        opts.randomSeed(self.seed)
+        opts.deviceIterations(self.device_iterations)
+        opts.replicationFactor(self.replication_factor)
+        # Every micro-batch's (and replica's) outputs: the overflow counts of each.
+        opts.outputMode(poptorch.OutputMode.All)
+        if training:
+            opts.Training.gradientAccumulation(self.gradient_accumulation)
+        return opts
+
+    @property
+    def micro_batches(self) -> int:
+        return self.device_iterations * self.replication_factor * self.gradient_accumulation
+
+
+def predict_class(out: Union[torch.Tensor, SparseSpikes]) -> torch.Tensor:
+    """[B] class ids: the readout neuron with the highest membrane over time, or the
+    output neuron with the most spikes."""
+    if isinstance(out, SparseSpikes):
+        return out.spike_counts().argmax(-1)
+    return out.amax(0).argmax(-1)
+
+
+class WithLoss(nn.Module):
+    """``net`` with its loss and overflow counts, as PopTorch compiles it.
+
+    Takes sample-major inputs (what a DataLoader stacks: ``[B, T, in]``) and
+    returns ``(predictions [B], loss, overflow counts)``, or without labels (the
+    inference model) ``(predictions, overflow counts)``.
+    """
+
+    def __init__(self, net: nn.Module,
+                 loss_fn: Callable[[Union[torch.Tensor, SparseSpikes], torch.Tensor],
+                                   torch.Tensor],
+                 predict: Callable[[Union[torch.Tensor, SparseSpikes]], torch.Tensor]
+                 = predict_class) -> None:
+        super().__init__()
+        self.net = net
+        self.loss_fn = loss_fn
+        self.predict = predict
+
+    def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
+        with ipu_overflow.OverflowCounts(self.net) as overflow:
+            out = self.net(x.transpose(0, 1))  # the layers take time-major [T, B, in]
+        predictions = self.predict(out).to(torch.int32)
+        if labels is None:
+            return predictions, overflow.counts
+        loss = self.loss_fn(out, labels)
+        return predictions, _poptorch().identity_loss(loss, reduction="none"), overflow.counts
+
+
+def evaluate(inference_model, loader, net: nn.Module) -> float:
+    """Accuracy of an inference model of :class:`WithLoss` over a PopTorch DataLoader."""
+    correct = total = 0
+    for x, y in loader:
+        predictions, counts = inference_model(x)
+        ipu_overflow.record(net, counts)
+        correct += int((predictions.reshape(-1).long() == y.reshape(-1)).sum())
+        total += y.numel()
+    return correct / max(total, 1)
+
+
+def train(
+    net: nn.Module,
+    train_set: torch.utils.data.Dataset,
+    test_set: torch.utils.data.Dataset,
+    loss_fn: Callable,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    config: PopTorchConfig = PopTorchConfig(),
+    predict: Callable = predict_class,
+    checkpoint: Optional[Union[str, Path]] = None,
+    log: Callable[[str], None] = print,
+) -> Dict[str, float]:
+    """Trains ``net`` (its layers with ``backend="auto"`` or ``"ipu"``) with PopTorch:
+    ``epochs`` passes over ``train_set`` (samples ``(spikes [T, in], label)``), Adam
+    at ``lr``, evaluated on ``test_set`` by an inference model after every epoch,
+    the host weights saved to ``checkpoint`` (with the optimizer's state) after every
+    epoch. ``batch_size`` is the micro-batch of one replica and step. Returns the last
+    epoch's metrics."""
+    poptorch = _poptorch()
+    model = WithLoss(net, loss_fn, predict)
+    train_opts = config.options(poptorch, training=True)
+    eval_opts = config.options(poptorch, training=False)
+    # drop_last: a compiled model takes whole combined batches only.
+    train_loader = poptorch.DataLoader(train_opts, train_set, batch_size=batch_size,
+                                       shuffle=True, drop_last=True)
+    test_loader = poptorch.DataLoader(eval_opts, test_set, batch_size=batch_size,
+                                      drop_last=True)
+    if len(train_loader) == 0:
+        raise ValueError(
+            f"{len(train_set)} training samples make no combined batch of batch_size x "
+            f"deviceIterations x replicationFactor x gradientAccumulation = "
+            f"{batch_size * config.micro_batches}")
+    optimizer = poptorch.optim.Adam(model.parameters(), lr=lr)
+    training_model = poptorch.trainingModel(model, options=train_opts, optimizer=optimizer)
+    inference_model = poptorch.inferenceModel(model, options=eval_opts)
+    metrics: Dict[str, float] = {}
+    start = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        losses, correct, seen = [], 0, 0
+        for x, y in train_loader:
+            predictions, loss, counts = training_model(x, y)
+            ipu_overflow.record(net, counts)  # raises for overflow="error" layers
+            losses.append(float(loss.float().mean()))
+            correct += int((predictions.reshape(-1).long() == y.reshape(-1)).sum())
+            seen += y.numel()
+        # The IPU holds the weights; the host copy is what checkpoints and the
+        # inference model (which reloads changed host weights) read.
+        training_model.copyWeightsToHost()
+        if checkpoint is not None:
+            torch.save({"epoch": epoch, "model": net.state_dict(),
+                        "optimizer": optimizer.state_dict()}, checkpoint)
+        training_model.detachFromDevice()  # free the IPU(s) for the inference model
+        test_acc = evaluate(inference_model, test_loader, net) if len(test_loader) else math.nan
+        inference_model.detachFromDevice()
+        metrics = {"loss": sum(losses) / len(losses), "train_acc": correct / max(seen, 1),
+                   "test_acc": test_acc}
+        log(f"epoch {epoch:3d}  loss {metrics['loss']:.4f}  train acc {metrics['train_acc']:.3f}"
+            f"  test acc {test_acc:.3f}  ({time.perf_counter() - start:.1f}s)")
+    return metrics
+
+
+def size_lists(net: nn.Module, x: torch.Tensor, headroom: float = 2.0) -> Dict[str, int]:
+    """Gives every spiking layer of ``net`` without a ``max_spikes`` one: ``headroom``
+    times what its lists needed on the time-major input ``x`` ([T, B, in]) in a
+    training-mode pass on the CPU (the emulator), at most the layer's width. A
+    compiled model's capacities are fixed, and the planner's default guesses from a 5 %
+    activity. Returns the capacities set, by layer name."""
+    from .layers import _Layer, _SpikingLayer
+
+    layers = [m for m in net.modules() if isinstance(m, _SpikingLayer) and m.max_spikes is None]
+    backends = {m: m.backend for m in net.modules() if isinstance(m, _Layer)}
+    policies = {m: m.overflow for m in layers}
+    for m in backends:
+        m.backend = "emulator"
+    for m in layers:
+        m.overflow = "grow"
+    try:
+        net(x)  # with autograd on: the lists hold the gradient-eligible neurons too
+    finally:
+        for m, backend in backends.items():
+            m.backend = backend
+        for m, policy in policies.items():
+            m.overflow = policy
+    sizes = {}
+    for m in layers:
+        m.max_spikes = max(1, min(m.out_features,
+                                  math.ceil(headroom * m.stats["needed_capacity"])))
+        sizes[m.name] = m.max_spikes
+    return sizes
+
+
+def train_randman(args, net: nn.Module, train_set, test_set, log: Callable[[str], None] = print
+                  ) -> Dict[str, float]:
+    """``snn-ipu train --backend ipu``: the CLI's network and Randman data through
+    :func:`train` (the CLI's loss for ``--output``; the IPUModel without hardware)."""
+    from . import losses
+
+    _poptorch()  # without PopTorch, say so before anything else
+    if args.output == "membrane":
+        def loss_fn(out, labels):
+            return losses.ce_membrane_loss(out, labels, reduction="max")
+    else:
+        loss_fn = losses.ce_count_loss
+    # Static lists: sized from an emulator pass, and past that dropped (warned, counted).
+    sizes = size_lists(net, train_set.spikes[: args.batch_size].transpose(0, 1))
+    for layer in ipu_overflow.spiking_layers(net):
+        if layer.name in sizes:
+            layer.overflow = "drop"
+    if sizes:
+        log("list capacities (2x what an emulator pass needed; overflow='drop'): "
+            + ", ".join(f"{name}={k}" for name, k in sizes.items()))
+    # As many device iterations (up to 4) as leave a few host calls per epoch.
+    calls = len(train_set) // args.batch_size
+    config = PopTorchConfig(device_iterations=max(1, min(4, calls // 4)), seed=args.seed)
+    log(f"PopTorch: {config.device_iterations} device iterations of batch {args.batch_size} "
+        "(on the IPUModel where there is no IPU)")
+    return train(net, train_set, test_set, loss_fn, epochs=args.epochs,
+                 batch_size=args.batch_size, lr=args.lr, config=config, log=log)
