@@ -29,12 +29,14 @@ __all__ = ["GraphReport", "OpCycles", "graph_report"]
 @dataclass(frozen=True)
 class OpCycles:
     """One op of the training step: cycles of one iteration of its time loop
-    (compute, exchange, popops) and outside it, and its compute sets per step."""
+    (compute sets, their syncs, exchange phases, popops operations) and outside it,
+    and its compute sets per step."""
 
     layer: int
     op: str
     steps: int
     step_compute: int
+    step_sync: int
     step_exchange: int
     step_popops: int
     step_exchange_bytes: int
@@ -44,7 +46,7 @@ class OpCycles:
 
     @property
     def step(self) -> int:
-        return self.step_compute + self.step_exchange + self.step_popops
+        return self.step_compute + self.step_sync + self.step_exchange + self.step_popops
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def graph_report(plan) -> GraphReport:
     ]
     r = _graph.graph_report(layers, plan.batch_size, plan.num_steps, plan.layers[0].capacity_in)
     ops = [OpCycles(o["layer"], o["op"], o["steps"], o["step_compute_cycles"],
-                    o["step_exchange_cycles"], o["step_popops_cycles"], o["step_exchange_bytes"],
+                    o["step_sync_cycles"], o["step_exchange_cycles"], o["step_popops_cycles"],
+                    o["step_exchange_bytes"],
                     o["once_cycles"], o["total_cycles"], list(o["step_compute_sets"]))
            for o in r["ops"]]
     return GraphReport(

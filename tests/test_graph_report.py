@@ -55,3 +55,21 @@ def test_a_network_that_does_not_fit():
 def test_host_plans_have_no_graph():
     with pytest.raises(ValueError, match="IPU target"):
         plan([10, 5], 2, 3, target="host").graph_report()
+
+
+def test_vertex_estimates_add_up_to_the_planners_phases(s_network):
+    """The graph's compute sets, each tile's worker vertices shared out over its six
+    workers, against the planner's cost of the same phase."""
+    p = s_network.plan
+    for i, row in enumerate(p.layers):
+        c = row.details["cycles"]
+        phases = {}
+        for grad in (False, True):
+            for name, cycles in s_network.op(i, grad).compute_sets:
+                phases[name.rsplit("/", 1)[1]] = cycles
+        pairs = [("spikeMatmul", "spike_matmul"), ("stateUpdate", "state_update"),
+                 ("stateGrad", "state_grad"), ("inputGrad", "input_grad"),
+                 ("inputGradReduce", "partial_reduce")]
+        for graph_name, plan_name in pairs:
+            assert abs(phases[graph_name] - c[plan_name]) <= 0.02 * c[plan_name], \
+                (row.name, graph_name, phases[graph_name], c[plan_name])

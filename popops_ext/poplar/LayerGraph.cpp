@@ -34,9 +34,10 @@ std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
   return out;
 }
 
-// SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
+// SpikeBitsPack / SpikeBitsToList, one worker's loop: a load, test and shift
+// per neuron.
 std::uint64_t spikeBitsCycles(unsigned neurons) {
-  return plan::cost::kSupervisorCycles + plan::cost::kWorkerEntryCycles + 3ull * neurons;
+  return plan::cost::kWorkerEntryCycles + 3ull * neurons;
 }
 
 } // namespace
@@ -392,8 +393,10 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
         }
       }
       graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::stateUpdateWorkerCycles(plan_.spec.model, tile.width,
-                                                      2 * plan_.spec.activity * tile.width));
+      // a readout lists nothing
+      estimate(v, plan::cost::stateUpdateWorkerCycles(
+                      plan_.spec.model, tile.width,
+                      readout ? 0.0 : 2 * plan_.spec.activity * tile.width));
     }
   }
   body.add(Execute(up, {dnai_, "stateUpdate"}));
@@ -661,7 +664,9 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       graph_.setInitialValue(v["numPartials"], numTiles);
       graph_.setInitialValue(v["stride"], K);
       graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::partialReduceWorkerCycles(K, numTiles));
+      // as the planner: the expected listed entries, not the capacity
+      estimate(v, plan::cost::partialReduceWorkerCycles(
+                      std::min<double>(K, 2 * plan_.spec.activity * N), numTiles));
     }
     body.add(Execute(red, {dnai_, "recurrentReduce"}));
     popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
@@ -815,7 +820,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     graph_.setInitialValue(v["numPartials"], numTiles);
     graph_.setInitialValue(v["stride"], Kin);
     graph_.setTileMapping(v, combineTile(b));
-    estimate(v, plan::cost::partialReduceWorkerCycles(Kin, numTiles));
+    estimate(v, plan::cost::partialReduceWorkerCycles(
+                    std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), numTiles));
   }
   body.add(Execute(rd, {dnai_, "inputGradReduce"}));
   stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");

@@ -215,6 +215,7 @@ PYBIND11_MODULE(_graph, m) {
           ops.append(py::dict(
               py::arg("layer") = o.layer, py::arg("op") = o.op, py::arg("steps") = o.steps,
               py::arg("step_compute_cycles") = o.stepComputeCycles,
+              py::arg("step_sync_cycles") = o.stepSyncCycles,
               py::arg("step_exchange_cycles") = o.stepExchangeCycles,
               py::arg("step_popops_cycles") = o.stepPopopsCycles,
               py::arg("step_exchange_bytes") = o.stepExchangeBytes,

@@ -3,6 +3,8 @@
 #include "Analysis.hpp"
 #include "LayerOps.hpp"
 #include "Model.hpp"
+#include "VertexRegistry.hpp"
+#include "plan/PerformanceEstimation.hpp"
 #include "plan/Target.hpp"
 
 #include <poplar/exceptions.hpp>
@@ -88,24 +90,68 @@ std::uint64_t popopsCycles(const GraphModel &g, const HostOp &op) {
   return plan::ipu2Target().syncCycles + (most + 3) / 4;
 }
 
+// One compute set on the busiest tile, as Poplar runs it: the supervisor
+// hands the tile's worker vertices out to its worker contexts (each to the
+// least loaded, in order), a worker issuing once every numWorkers cycles; a
+// MultiVertex takes all of them for its own estimate (which counts that).
 std::uint64_t computeSetCycles(const GraphModel &g, unsigned cs) {
-  std::map<unsigned, std::uint64_t> perTile;
-  for (unsigned v : g.computeSets[cs].vertices)
-    perTile[g.vertices[v].tile] += g.vertices[v].cycles;
+  const unsigned workers = g.target.getNumWorkerContexts();
+  struct TileLoad {
+    std::vector<std::uint64_t> worker;
+    std::uint64_t multi = 0;
+  };
+  std::map<unsigned, TileLoad> tiles;
+  for (unsigned v : g.computeSets[cs].vertices) {
+    const VertexInstance &vi = g.vertices[v];
+    TileLoad &t = tiles[vi.tile];
+    if (vi.cls->multiVertex) {
+      t.multi += vi.cycles;
+    } else {
+      if (t.worker.empty())
+        t.worker.assign(workers, 0);
+      *std::min_element(t.worker.begin(), t.worker.end()) += vi.cycles;
+    }
+  }
   std::uint64_t most = 0;
-  for (const auto &kv : perTile)
-    most = std::max(most, kv.second);
+  for (const auto &kv : tiles) {
+    const TileLoad &t = kv.second;
+    std::uint64_t c = t.multi;
+    if (!t.worker.empty())
+      c += plan::cost::kSupervisorCycles +
+           workers * *std::max_element(t.worker.begin(), t.worker.end());
+    most = std::max(most, c);
+  }
   return most;
 }
 
 void measure(const GraphModel &g, const ProgramNode &op, OpReport &r) {
-  // Consecutive Copy programs are one exchange phase (the tiles receive them
-  // together between two syncs); so are those of one time-loop iteration.
-  std::vector<std::uint64_t> stepReceived(g.target.getNumTiles(), 0);
-  std::vector<std::uint64_t> onceReceived(g.target.getNumTiles(), 0);
+  const std::uint64_t sync = plan::ipu2Target().syncCycles;
+  // Copy programs with nothing between them are one exchange phase: one sync,
+  // and the busiest receiver's bytes of all of them.
+  std::vector<std::uint64_t> phase(g.target.getNumTiles(), 0);
+  bool open = false, phaseInLoop = false;
+  auto close = [&]() {
+    if (!open)
+      return;
+    const std::uint64_t most = *std::max_element(phase.begin(), phase.end());
+    std::uint64_t total = 0;
+    for (std::uint64_t b : phase)
+      total += b;
+    if (phaseInLoop) {
+      r.stepExchangeCycles += exchangeCycles(most);
+      r.stepExchangeBytes += total;
+      r.stepExchangeBytesMaxTile += most;
+    } else {
+      r.onceCycles += exchangeCycles(most);
+    }
+    std::fill(phase.begin(), phase.end(), 0);
+    open = false;
+  };
   std::map<std::string, std::uint64_t> sets;
   std::vector<std::string> order;
   std::function<void(const ProgramNode &, bool)> visit = [&](const ProgramNode &n, bool inLoop) {
+    if (n.kind != ProgramNode::Kind::Copy && n.kind != ProgramNode::Kind::Sequence)
+      close();
     if (n.kind == ProgramNode::Kind::Repeat) {
       if (inLoop || r.steps != 0)
         throw poplar::poplar_error("graph report: an op with more than one time loop");
@@ -115,32 +161,34 @@ void measure(const GraphModel &g, const ProgramNode &op, OpReport &r) {
       const std::uint64_t c = computeSetCycles(g, n.computeSet);
       if (inLoop) {
         r.stepComputeCycles += c;
+        r.stepSyncCycles += sync;
         const std::string &name = g.computeSets[n.computeSet].name;
         if (!sets.count(name))
           order.push_back(name);
         sets[name] += c;
       } else {
-        r.onceCycles += c;
+        r.onceCycles += c + sync;
       }
     } else if (n.kind == ProgramNode::Kind::Copy) {
+      if (open && phaseInLoop != inLoop)
+        close();
       const auto rec = copyReceived(g, n);
-      auto &into = inLoop ? stepReceived : onceReceived;
       for (std::size_t t = 0; t < rec.size(); ++t)
-        into[t] += rec[t];
+        phase[t] += rec[t];
+      open = true;
+      phaseInLoop = inLoop;
     } else if (n.kind == ProgramNode::Kind::HostOp) {
       (inLoop ? r.stepPopopsCycles : r.onceCycles) += popopsCycles(g, *n.op);
     }
     for (const auto &child : n.children)
       visit(*child.hostNode(), inLoop);
+    if (n.kind == ProgramNode::Kind::Repeat)
+      close(); // a loop's last copies do not merge with what follows it
   };
   visit(op, false);
+  close();
   for (const auto &name : order)
     r.stepComputeSets.push_back({name, sets[name]});
-  r.stepExchangeBytesMaxTile = *std::max_element(stepReceived.begin(), stepReceived.end());
-  for (std::uint64_t b : stepReceived)
-    r.stepExchangeBytes += b;
-  r.stepExchangeCycles = exchangeCycles(r.stepExchangeBytesMaxTile);
-  r.onceCycles += exchangeCycles(*std::max_element(onceReceived.begin(), onceReceived.end()));
 }
 
 } // namespace

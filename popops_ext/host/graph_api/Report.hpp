@@ -27,15 +27,20 @@ struct OpReport {
   unsigned layer = 0;
   std::string op;
   unsigned steps = 0; // iterations of its time loop
-  // One iteration of the time loop (cycles on the busiest tile of each phase).
-  std::uint64_t stepComputeCycles = 0, stepExchangeCycles = 0, stepPopopsCycles = 0;
-  std::uint64_t stepExchangeBytes = 0; // received, summed over tiles
-  std::uint64_t stepExchangeBytesMaxTile = 0;
+  // One iteration of the time loop (cycles on the busiest tile of each phase):
+  // compute sets, the sync before each, exchange phases (a sync each, then the
+  // busiest receiver's bytes), popops operations (a sync each, then a rough
+  // cycle per 4 bytes on their busiest tile).
+  std::uint64_t stepComputeCycles = 0, stepSyncCycles = 0, stepExchangeCycles = 0,
+                stepPopopsCycles = 0;
+  std::uint64_t stepExchangeBytes = 0;        // received, summed over tiles and phases
+  std::uint64_t stepExchangeBytesMaxTile = 0; // summed over phases
   // Outside the time loop (weight blocks, parameter copies, final reductions).
   std::uint64_t onceCycles = 0;
   std::vector<std::pair<std::string, std::uint64_t>> stepComputeSets; // per iteration
   std::uint64_t totalCycles() const {
-    return std::uint64_t(steps) * (stepComputeCycles + stepExchangeCycles + stepPopopsCycles) +
+    return std::uint64_t(steps) *
+               (stepComputeCycles + stepSyncCycles + stepExchangeCycles + stepPopopsCycles) +
            onceCycles;
   }
 };
