@@ -75,15 +75,30 @@ std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
 }
 
 // A popops operation: a sync, then one cycle per 4 bytes on the busiest tile
-// it touches (rough: its vertices' own estimates are poplibs', not ours).
+// it touches, each element counted once however often a broadcast view
+// repeats it (rough: its vertices' own estimates are poplibs', not ours).
 std::uint64_t popopsCycles(const GraphModel &g, const HostOp &op) {
-  std::map<unsigned, std::uint64_t> bytes;
+  std::vector<Chunk> chunks;
   for (const poplar::Tensor &t : op.tensors())
     for (const Chunk &c : chunksOf(t))
-      g.vars[c.var].tiles.forEach(c.begin, c.begin + c.bytes,
-                                  [&](std::uint32_t b, std::uint32_t e, unsigned tile) {
-                                    bytes[tile] += e - b;
-                                  });
+      chunks.push_back(c);
+  std::sort(chunks.begin(), chunks.end(), [](const Chunk &a, const Chunk &b) {
+    return a.var != b.var ? a.var < b.var : a.begin < b.begin;
+  });
+  std::map<unsigned, std::uint64_t> bytes;
+  std::uint32_t var = ~0u, covered = 0; // bytes of `var` already counted: [0, covered)
+  for (const Chunk &c : chunks) {
+    if (c.var != var) {
+      var = c.var;
+      covered = 0;
+    }
+    const std::uint32_t from = std::max(c.begin, covered), to = c.begin + c.bytes;
+    if (from < to)
+      g.vars[c.var].tiles.forEach(from, to, [&](std::uint32_t b, std::uint32_t e, unsigned tile) {
+        bytes[tile] += e - b;
+      });
+    covered = std::max(covered, to);
+  }
   std::uint64_t most = 0;
   for (const auto &kv : bytes)
     most = std::max(most, kv.second);
