@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from ._numbers import MAX_SIZE, whole_number
-from .backends.tiles import MODEL_CODES, model_code, planning_threads
+from .backends.work_split import MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
 
@@ -350,7 +350,7 @@ def plan(
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients.
     """
-    from . import _C
+    from ._native import _C
 
     if isinstance(model_or_sizes, torch.nn.Module):
         shapes = _shapes_from_module(model_or_sizes)

@@ -26,6 +26,8 @@ from typing import Tuple, Union
 
 import torch
 
+from ._codes import SURROGATES
+
 __all__ = [
     "Surrogate",
     "ATan",
@@ -39,7 +41,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Surrogate:
-    """Base class: ``kind`` is the integer code shared with the C++ side."""
+    """Base class: ``kind`` is the surrogate's code in the native code (Codes.hpp)."""
 
     kind = -1
 
@@ -62,7 +64,7 @@ def _positive(name: str, value: float) -> float:
 @dataclass(frozen=True)
 class ATan(Surrogate):
     alpha: float = 2.0
-    kind = 0
+    kind = SURROGATES["atan"]
 
     def __post_init__(self):
         object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
@@ -78,7 +80,7 @@ class ATan(Surrogate):
 @dataclass(frozen=True)
 class FastSigmoid(Surrogate):
     slope: float = 25.0
-    kind = 1
+    kind = SURROGATES["fast_sigmoid"]
 
     def __post_init__(self):
         object.__setattr__(self, "slope", _positive("slope", self.slope))
@@ -94,7 +96,7 @@ class FastSigmoid(Surrogate):
 @dataclass(frozen=True)
 class Sigmoid(Surrogate):
     slope: float = 25.0
-    kind = 2
+    kind = SURROGATES["sigmoid"]
 
     def __post_init__(self):
         object.__setattr__(self, "slope", _positive("slope", self.slope))
@@ -114,7 +116,7 @@ class Sigmoid(Surrogate):
 class Triangle(Surrogate):
     width: float = 1.0
     height: float = 1.0
-    kind = 3
+    kind = SURROGATES["triangle"]
 
     def __post_init__(self):
         object.__setattr__(self, "width", _positive("width", self.width))
@@ -130,7 +132,7 @@ class Triangle(Surrogate):
 
 @dataclass(frozen=True)
 class StraightThrough(Surrogate):
-    kind = 4
+    kind = SURROGATES["straight_through"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ones_like(x)
