@@ -77,15 +77,14 @@ class _Layer(nn.Module):
         self,
         in_features: int,
         out_features: int,
+        beta: Scalar = 0.9,
         *,
-        beta: Scalar,
-        bias: bool,
-        recurrent: bool,
-        learn_beta: bool,
-        backend: str,
-        dtype: torch.dtype,
-        plan_target: str,
-        name: Optional[str],
+        bias: bool = True,
+        learn_beta: bool = False,
+        backend: str = "auto",
+        dtype: torch.dtype = torch.float32,
+        plan_target: str = "host",
+        name: Optional[str] = None,
     ) -> None:
         super().__init__()
         self.in_features = positive_size("in_features", in_features)
@@ -94,8 +93,6 @@ class _Layer(nn.Module):
         if dtype not in (torch.float32, torch.float16):
             raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
         self.plan_target = plan_target
-        # a bool, not anything truthy: recurrent="one_to_one" would silently mean all-to-all
-        self.recurrent = flag("recurrent", recurrent)
         if name is not None and not isinstance(name, str):
             raise ArgumentTypeError(f"name must be a string or None, got {name!r}")
         self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
@@ -103,11 +100,8 @@ class _Layer(nn.Module):
         linear = nn.Linear(in_features, out_features, bias=bias)  # torch's default init
         self.weight = nn.Parameter(linear.weight.detach().to(dtype))
         self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
-        if self.recurrent:
-            rec = nn.Linear(out_features, out_features, bias=False)
-            self.rec_weight = nn.Parameter(rec.weight.detach().to(dtype))
-        else:
-            self.rec_weight = None
+        self.recurrent = False
+        self.rec_weight: Optional[nn.Parameter] = None
         self._register("beta", decay("beta", beta, out_features), learn_beta)
         self.register_load_state_dict_post_hook(check_loaded_constants)
         # When True, the call keeps its membrane [T, B, out] (detached) in
@@ -277,25 +271,21 @@ class _SpikingLayer(_Layer):
         beta: Scalar = 0.9,
         threshold: Scalar = 1.0,
         *,
-        bias: bool = True,
         reset: str = "subtract",
         surrogate=None,
         grad_window: Optional[float] = None,
         recurrent: bool = False,
         max_spikes: Optional[int] = None,
         overflow: str = "error",
-        learn_beta: bool = False,
         learn_threshold: bool = False,
-        backend: str = "auto",
-        dtype: torch.dtype = torch.float32,
-        plan_target: str = "host",
-        name: Optional[str] = None,
+        **layer_options,
     ) -> None:
-        super().__init__(
-            in_features, out_features, beta=beta, bias=bias, recurrent=recurrent,
-            learn_beta=learn_beta, backend=backend, dtype=dtype, plan_target=plan_target,
-            name=name,
-        )
+        super().__init__(in_features, out_features, beta, **layer_options)
+        # a bool, not anything truthy: recurrent="one_to_one" would silently mean all-to-all
+        self.recurrent = flag("recurrent", recurrent)
+        if self.recurrent:
+            rec = nn.Linear(out_features, out_features, bias=False)
+            self.rec_weight = nn.Parameter(rec.weight.detach().to(self.weight.dtype))
         self.reset = reset
         self.surrogate = surrogate
         self.grad_window = grad_window
@@ -466,29 +456,15 @@ class SynapticLayer(_SpikingLayer):
 class ReadoutLayer(_Layer):
     """Non-spiking leaky integrator for losses on the membrane:
     ``U[t] = beta U[t-1] + W x[t] + b``. Returns the membrane ``[T, B, out]``.
-    Arguments after ``beta`` are keyword-only."""
+
+    Args:
+        in_features, out_features, beta: as :class:`LIFLayer`.
+        bias, learn_beta, backend, dtype, plan_target, name: keyword-only, as
+            :class:`LIFLayer`.
+    """
 
     neuron_model = "readout"
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        beta: Scalar = 0.9,
-        *,
-        bias: bool = True,
-        learn_beta: bool = False,
-        backend: str = "auto",
-        dtype: torch.dtype = torch.float32,
-        plan_target: str = "host",
-        name: Optional[str] = None,
-    ) -> None:
-        super().__init__(
-            in_features, out_features, beta=beta, bias=bias, recurrent=False,
-            learn_beta=learn_beta, backend=backend, dtype=dtype, plan_target=plan_target,
-            name=name,
-        )
-        self.max_spikes = None
+    max_spikes = None  # its output is the dense membrane
 
     def config(self) -> LayerConfig:
         return LayerConfig(

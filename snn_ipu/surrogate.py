@@ -21,7 +21,8 @@ StraightThrough()  1                                       ``straight_through_es
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 from typing import Tuple, Union
 
 import torch
@@ -41,13 +42,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Surrogate:
-    """Base class: ``kind`` is the surrogate's code in the native code (Codes.hpp)."""
+    """Base class: ``kind`` is the surrogate's code in the native code (Codes.hpp);
+    its dataclass fields are its parameters, each a finite number > 0, which the
+    native code takes as ``params`` (the first is the shape: alpha, slope or width;
+    the second Triangle's height)."""
 
     kind = -1
 
+    def __post_init__(self):
+        for f in fields(self):
+            object.__setattr__(self, f.name, _positive(f.name, getattr(self, f.name)))
+
     @property
     def params(self) -> Tuple[float, float]:
-        return (0.0, 0.0)
+        values = [getattr(self, f.name) for f in fields(self)]
+        return tuple(values + [0.0] * (2 - len(values)))
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         """dS/dU evaluated at ``x = U - threshold`` (reference implementation)."""
@@ -55,6 +64,8 @@ class Surrogate:
 
 
 def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"surrogate parameter {name} must be a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"surrogate parameter {name} must be a finite number > 0, got {value}")
@@ -66,13 +77,6 @@ class ATan(Surrogate):
     alpha: float = 2.0
     kind = SURROGATES["atan"]
 
-    def __post_init__(self):
-        object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.alpha, 0.0)
-
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return (self.alpha / 2) / (1 + (math.pi / 2 * self.alpha * x) ** 2)
 
@@ -82,13 +86,6 @@ class FastSigmoid(Surrogate):
     slope: float = 25.0
     kind = SURROGATES["fast_sigmoid"]
 
-    def __post_init__(self):
-        object.__setattr__(self, "slope", _positive("slope", self.slope))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.slope, 0.0)
-
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return 1.0 / (self.slope * x.abs() + 1.0) ** 2
 
@@ -97,13 +94,6 @@ class FastSigmoid(Surrogate):
 class Sigmoid(Surrogate):
     slope: float = 25.0
     kind = SURROGATES["sigmoid"]
-
-    def __post_init__(self):
-        object.__setattr__(self, "slope", _positive("slope", self.slope))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.slope, 0.0)
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         # In |x|, as the codelet: s * (1 - s) loses the tail for x > 0 to cancellation
@@ -117,14 +107,6 @@ class Triangle(Surrogate):
     width: float = 1.0
     height: float = 1.0
     kind = SURROGATES["triangle"]
-
-    def __post_init__(self):
-        object.__setattr__(self, "width", _positive("width", self.width))
-        object.__setattr__(self, "height", _positive("height", self.height))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.width, self.height)
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return self.height * torch.clamp(1 - x.abs() / self.width, min=0)
