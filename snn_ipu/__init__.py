@@ -13,7 +13,8 @@ import torch  # noqa: F401, I001
 from . import data, encoding, losses, surrogate
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, place, plan
-from .spikes import SparseSpikes, SpikeOverflowError
+from .overflow import SpikeOverflowError
+from .spikes import SparseSpikes
 
 __version__ = "0.1.0"
 

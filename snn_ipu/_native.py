@@ -1,4 +1,5 @@
-"""The one importer of snn_ipu's compiled extension: ``from ._native import _C``.
+"""The one importer of snn_ipu's compiled extension: ``from ._native import _C``,
+and the bridge of tensors to the numpy arrays it takes (``numpy_view``).
 
 setup.py builds the extension once per instruction-set level (see its
 docstring); this module loads the best build the running CPU supports, so
@@ -18,7 +19,9 @@ import os
 from types import ModuleType
 from typing import Dict, List, Tuple
 
-__all__ = ["ARCH_ENV", "BUILDS", "NativeBuildError", "_C", "build"]
+import torch
+
+__all__ = ["ARCH_ENV", "BUILDS", "NativeBuildError", "_C", "build", "numpy_view"]
 
 ARCH_ENV = "SNN_IPU_ARCH"
 
@@ -91,3 +94,9 @@ def _load() -> Tuple[str, ModuleType]:
 
 
 build, _C = _load()
+
+
+def numpy_view(t: torch.Tensor):
+    """A tensor's data as a C-contiguous numpy array for the native code (copied only
+    where it is not contiguous)."""
+    return t.detach().contiguous().numpy()

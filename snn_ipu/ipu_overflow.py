@@ -31,13 +31,13 @@ their own stats and ``counts`` holds no rows.
 
 from __future__ import annotations
 
-import warnings
 from typing import Iterator, List, Optional
 
 import torch
 from torch import nn
 
-from .spikes import Overflow, SpikeOverflowError, raise_or_warn_overflow
+from .overflow import Overflow, SpikeOverflowError, raise_or_warn_overflow
+from .spikes import SparseSpikes
 
 __all__ = ["ROW", "OverflowCounts", "overflow_row", "record", "spiking_layers"]
 
@@ -114,29 +114,39 @@ class OverflowCounts:
             raise TypeError(f"OverflowCounts takes the torch.nn.Module holding the layers, "
                             f"got {type(model).__name__}")
         self.model = model
-        self._index = {id(m): i for i, m in enumerate(spiking_layers(model))}
         self._rows: List[torch.Tensor] = []
+        self._hooks: list = []
+        self._pending: dict = {}  # id of an IPU op's output list -> its layer's name
         self.counts: Optional[torch.Tensor] = None
 
     def __enter__(self) -> OverflowCounts:
         _active.append(self)
+        for index, layer in enumerate(spiking_layers(self.model)):
+            self._hooks.append(layer.register_forward_hook(
+                lambda layer, args, out, index=index: self._add(index, out)))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         _active.remove(self)
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+        if self._pending and exc_type is None:
+            names = ", ".join(sorted(set(self._pending.values())))
+            raise ValueError(
+                f"{names} ran on the IPU inside OverflowCounts({type(self.model).__name__}) "
+                "but is not one of its modules, so its overflow would go unseen: give "
+                "OverflowCounts the module that holds every layer it should count")
         if self._rows:
             self.counts = torch.stack(self._rows)
         else:  # nothing ran on an IPU (a CPU run): the layers kept their own stats
             self.counts = torch.zeros(0, len(ROW), dtype=torch.int32)
 
-    def _add(self, layer: nn.Module, counts: torch.Tensor, needed: torch.Tensor,
-             capacity: int) -> None:
-        index = self._index.get(id(layer))
-        if index is None:
-            raise ValueError(f"{layer.name} ran inside OverflowCounts({type(self.model).__name__})"
-                             " but is not one of its modules: give OverflowCounts the module "
-                             "that holds every layer it should count")
-        self._rows.append(overflow_row(counts, needed, capacity, index))
+    def _add(self, index: int, out) -> None:
+        needed = getattr(out, "ipu_needed", None)
+        if needed is not None:  # an IPU op's output list
+            self._pending.pop(id(out), None)
+            self._rows.append(overflow_row(out.counts, needed, out.capacity, index))
 
 
 def collecting() -> bool:
@@ -144,10 +154,23 @@ def collecting() -> bool:
     return bool(_active)
 
 
-def add_call(layer: nn.Module, counts: torch.Tensor, needed: torch.Tensor, capacity: int) -> None:
-    """Called by the ipu backend for every spiking op it emits."""
+def attach(spikes: SparseSpikes, needed: torch.Tensor, name: str) -> None:
+    """Keeps an IPU op's ``needed`` counts with its output list, where the
+    :class:`OverflowCounts` of the layer's model finds them (``name``: the layer's,
+    should none of the active ones hold it)."""
+    spikes.ipu_needed = needed
     for collector in _active:
-        collector._add(layer, counts, needed, capacity)
+        collector._pending[id(spikes)] = name
+
+
+def uncollected_warning(policy: str, capacity: int) -> str:
+    """What a layer traced outside an :class:`OverflowCounts` warns (once)."""
+    return (
+        f"on the IPU a list that overflows max_spikes={capacity} drops what does not fit, "
+        f"and the host learns of it only through snn_ipu.ipu_overflow (this call is not "
+        f"inside an OverflowCounts, so overflow={policy!r} cannot be applied and nothing "
+        "reaches layer.stats). Return OverflowCounts(...).counts from the model and pass "
+        "them to ipu_overflow.record() (snn_ipu.poptorch_training does); see docs/ipu.md")
 
 
 def _rows(counts: torch.Tensor) -> Iterator[List[int]]:
@@ -167,7 +190,7 @@ def record(model: nn.Module, counts: torch.Tensor) -> None:
     stats of ``model``'s spiking layers, one call after another, and applies each
     layer's overflow policy: ``"error"`` and ``"grow"`` raise
     :class:`~snn_ipu.SpikeOverflowError`, ``"drop"`` warns once per layer."""
-    from .backends.bookkeeping import record_stats
+    from .backends.contract import CallRecord
 
     layers = spiking_layers(model)
     for row in _rows(counts):
@@ -181,43 +204,27 @@ def record(model: nn.Module, counts: torch.Tensor) -> None:
         first = None if f["first_overflow"] < 0 else (
             f["first_overflow"] // B, f["first_overflow"] % B, f["first_spikes"],
             f["first_needed"])
-        overflow = Overflow(f["spikes_dropped"], f["eligible_dropped"], first)
-        record_stats(layer, "ipu", f["num_steps"], B, f["spikes"], f["capacity"],
-                     f["needed_capacity"], overflow, f["eligible_listed"])
+        call = CallRecord(
+            "ipu", f["num_steps"], B, layer.out_features, total_spikes=f["spikes"],
+            capacity=f["capacity"], needed_capacity=f["needed_capacity"],
+            eligible_listed=f["eligible_listed"],
+            overflow=Overflow(f["spikes_dropped"], f["eligible_dropped"], first))
+        layer._keep(call)  # the layer's stats and running totals, as after a CPU call
         if first is None:
             continue
         if layer.overflow == "drop":
             raise_or_warn_overflow(
-                layer.name, f["capacity"], overflow, "drop", warn=not layer.overflow_warned,
+                layer.name, f["capacity"], call.overflow, "drop",
+                warn=not layer.overflow_warned,
                 note=" on the IPU (warned once per layer; see the layer's stats for running "
                      "totals)")
             layer.overflow_warned = True
         else:
             try:
-                raise_or_warn_overflow(layer.name, f["capacity"], overflow, "error")
+                raise_or_warn_overflow(layer.name, f["capacity"], call.overflow, "error")
             except SpikeOverflowError as exc:
                 grow = (" (overflow='grow' cannot grow a compiled capacity: raise max_spikes "
                         "and compile again)" if layer.overflow == "grow" else "")
                 raise SpikeOverflowError(
                     f"{exc}{grow} This happened on the IPU; the step that overflowed has "
                     "run (its spikes past the capacity were dropped)") from None
-
-
-def warn_uncollected(layer: nn.Module, capacity: int) -> None:
-    """At trace time: a layer whose list can overflow, with nothing to bring its
-    counts back to the host (warned once per layer)."""
-    if collecting() or capacity >= layer.out_features or getattr(
-            layer, "ipu_overflow_warned", False):
-        return
-    layer.ipu_overflow_warned = True
-    warnings.warn(
-        f"{layer.name}: on the IPU a list that overflows max_spikes={capacity} drops what "
-        f"does not fit, and the host learns of it only through snn_ipu.ipu_overflow (this "
-        f"call is not inside an OverflowCounts, so overflow={layer.overflow!r} cannot be "
-        "applied and nothing reaches layer.stats). Return OverflowCounts(...).counts from "
-        "the model and pass them to ipu_overflow.record() (snn_ipu.poptorch_training does); "
-        "see docs/ipu.md",
-        RuntimeWarning,
-        stacklevel=3,
-    )
-

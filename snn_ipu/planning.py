@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from ._numbers import MAX_SIZE, whole_number
-from .backends.tiles import MODEL_CODES, model_code, planning_threads
+from .backends.work_split import MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
 

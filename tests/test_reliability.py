@@ -14,7 +14,7 @@ import torch
 from conftest import assert_rel_close, binary
 
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer, _memory
-from snn_ipu.backends import emulator
+from snn_ipu.backends import emulator, emulator_threads
 
 
 def run_python(code: str, env=None, timeout=120) -> subprocess.CompletedProcess:
@@ -134,7 +134,7 @@ def test_forked_dataloader_workers_run_the_executor():
             def __len__(self):
                 return 2
             def __getitem__(self, i):
-                from snn_ipu.backends import emulator
+                from snn_ipu.backends import emulator, emulator_threads
                 with torch.no_grad():
                     return int(layer(x).counts.sum()), emulator.get_num_threads()
         loader = DataLoader(Calls(), num_workers=1, multiprocessing_context="fork",
@@ -149,7 +149,7 @@ def test_forked_dataloader_workers_run_the_executor():
 
 
 def test_executor_threads_follow_torch_unless_set(monkeypatch):
-    monkeypatch.setattr(emulator, "_requested_threads", None)
+    monkeypatch.setattr(emulator_threads, "_requested_threads", None)
     old = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -243,7 +243,7 @@ def test_plan_sizes_beyond_int32_raise():
             except ValueError as e:
                 print("ValueError", e)
         try:
-            snn_ipu._C.plan_layer(8, 4294967295, 2, 5)
+            snn_ipu._native._C.plan_layer(8, 4294967295, 2, 5)
         except ValueError as e:
             print("ValueError", e)
     """)
@@ -337,7 +337,7 @@ def test_thread_variable_above_the_core_count_warns():
         import warnings, torch
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            from snn_ipu.backends import emulator
+            from snn_ipu.backends import emulator, emulator_threads
         print(emulator.get_num_threads(), [str(w.message) for w in caught])
     """, env={"SNN_IPU_NUM_THREADS": "1000"})
     assert result.returncode == 0, result.stderr[-2000:]

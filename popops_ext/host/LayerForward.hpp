@@ -25,7 +25,7 @@ namespace snn {
 
 struct ForwardOptions {
   unsigned capacity; // 0: auto
-  int overflow;      // Overflow
+  unsigned overflow; // OverflowPolicy
   bool keepDenseState;
   unsigned numThreads;
   // [T x B x out] feed-forward currents W x[t], computed by the caller (a GEMM,

@@ -20,13 +20,17 @@ import ctypes
 import math
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from .. import ipu_overflow
+from .._codes import MODELS, RESETS
+from .._native import _C
 from ..spikes import SparseSpikes
-from .tiles import model_code, tile_starts_for
+from ..surrogate import ATan
+from .contract import CallRecord, LayerConfig, LayerParams, LayerState
+from .work_split import model_code, tile_starts_for
 
 __all__ = [
     "DOMAIN",
@@ -43,7 +47,6 @@ DOMAIN = "ai.snn_ipu"
 DOMAIN_VERSION = 1
 LIBRARY_ENV = "SNN_IPU_POPART_LIB"
 _LIBRARY_NAME = "libsnn_ipu_popart.so"
-_IPU_TILES = 1472
 
 _loaded: Dict[str, ctypes.CDLL] = {}
 
@@ -102,34 +105,32 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     )
 
 
-def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> int:
+def _neurons_per_tile(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
+                      capacity: int, dense_history: bool) -> int:
     """The tile size the planner picks for ipu2 (what snn_ipu.planning reports)."""
-    try:
-        starts = tile_starts_for(
-            layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
-            recurrent=layer.recurrent, model=layer.neuron_model,
-            capacity_in=spikes.capacity, capacity_out=capacity,
-            weight_bytes=layer.weight.element_size(), target="ipu2", threads=1,
-            dense_history=dense_history,
-        )
-    except ImportError:  # the planner ships with the emulator's extension
-        per_tile = math.ceil(layer.out_features / _IPU_TILES)
-        return max(8, -(-per_tile // 8) * 8)
+    starts = tile_starts_for(
+        cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
+        recurrent=cfg.recurrent, model=cfg.model, capacity_in=spikes.capacity,
+        capacity_out=capacity, weight_bytes=weight.element_size(), target="ipu2", threads=1,
+        dense_history=dense_history,
+    )
     return int(starts[1] - starts[0])
 
 
-def _tiles(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> Dict[str, int]:
+def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacity: int,
+           dense_history: bool) -> Dict[str, int]:
     """``neurons_per_tile`` and ``first_tile`` of the layer's op: where
     :func:`snn_ipu.planning.place` put the layer, else the planner's tile size
     from tile 0."""
-    placed = getattr(layer, "ipu_tiles", None)
+    placed = cfg.ipu_tiles
     if placed is None:
-        return {"neurons_per_tile": _neurons_per_tile(layer, spikes, capacity, dense_history),
+        return {"neurons_per_tile": _neurons_per_tile(cfg, spikes, weight, capacity,
+                                                      dense_history),
                 "first_tile": 0}
     shape = (spikes.batch_size, spikes.num_steps)
     if shape != (placed.batch_size, placed.num_steps):
         raise ValueError(
-            f"{layer.name} was placed on the IPU for batch_size={placed.batch_size}, "
+            f"{cfg.name} was placed on the IPU for batch_size={placed.batch_size}, "
             f"num_steps={placed.num_steps}, but this call has batch_size={shape[0]}, "
             f"num_steps={shape[1]}: run snn_ipu.planning.place(model, {shape[0]}, {shape[1]}) "
             "again (IPU shapes are fixed when the model compiles)"
@@ -138,7 +139,7 @@ def _tiles(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> D
 
 
 def pack_attributes(
-    config,
+    config: LayerConfig,
     capacity: int,
     neurons_per_tile: int,
     has_bias: bool,
@@ -148,15 +149,17 @@ def pack_attributes(
 ) -> Dict[str, Any]:
     """The custom op's attributes: ints and floats only, as PopTorch requires.
 
-    ``config`` is a layer's :class:`~snn_ipu.layers.LayerConfig`. An infinite
-    gradient window is sent as ``-1.0`` (the C++ side reads negative as inf).
+    An infinite gradient window is sent as ``-1.0`` (the C++ side reads negative as
+    inf). A readout has no reset, surrogate or window: it is sent as reset "none"
+    with ATan's defaults, which its graph does not read.
     """
-    p0, p1 = config.surrogate.params
+    surrogate = config.surrogate if config.spiking else ATan()
+    p0, p1 = surrogate.params
     window = config.grad_window
     return {
-        "model": int(config.model_code),
-        "reset": int(config.reset_code),
-        "surrogate_kind": int(config.surrogate.kind),
+        "model": MODELS[config.model],
+        "reset": RESETS[config.reset if config.spiking else "none"],
+        "surrogate_kind": int(surrogate.kind),
         "surrogate_p0": float(p0),
         "surrogate_p1": float(p1),
         "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
@@ -170,34 +173,30 @@ def pack_attributes(
     }
 
 
-def _capacity(layer, config, spikes: SparseSpikes, dense_history: bool) -> int:
-    if layer.max_spikes is not None:
-        # A row holds at most out_features entries; the op's graph is planned so.
-        return min(int(layer.max_spikes), layer.out_features)
-    if config.grad_window is None:
+def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
+              dense_history: bool) -> int:
+    if cfg.capacity is not None:
+        return cfg.capacity
+    if cfg.grad_window is None:
         # Exact gradients list every neuron: anything less would overflow every step.
-        return layer.out_features
+        return cfg.out_features
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
-    try:
-        from .._native import _C
-    except ImportError:
-        return max(1, min(layer.out_features, math.ceil(0.2 * layer.out_features)))
     plan = _C.plan_layer(
-        layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
-        layer.recurrent, model_code(layer.neuron_model), spikes.capacity, 0, 0.05,
-        layer.weight.element_size(), "ipu2", 1, dense_history=dense_history,
+        cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, 0.05,
+        weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
 
 
-def _check_input_capacity(layer, spikes: SparseSpikes) -> None:
+def _check_input_capacity(cfg: LayerConfig, spikes: SparseSpikes) -> None:
     # The op's graph holds an input row to in_features entries; the gradient of a
     # wider list would come back narrower than the list.
-    if spikes.capacity > layer.in_features:
+    if spikes.capacity > cfg.in_features:
         raise ValueError(
-            f"{layer.name}: the input list's capacity K={spikes.capacity} exceeds "
-            f"in_features={layer.in_features}; on the IPU list the input with "
-            f"max_spikes <= {layer.in_features}"
+            f"{cfg.name}: the input list's capacity K={spikes.capacity} exceeds "
+            f"in_features={cfg.in_features}; on the IPU list the input with "
+            f"max_spikes <= {cfg.in_features}"
         )
 
 
@@ -236,27 +235,28 @@ def _consume(values: torch.Tensor, *others: torch.Tensor) -> torch.Tensor:
     return values + torch.where(broken, torch.zeros_like(total), total) * 0.0
 
 
-def _no_carried_state(layer) -> None:
-    if layer.carry_state:
+def _no_carried_state(cfg: LayerConfig, initial: Optional[LayerState]) -> None:
+    if cfg.return_state or initial is not None:
         raise ValueError(
-            f"{layer.name}: carry_state is not supported on the ipu backend yet (the op "
+            f"{cfg.name}: carry_state is not supported on the ipu backend yet (the op "
             "starts every call from zero state)"
         )
 
 
-def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha, initial=None):
-    _no_carried_state(layer)
+def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+    _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()
-    _check_input_capacity(layer, spikes)
-    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    _check_input_capacity(cfg, spikes)
+    weight, bias, beta, alpha = params.weight, params.bias, params.beta, params.alpha
+    T, B, N = spikes.num_steps, spikes.batch_size, cfg.out_features
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
-    capacity = _capacity(layer, config, spikes, learn_decay)
+    capacity = _capacity(cfg, spikes, weight, learn_decay)
     attributes = pack_attributes(
-        config, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
-        **_tiles(layer, spikes, capacity, learn_decay),
+        cfg, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
+        **_tiles(cfg, spikes, weight, capacity, learn_decay),
     )
     device = weight.device
     f32 = _zeros(1, dtype=torch.float32, device=device)
@@ -266,13 +266,13 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         spikes.values.to(torch.float32),
         weight,
         _or_zeros(bias, (N,), f32),
-        _or_zeros(rec_weight, (1, 1), weight),
+        _or_zeros(params.rec_weight, (1, 1), weight),
         beta,
-        threshold,
+        params.threshold,
         _or_zeros(alpha, (1,), f32),
     ]
     dense = (T, B, N) if learn_decay else (1,)
-    dense_syn = dense if config.model == "synaptic" else (1,)
+    dense_syn = dense if cfg.model == "synaptic" else (1,)
     example_outputs = [
         _zeros(T, B, capacity, dtype=torch.float32, device=device),  # values
         _zeros(T, B, capacity, dtype=torch.int32, device=device),    # ids
@@ -288,35 +288,38 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )
-    ipu_overflow.warn_uncollected(layer, capacity)
-    ipu_overflow.add_call(layer, counts, needed, capacity)
-    values = _consume(values, membrane, needed, dense_u, dense_s, bits)
-    return SparseSpikes._made(ids, counts, N, values)
+    record = CallRecord("ipu", T, B, N)
+    if capacity < N and not ipu_overflow.collecting():
+        record.warnings.append(ipu_overflow.uncollected_warning(cfg.overflow, capacity))
+    out = SparseSpikes._made(ids, counts, N, _consume(values, membrane, needed, dense_u, dense_s,
+                                                  bits))
+    ipu_overflow.attach(out, needed, cfg.name)
+    return out, record
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
-    _no_carried_state(layer)
+def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+    _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()
-    config = layer.config()
-    _check_input_capacity(layer, spikes)
-    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    _check_input_capacity(cfg, spikes)
+    T, B, N = spikes.num_steps, spikes.batch_size, cfg.out_features
+    weight = params.weight
     attributes = pack_attributes(
-        config, 0, has_bias=bias is not None, keep_dense_state=False,
-        **_tiles(layer, spikes, 0, False),
+        cfg, 0, has_bias=params.bias is not None, keep_dense_state=False,
+        **_tiles(cfg, spikes, weight, 0, False),
     )
-    device = weight.device
     inputs = [
         spikes.ids.to(torch.int32),
         spikes.counts.to(torch.int32),
         spikes.values.to(torch.float32),
         weight,
-        _or_zeros(bias, (N,), _zeros(1, dtype=torch.float32, device=device)),
-        beta,
+        _or_zeros(params.bias, (N,), _zeros(1, dtype=torch.float32, device=weight.device)),
+        params.beta,
     ]
     (membrane,) = poptorch.custom_op(
         inputs, "SnnReadoutLayer", DOMAIN, DOMAIN_VERSION,
-        example_outputs=[_zeros(T, B, N, dtype=torch.float32, device=device)],
+        example_outputs=[_zeros(T, B, N, dtype=torch.float32, device=weight.device)],
         attributes=attributes,
     )
-    return membrane
+    return membrane, CallRecord("ipu", T, B, N)

@@ -15,35 +15,28 @@ program without hardware; ``backend="auto"`` never picks it.
 
 from __future__ import annotations
 
-import math
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from ..spikes import Overflow, SparseSpikes, numpy_view
-from .bookkeeping import apply_overflow, record_stats
+from .. import _graph
+from .._native import _C, numpy_view
+from ..overflow import Overflow
+from ..spikes import SparseSpikes
+from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .ipu import _capacity, _check_input_capacity, _tiles, pack_attributes
-
-try:
-    from .. import _graph
-    from .._native import _C
-except ImportError as exc:  # pragma: no cover - only without a build
-    raise ImportError(
-        "snn_ipu's C++ extensions are not built; run `make build` (or `pip install -e .`) "
-        f"in the repository ({exc})"
-    ) from exc
 
 __all__ = ["spiking_layer", "readout_layer", "SIGNATURES", "GraphError"]
 
 GraphError = _graph.PoplarError
 SIGNATURES: Dict[str, dict] = _graph.op_signatures()
 
-# Inputs of a layer op that another layer's op produces (its output list):
-# PopART fails the producer's gradient unless the grad op gives each a
-# gradient (willow/src/transforms/autodiff), so the weights before it would
-# silently not train.
+# Inputs of a layer op that another layer's op produces (its list): PopART fails
+# the producer's gradient unless the grad op gives each a gradient
+# (willow/src/transforms/autodiff), so the weights before it would silently not
+# train.
 PRODUCED_BY_OTHER_OPS = ("in_ids", "in_counts", "in_values")
 
 # Vertices run twice to catch reads of Output fields before they are written
@@ -51,18 +44,18 @@ PRODUCED_BY_OTHER_OPS = ("in_ids", "in_counts", "in_values")
 _CHECK_OUTPUT_READS = os.environ.get("SNN_IPU_GRAPH_CHECK_READS", "1") != "0"
 
 
-def _run(layer, op: str, attributes: dict, inputs: Sequence[torch.Tensor],
+def _run(cfg: LayerConfig, op: str, attributes: dict, inputs: Sequence[torch.Tensor],
          forward_inputs: Sequence[torch.Tensor] = ()) -> List[torch.Tensor]:
     def arrays(ts):
-        return [numpy_view(t.detach().contiguous()) for t in ts]
+        return [numpy_view(t) for t in ts]
 
     try:
         outputs = _graph.run_op(op, attributes, arrays(inputs), arrays(forward_inputs),
                                 _CHECK_OUTPUT_READS)
     except GraphError as exc:
-        raise GraphError(f"{layer.name}: {op}: {exc}") from exc
+        raise GraphError(f"{cfg.name}: {op}: {exc}") from exc
     except ValueError as exc:  # the op refused its attributes or inputs (LayerOps.cpp)
-        raise ValueError(f"{layer.name}: {op}: {exc}") from exc
+        raise ValueError(f"{cfg.name}: {op}: {exc}") from exc
     return [torch.from_numpy(np.ascontiguousarray(a)) for a in outputs]
 
 
@@ -81,14 +74,14 @@ def _grad_inputs(signature: dict, grads, inputs, outputs) -> List[torch.Tensor]:
 
 
 class _OpFn(torch.autograd.Function):
-    """One PopART op and its grad op. ``differentiable``: the forward outputs
-    whose gradient the grad op takes (the others are marked non-differentiable)."""
+    """One PopART op forward and its grad op backward. The forward outputs whose
+    gradient the grad op does not take are marked non-differentiable."""
 
     @staticmethod
-    def forward(ctx, layer, op, attributes, *inputs):
+    def forward(ctx, cfg, op, attributes, *inputs):
         signature = SIGNATURES[op]
-        outputs = _run(layer, op, attributes, inputs)
-        ctx.layer, ctx.op, ctx.attributes = layer, op, attributes
+        outputs = _run(cfg, op, attributes, inputs)
+        ctx.cfg, ctx.op, ctx.attributes = cfg, op, attributes
         ctx.num_inputs = len(inputs)
         # Private copies: an edit through .data before backward (which autograd's
         # version counters miss) cannot change what the grad op's vertices index.
@@ -102,13 +95,13 @@ class _OpFn(torch.autograd.Function):
     def backward(ctx, *grads):
         if torch.is_grad_enabled():
             raise RuntimeError(
-                f"{ctx.layer.name}: the ipu_graph backend has first-order gradients only; "
+                f"{ctx.cfg.name}: the ipu_graph backend has first-order gradients only; "
                 "create_graph=True (higher-order gradients) needs backend='reference'"
             )
         signature = SIGNATURES[ctx.op]
         saved = ctx.saved_tensors
         inputs, outputs = saved[:ctx.num_inputs], saved[ctx.num_inputs:]
-        results = _run(ctx.layer, signature["grad_op"], ctx.attributes,
+        results = _run(ctx.cfg, signature["grad_op"], ctx.attributes,
                        _grad_inputs(signature, grads, inputs, outputs), inputs)
         in_grads: List[Optional[torch.Tensor]] = [None] * ctx.num_inputs
         for grad_index, input_index in signature["grad_outputs"]:
@@ -116,7 +109,7 @@ class _OpFn(torch.autograd.Function):
         for name in PRODUCED_BY_OTHER_OPS:
             if in_grads[signature["inputs"].index(name)] is None:
                 raise GraphError(
-                    f"{ctx.layer.name}: {signature['grad_op']} gives no gradient for input "
+                    f"{ctx.cfg.name}: {signature['grad_op']} gives no gradient for input "
                     f"{name!r}, which another layer's op produces: PopART would fail that "
                     "op's gradient and leave the weights before this layer untrained"
                 )
@@ -127,28 +120,28 @@ class _OpFn(torch.autograd.Function):
         ))
 
 
-def _check(layer, spikes: SparseSpikes, initial, *tensors) -> None:
-    if initial is not None or layer.carry_state:
+def _check(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+           initial: Optional[LayerState]) -> None:
+    if initial is not None or cfg.return_state:
         raise ValueError(
-            f"{layer.name}: carry_state is not supported on the ipu_graph backend (the IPU op "
+            f"{cfg.name}: carry_state is not supported on the ipu_graph backend (the IPU op "
             "starts every call from zero state)"
         )
-    for t in tensors:
+    for t in params:
         if t is not None and t.device.type != "cpu":
-            raise ValueError(f"{layer.name}: the ipu_graph backend runs on the CPU; got a "
+            raise ValueError(f"{cfg.name}: the ipu_graph backend runs on the CPU; got a "
                              f"tensor on {t.device}")
-    if layer.weight.dtype not in (torch.float32, torch.float16):
-        raise TypeError(f"{layer.name}: the ipu_graph backend takes float32 or float16 "
-                        f"weights, got {layer.weight.dtype}")
-    _check_input_capacity(layer, spikes)
-    # The vertices index weight rows with the listed ids: a bad list would
-    # read outside the tile's block, so it is refused first (as the emulator does).
+    if params.weight.dtype not in (torch.float32, torch.float16):
+        raise TypeError(f"{cfg.name}: the ipu_graph backend takes float32 or float16 "
+                        f"weights, got {params.weight.dtype}")
+    _check_input_capacity(cfg, spikes)
+    # The vertices index weight rows with the listed ids: a bad list would read
+    # outside the tile's block, so it is refused first (as the emulator does).
     try:
-        _C.check_spike_list(numpy_view(spikes.ids.to(torch.int32).contiguous()),
-                            numpy_view(spikes.counts.to(torch.int32).contiguous()),
-                            layer.in_features)
+        _C.check_spike_list(numpy_view(spikes.ids.to(torch.int32)),
+                            numpy_view(spikes.counts.to(torch.int32)), cfg.in_features)
     except ValueError as exc:
-        raise ValueError(f"{layer.name}: {exc}") from exc
+        raise ValueError(f"{cfg.name}: {exc}") from exc
 
 
 def _overflow(needed: torch.Tensor, counts: torch.Tensor, capacity: int) -> Overflow:
@@ -165,57 +158,60 @@ def _overflow(needed: torch.Tensor, counts: torch.Tensor, capacity: int) -> Over
     return Overflow(spikes_dropped, eligible_dropped, first)
 
 
-def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight, beta,
-                  threshold, alpha, initial=None) -> SparseSpikes:
-    _check(layer, spikes, initial, weight, bias, rec_weight, beta, threshold, alpha)
-    if layer.overflow == "grow":
+def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+    _check(cfg, spikes, params, initial)
+    if cfg.overflow == "grow":
         raise ValueError(
-            f"{layer.name}: overflow='grow' cannot be honoured by the IPU op (its list "
+            f"{cfg.name}: overflow='grow' cannot be honoured by the IPU op (its list "
             "capacity is fixed when the graph is built); use 'error' or 'drop'"
         )
-    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    weight, bias, beta, alpha = params.weight, params.bias, params.beta, params.alpha
+    T, B, N = spikes.num_steps, spikes.batch_size, cfg.out_features
     learn_decay = bool(beta.requires_grad) or bool(alpha is not None and alpha.requires_grad)
-    keep_dense = learn_decay or layer.record_membrane
-    capacity = _capacity(layer, config, spikes, keep_dense)
-    attributes = pack_attributes(config, capacity, has_bias=bias is not None,
+    keep_dense = learn_decay or cfg.record_membrane
+    capacity = _capacity(cfg, spikes, weight, keep_dense)
+    attributes = pack_attributes(cfg, capacity, has_bias=bias is not None,
                                  keep_dense_state=keep_dense,
-                                 **_tiles(layer, spikes, capacity, keep_dense))
+                                 **_tiles(cfg, spikes, weight, capacity, keep_dense))
     f32 = dict(dtype=torch.float32)
     inputs = [
         spikes.ids.to(torch.int32), spikes.counts.to(torch.int32), spikes.values.float(),
         weight,
         bias if bias is not None else torch.zeros(N, **f32),
-        rec_weight if rec_weight is not None else torch.zeros(1, 1, dtype=weight.dtype),
-        beta, threshold,
+        params.rec_weight if params.rec_weight is not None
+        else torch.zeros(1, 1, dtype=weight.dtype),
+        beta, params.threshold,
         alpha if alpha is not None else torch.zeros(1, **f32),
     ]
     values, ids, counts, _membrane, needed, dense_u, _dense_syn, _bits = _OpFn.apply(
-        layer, "SnnSpikingLayer", attributes, *inputs)
-    overflow = _overflow(needed, counts, capacity)
-    apply_overflow(layer, capacity, overflow)
-    record_stats(
-        layer, "ipu_graph", T, B, int(needed[..., 0].sum()), capacity,
-        int(needed[..., 1].max()) if needed.numel() else 0, overflow,
-        int((counts[..., 1] - counts[..., 0]).sum()),
-        tiles=math.ceil(N / attributes["neurons_per_tile"]), plan_target="ipu2",
-    )
-    layer.last_membrane = dense_u.detach().clone() if layer.record_membrane else None
-    return SparseSpikes._made(ids, counts, N, values)
+        cfg, "SnnSpikingLayer", attributes, *inputs)
+    record = CallRecord("ipu_graph", T, B, N)
+    record.overflow = _overflow(needed, counts, capacity)
+    record.total_spikes = int(needed[..., 0].sum())
+    record.capacity = capacity
+    record.needed_capacity = int(needed[..., 1].max()) if needed.numel() else 0
+    record.eligible_listed = int((counts[..., 1] - counts[..., 0]).sum())
+    record.paths.update(tiles=-(-N // attributes["neurons_per_tile"]), plan_target="ipu2")
+    record.membrane = dense_u.detach().clone() if cfg.record_membrane else None
+    return SparseSpikes._made(ids, counts, N, values), record
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
-    _check(layer, spikes, initial, weight, bias, beta)
-    N = layer.out_features
-    attributes = pack_attributes(layer.config(), 0, has_bias=bias is not None,
-                                 keep_dense_state=False, **_tiles(layer, spikes, 0, False))
+def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+    _check(cfg, spikes, params, initial)
+    N = cfg.out_features
+    attributes = pack_attributes(cfg, 0, has_bias=params.bias is not None,
+                                 keep_dense_state=False,
+                                 **_tiles(cfg, spikes, params.weight, 0, False))
     inputs = [
         spikes.ids.to(torch.int32), spikes.counts.to(torch.int32), spikes.values.float(),
-        weight,
-        bias if bias is not None else torch.zeros(N, dtype=torch.float32),
-        beta,
+        params.weight,
+        params.bias if params.bias is not None else torch.zeros(N, dtype=torch.float32),
+        params.beta,
     ]
-    (membrane,) = _OpFn.apply(layer, "SnnReadoutLayer", attributes, *inputs)
-    layer.stats = {"backend": "ipu_graph", "plan_target": "ipu2",
-                   "tiles": math.ceil(N / attributes["neurons_per_tile"])}
-    layer.last_membrane = membrane.detach().clone() if layer.record_membrane else None
-    return membrane
+    (membrane,) = _OpFn.apply(cfg, "SnnReadoutLayer", attributes, *inputs)
+    record = CallRecord("ipu_graph", spikes.num_steps, spikes.batch_size, N)
+    record.paths.update(tiles=-(-N // attributes["neurons_per_tile"]), plan_target="ipu2")
+    record.membrane = membrane.detach().clone() if cfg.record_membrane else None
+    return membrane, record

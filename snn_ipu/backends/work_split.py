@@ -1,8 +1,10 @@
-"""Tile plans for the executors: which tile owns which contiguous output neurons.
+"""How an executor splits a layer call: which tile owns which contiguous output
+neurons, and the groups of samples that run as separate work items.
 
 The emulator runs the very plan the IPU would run (``target="ipu2"``) or one
 sized for the host's caches and threads (``target="host"``); both come from
-the C++ planner in ``popops_ext/plan`` through ``snn_ipu._C.plan_layer``.
+the C++ planner in ``popops_ext/plan`` (``_C.plan_layer``), cached here per layer
+shape.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
-from ..layers import MODELS as MODEL_CODES
+from .._codes import MODELS as MODEL_CODES
 
 __all__ = ["MODEL_CODES", "WorkSplit", "model_code", "tile_starts_for", "work_split_for"]
 
