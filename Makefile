@@ -24,10 +24,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The editable install registers the package once; build_ext then rebuilds the
-# extension in place whenever a C++ source or header changed.
+# The editable install registers the package once (without compiling: SNN_IPU_SKIP_EXT);
+# build_ext then builds the extension in place, and rebuilds it whenever a C++ source
+# or header changed.
 $(EDITABLE): $(STAMP) pyproject.toml setup.py
-	$(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	SNN_IPU_SKIP_EXT=1 $(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
 build: $(EDITABLE)

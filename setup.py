@@ -25,6 +25,9 @@ from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import Extension, setup
 
 NATIVE_ENV = "SNN_IPU_NATIVE"
+# Set by the Makefile's editable install, which only registers the package: the
+# in-place build_ext that follows compiles (once, not twice).
+SKIP_ENV = "SNN_IPU_SKIP_EXT"
 
 SOURCES = sorted(glob("popops_ext/host/*.cpp") + glob("popops_ext/plan/*.cpp"))
 HEADERS = sorted(
@@ -63,6 +66,8 @@ def variants():
 
 
 def extensions():
+    if os.environ.get(SKIP_ENV) == "1":
+        return []
     built = [
         Pybind11Extension(
             f"snn_ipu._C_{suffix}",
