@@ -86,8 +86,8 @@ def build_model(
 
 def _loss_and_accuracy(out, labels: torch.Tensor, output: str):
     if output == "membrane":
-        loss = losses.ce_membrane_loss(out, labels, reduction="max")
-        return loss, losses.accuracy(out, labels, reduction="max")
+        loss = losses.ce_membrane_loss(out, labels, time_reduction="max")
+        return loss, losses.accuracy(out, labels, time_reduction="max")
     return losses.ce_count_loss(out, labels), losses.accuracy(out, labels)
 
 

@@ -20,7 +20,7 @@ The equations are snnTorch's, so a model written as ``nn.Linear`` followed by
     S[t] = H(U[t] - threshold)   (strict >; surrogate gradient in backward)
 
 A recurrent layer is snnTorch's ``RLeaky`` / ``RSynaptic`` (all-to-all ``V``,
-``V``'s bias folded into ``b``), with one exception: ``RLeaky``'s zero reset
+``V``'s bias in ``b``, or kept apart in ``rec_bias``), with one exception: ``RLeaky``'s zero reset
 also zeroes the step's input, ``(1 - S[t-1]) (beta U[t-1] + I[t])``, while a
 recurrent ``LIFLayer`` keeps ``Leaky``'s form above.
 
@@ -213,6 +213,10 @@ class _Layer(nn.Module):
             self.rec_weight = nn.Parameter(rec.weight.detach().to(dtype))
         else:
             self.rec_weight = None
+        # A recurrent layer may keep the bias of its recurrent projection apart (snnTorch's
+        # RLeaky / RSynaptic do): the sum is the input bias, but an optimizer such as Adam
+        # moves two parameters differently from one.
+        self.rec_bias: Optional[nn.Parameter] = None
         self._register("beta", _decay("beta", beta, out_features, learn_beta), learn_beta)
         self.register_load_state_dict_post_hook(_check_loaded_constants)
         self.stats: dict = {}
@@ -247,7 +251,7 @@ class _Layer(nn.Module):
         values only where they can be read: not in a model traced for the IPU)."""
         n, m = self.out_features, self.in_features
         matrices = {"weight": (n, m), "rec_weight": (n, n)}
-        for pname in ("weight", "bias", "rec_weight", "beta", "threshold", "alpha"):
+        for pname in ("weight", "bias", "rec_bias", "rec_weight", "beta", "threshold", "alpha"):
             t = getattr(self, pname, None)
             if t is None:
                 continue
@@ -260,10 +264,11 @@ class _Layer(nn.Module):
                                  f"needs {list(want)} = [out_features, "
                                  f"{'in_features' if pname == 'weight' else 'out_features'}]"
                                  f"{hint}")
-            if want is None and shape != (n,) and (pname == "bias" or t.numel() != 1):
+            vector = pname in ("bias", "rec_bias")
+            if want is None and shape != (n,) and (vector or t.numel() != 1):
                 raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
                                  f"needs [{n}] (out_features)"
-                                 + ("" if pname == "bias" else " or a scalar"))
+                                 + ("" if vector else " or a scalar"))
         if not values_readable(*self.parameters(recurse=False)):
             return
         for pname, p in self.named_parameters(recurse=False):
@@ -288,6 +293,13 @@ class _Layer(nn.Module):
                 f"{self.name}: the learned threshold reached {float(threshold.detach().min())}"
                 " <= 0; it must stay > 0 (lower the learning rate, or clamp it after each step)"
             )
+
+    def _input_bias(self) -> Optional[torch.Tensor]:
+        """The bias of the input current: ``bias`` plus ``rec_bias`` where a recurrent
+        layer keeps one (summed in torch, so autograd gives both the same gradient)."""
+        if self.rec_bias is None:
+            return self.bias
+        return self.rec_bias if self.bias is None else self.bias + self.rec_bias
 
     def reset_state(self) -> None:
         """The next call starts from zero state (with ``carry_state``)."""
@@ -348,11 +360,16 @@ class _SpikingLayer(_Layer):
         dtype: torch.dtype,
         plan_target: str,
         name: Optional[str],
+        rec_bias: bool = False,
     ) -> None:
         super().__init__(
             in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype,
             plan_target, name,
         )
+        if rec_bias:
+            if not self.recurrent:
+                raise ValueError(f"{self.name}: rec_bias needs recurrent=True")
+            self.rec_bias = nn.Parameter(torch.zeros(out_features))
         self.reset = reset
         self.surrogate = surrogate
         self.grad_window = grad_window
@@ -396,7 +413,7 @@ class _SpikingLayer(_Layer):
             self.config(records_grad),
             spikes,
             self.weight,
-            self.bias,
+            self._input_bias(),
             self.rec_weight,
             self._per_neuron(self.beta, clamp=True),
             self._per_neuron(self.threshold, clamp=False),
@@ -480,15 +497,17 @@ class LIFLayer(_SpikingLayer):
         dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
         name: used in error messages and reports.
+        rec_bias: (recurrent layers) a separate learned bias ``rec_bias`` of the
+            recurrent projection, added to ``bias`` (snnTorch's ``RLeaky`` /
+            ``RSynaptic`` keep it in ``recurrent.bias``).
 
     A call runs the whole sequence from zero state (``U = 0``, no spike before step
     0); with ``carry_state = True`` it starts from ``state``, where the last call
     ended (a constant: truncated BPTT), until ``reset_state()``.
     With ``record_membrane = True`` the layer keeps the call's membrane
     ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a loss on a
-    membrane needs a :class:`ReadoutLayer`). Porting an ``RLeaky``: copy
-    ``fc.bias + rleaky.recurrent.bias`` into ``bias`` and ``rleaky.recurrent.weight``
-    into ``rec_weight`` (see the README, "Coming from snnTorch").
+    membrane needs a :class:`ReadoutLayer`). An snnTorch network converts with
+    :func:`snn_ipu.from_snntorch`.
     """
 
     neuron_model = "leaky"
@@ -512,11 +531,12 @@ class LIFLayer(_SpikingLayer):
         dtype: torch.dtype = torch.float32,
         plan_target: str = "host",
         name: Optional[str] = None,
+        rec_bias: bool = False,
     ) -> None:
         super().__init__(
             in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
             recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
-            plan_target, name,
+            plan_target, name, rec_bias,
         )
 
 
@@ -548,11 +568,12 @@ class SynapticLayer(_SpikingLayer):
         dtype: torch.dtype = torch.float32,
         plan_target: str = "host",
         name: Optional[str] = None,
+        rec_bias: bool = False,
     ) -> None:
         super().__init__(
             in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
             recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
-            plan_target, name,
+            plan_target, name, rec_bias,
         )
         self._register("alpha", _decay("alpha", alpha, out_features, learn_alpha), learn_alpha)
 

@@ -68,13 +68,13 @@ def _train(grad_window, train_set, test_set):
     for _ in range(EPOCHS):
         for x, y in batches(train_set.spikes, train_set.labels, BATCH, shuffle=True,
                             generator=order):
-            loss = losses.ce_membrane_loss(model(x), y, reduction="max")
+            loss = losses.ce_membrane_loss(model(x), y, time_reduction="max")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
     with torch.no_grad():
         x_test = test_set.spikes.transpose(0, 1).contiguous()
-        return losses.accuracy(model(x_test), test_set.labels, reduction="max")
+        return losses.accuracy(model(x_test), test_set.labels, time_reduction="max")
 
 
 def test_sparse_gradients_match_exact_accuracy():
