@@ -65,7 +65,7 @@ def flat_neuron_ids(events: np.ndarray, sensor_size, where: str = "events") -> n
     elif height != 1:
         raise ValueError(f"{where}: sensor_size has height {height} but the events have no 'y'")
     p = np.zeros_like(x)
-    if "p" in names and len(events):
+    if "p" in names:
         raw = np.asarray(events["p"])
         if polarities == 1:
             if np.unique(raw).size > 1:
