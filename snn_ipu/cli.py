@@ -96,7 +96,7 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     opt(data, "--data", "dataset: randman, digits, shd, ssc or tonic:NAME (a tonic.datasets "
         "class)", type=_data_name, metavar="NAME")
     opt(data, "--data-dir", "folder of the shd/ssc .h5 files or of the tonic dataset")
-    opt(data, "--steps", "time steps T", "20 for digits, 50 for randman, 100 for event data",
+    opt(data, "--steps", "time steps T", "10 for digits, 50 for randman, 100 for event data",
         dest="num_steps", type=_at_least(1))
     opt(data, "--duration", "event data: time covered by the steps, in the events' unit "
         "(SHD/SSC: seconds; tonic: microseconds)", "1.4 for shd, 1.0 for ssc",

@@ -63,11 +63,11 @@ class TrainConfig:
     randman_samples_per_class: int = 150
     randman_dim: int = 1
     randman_alpha: float = 2.0
-    hidden: List[int] = field(default_factory=lambda: [128])
+    hidden: List[int] = field(default_factory=lambda: [128, 128])
     neuron: str = "lif"
     recurrent: bool = False
     readout: str = "membrane"
-    time_reduction: str = "mean"
+    time_reduction: str = "per_step"
     beta: float = 0.9
     alpha: float = 0.8
     threshold: float = 1.0

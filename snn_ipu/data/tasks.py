@@ -46,7 +46,7 @@ class Task(TaskShape):
 
 
 def default_steps(name: str) -> int:
-    return {"randman": 50, "digits": 20}.get(name, 100)
+    return {"randman": 50, "digits": 10}.get(name, 100)
 
 
 def _tonic_class(name: str):
