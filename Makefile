@@ -9,13 +9,16 @@ EDITABLE := $(VENV)/.editable-ok
 
 .PHONY: setup build train test bench lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=61" wheel pytest ruff matplotlib psutil
-	# --no-deps: snntorch's own requirements would pull another torch.
-	$(BIN)/pip install -q --no-deps snntorch==1.0.0
+	# data, CLI and NIR: none of these pulls torch
+	$(BIN)/pip install -q h5py==3.16.0 scikit-learn==1.9.1 tqdm==4.70.1 nir==1.0.8 requests==2.32.5
+	# --no-deps: snntorch's and nirtorch's requirements would pull another torch; tonic's
+	# would pull librosa and its stack, which reading events does not need.
+	$(BIN)/pip install -q --no-deps snntorch==1.0.0 nirtorch==2.6 tonic==1.7.0 importRosbag==1.0.4
 	touch $@
 
 setup: $(STAMP)
@@ -29,8 +32,9 @@ $(EDITABLE): $(STAMP) pyproject.toml setup.py
 build: $(EDITABLE)
 	$(BIN)/python setup.py -q build_ext --inplace
 
+# The default task is scikit-learn's bundled digits: real data that needs no download.
 train: build
-	$(BIN)/python -m snn_ipu train
+	$(BIN)/python -m snn_ipu train --save runs/train/model.pt
 
 test: build
 	$(BIN)/python -m pytest -q tests
