@@ -16,9 +16,13 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=61" wheel pytest ruff matplotlib psutil
 	# data, CLI and NIR: none of these pulls torch
 	$(BIN)/pip install -q h5py==3.16.0 scikit-learn==1.9.1 tqdm==4.70.1 nir==1.0.8 requests==2.32.5
-	# --no-deps: snntorch's and nirtorch's requirements would pull another torch; tonic's
-	# would pull librosa and its stack, which reading events does not need.
+	# --no-deps: snntorch's, nirtorch's and spikingjelly's own requirements would pull another
+	# torch (spikingjelly's also torchvision, tensorboard, ...; of them its neurons need loguru);
+	# tonic's would pull librosa and its stack, which reading events does not need.
 	$(BIN)/pip install -q --no-deps snntorch==1.0.0 nirtorch==2.6 tonic==1.7.0 importRosbag==1.0.4
+	# spikingjelly 2.0 needs Python 3.11+; without it its benchmark peer and tests skip.
+	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+	  $(BIN)/pip install -q --no-deps spikingjelly==2.0.0 loguru==0.7.3; fi
 	touch $@
 
 setup: $(STAMP)
@@ -39,8 +43,9 @@ train: build
 test: build
 	$(BIN)/python -m pytest -q tests
 
+# Writes over the committed results in benchmarks/results/ (~20-25 min on an idle 2-core machine).
 bench: build
-	$(BIN)/python -m snn_ipu bench
+	$(BIN)/python benchmarks/bench_training.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check snn_ipu tests benchmarks examples

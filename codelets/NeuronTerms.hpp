@@ -3,8 +3,9 @@
 // includes it, and popc links those sources into one .gp.
 #pragma once
 
+#include "Codes.hpp"
+
 namespace snn {
-enum ResetKind : unsigned { RESET_SUBTRACT = 0, RESET_ZERO = 1, RESET_NONE = 2 };
 
 // The step's input of neuron n: its current, plus the bias when there is one.
 inline float input(const float *__restrict cur, const float *__restrict bias, unsigned n) {

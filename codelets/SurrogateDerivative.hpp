@@ -1,18 +1,11 @@
-// dS/dU of the surrogate spike functions, selected by the integer kind shared
-// with Python (0 ATan, 1 FastSigmoid, 2 Sigmoid, 3 Triangle, 4 StraightThrough)
+// dS/dU of the surrogate spike functions, selected by their kind (Codes.hpp)
 // and evaluated at x = U - threshold. Header-only so that popc and g++ share it.
 #pragma once
 #include <cmath>
 
-namespace snn {
+#include "Codes.hpp"
 
-enum SurrogateKind : unsigned {
-  SURROGATE_ATAN = 0,
-  SURROGATE_FAST_SIGMOID = 1,
-  SURROGATE_SIGMOID = 2,
-  SURROGATE_TRIANGLE = 3,
-  SURROGATE_STRAIGHT_THROUGH = 4,
-};
+namespace snn {
 
 inline float surrogateDerivative(unsigned kind, float p0, float p1, float x) {
   switch (kind) {

@@ -14,7 +14,8 @@ from . import data, encoding, events, losses, plot, regularizers, surrogate
 from .interop import export_to_nir, from_snntorch, import_from_nir, to_snntorch
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, place, plan
-from .spikes import SparseSpikes, SpikeOverflowError
+from .overflow import SpikeOverflowError
+from .spikes import SparseSpikes
 
 __version__ = "0.1.0"
 

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import math
 import sys
-from pathlib import Path
 from typing import List, Optional, Sequence
 
 __all__ = ["main", "build_parser"]
 
-BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_training.py"
 PROG = "snn-ipu"
 
 # options that may differ from the checkpoint's config on --resume
@@ -222,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--activity", type=_number(0.0, False), default=0.05,
                       help="expected fraction of neurons spiking per step (default: 0.05)")
 
-    commands.add_parser("bench", help="training benchmark (arguments are passed through)",
+    commands.add_parser("bench", help="run the training benchmark (snn-ipu bench --help)",
                         add_help=False)
     return parser
 
@@ -311,17 +308,9 @@ def _run_plan(args: argparse.Namespace) -> int:
 
 
 def _run_bench(argv: Sequence[str]) -> int:
-    if not BENCH_SCRIPT.is_file():
-        print(f"error: benchmark script not found at {BENCH_SCRIPT}", file=sys.stderr)
-        return 2
-    spec = importlib.util.spec_from_file_location("snn_ipu_bench_training", BENCH_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if not hasattr(module, "main"):
-        print(f"error: {BENCH_SCRIPT} defines no main(argv)", file=sys.stderr)
-        return 2
-    result = module.main(list(argv))
-    return int(result or 0)
+    from .bench import main as bench_main
+
+    return bench_main(list(argv))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -20,13 +20,9 @@ import numpy as np
 import torch
 
 from ._numbers import whole_number
-from .spikes import (
-    SparseSpikes,
-    _lists_from_entries,
-    capacity_or_none,
-    check_overflow_policy,
-    raise_or_warn_overflow,
-)
+from .lists import _lists_from_entries
+from .overflow import check_overflow_policy, raise_or_warn_overflow
+from .spikes import SparseSpikes, capacity_or_none
 
 __all__ = ["events_to_spikes", "flat_neuron_ids", "OUTSIDE_POLICIES"]
 

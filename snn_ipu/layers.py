@@ -1,13 +1,16 @@
 """Spiking layers: a linear projection and a neuron model, over a whole sequence.
 
 Each layer takes spikes for all ``T`` timesteps at once (a dense binary
-``[T, B, in]`` tensor or :class:`~snn_ipu.SparseSpikes`) and runs its time
-loop inside the selected backend: dense PyTorch (``reference``), the C++ IPU
-emulator (``emulator``) or a Poplar custom op (``ipu``).
+``[T, B, in]`` tensor, time-major, or :class:`~snn_ipu.SparseSpikes`) and runs its
+time loop inside the selected backend (:mod:`snn_ipu.backends`): dense PyTorch
+(``reference``), the C++ IPU emulator (``emulator``) or a Poplar custom op
+(``ipu``).
 
 The equations are snnTorch's, so a model written as ``nn.Linear`` followed by
 ``snntorch.Leaky`` / ``snntorch.Synaptic`` moves over with its weights
-(``reset`` is the previous step's spike, detached from the graph)::
+(``reset`` is the previous step's spike, detached from the graph; the whole
+contract, with reset timing, the window's line, ties and float16, is
+docs/numerics.md)::
 
     I[t] = W x[t] + b (+ V S[t-1] if recurrent)
     Leaky,    subtract: U[t] = beta U[t-1] + I[t] - S[t-1] threshold
@@ -31,197 +34,82 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 import torch
 from torch import nn
 
 from . import surrogate as surrogate_mod
+from ._codes import RESETS
 from ._devices import values_readable
-from ._numbers import whole_number
-from .spikes import (
-    OVERFLOW_POLICIES,
-    SparseSpikes,
-    as_sparse,
-    capacity_or_none,
-    check_overflow_policy,
+from ._numbers import ArgumentTypeError, flag, positive_size
+from .backends.contract import CallRecord, LayerConfig, LayerParams, LayerState
+from .layer_input import as_sparse
+from .layer_settings import (
+    Scalar,
+    Setting,
+    check_constants,
+    check_grad_window,
+    check_loaded_constants,
+    decay,
+    one_of,
+    threshold_value,
 )
+from .overflow import check_overflow_policy, raise_or_warn_overflow
+from .spikes import SparseSpikes, capacity_or_none
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
 
-RESETS = {"subtract": 0, "zero": 1, "none": 2}
-MODELS = {"leaky": 0, "synaptic": 1, "readout": 2}
 BACKENDS = ("auto", "reference", "emulator", "ipu")
 PLAN_TARGETS = ("host", "ipu2")
 
-Scalar = Union[float, torch.Tensor]
-
-
-class LayerState(NamedTuple):
-    """A layer's state after the last step of a call, detached float32 ``[B, out]``:
-    what the next call starts from when ``carry_state`` is set."""
-
-    membrane: torch.Tensor
-    synaptic: Optional[torch.Tensor]  # SynapticLayer only
-    spikes: Optional[torch.Tensor]  # 0/1; spiking layers only
-
-
-@dataclass(frozen=True)
-class LayerConfig:
-    """Everything a backend needs besides the tensors."""
-
-    name: str
-    model: str
-    reset: str
-    surrogate: surrogate_mod.Surrogate
-    grad_window: Optional[float]
-    recurrent: bool
-    capacity: Optional[int]
-    overflow: str
-    plan_target: str
-
-    @property
-    def model_code(self) -> int:
-        return MODELS[self.model]
-
-    @property
-    def reset_code(self) -> int:
-        return RESETS[self.reset]
-
-    @property
-    def overflow_code(self) -> int:
-        return OVERFLOW_POLICIES.index(self.overflow)
-
-    @property
-    def window(self) -> float:
-        return math.inf if self.grad_window is None else self.grad_window
-
-
-def _decay(name: str, value: Scalar, size: int, learn: bool) -> torch.Tensor:
-    """A decay rate in [0, 1]: a scalar or one value per neuron."""
-    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
-    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
-        raise ValueError(f"{name} must be a scalar or have shape [{size}], got {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()) or bool(((t < 0) | (t > 1)).any()):
-        raise ValueError(f"{name} must lie in [0, 1], got {t.tolist()}")
-    return t
-
-
-def _threshold(value: Scalar, size: int) -> torch.Tensor:
-    t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
-    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
-        raise ValueError(f"threshold must be a scalar or have shape [{size}], got {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()) or bool((t <= 0).any()):
-        raise ValueError(f"threshold must be finite and > 0, got {t.tolist()}")
-    return t
-
-
-def _check_loaded_constants(module: _Layer, incompatible_keys) -> None:
-    """load_state_dict hook: fixed decays and thresholds (buffers) come in past the
-    constructor's checks, and the forward pass checks only learned parameters."""
-    for name, value in module.named_buffers(recurse=False):
-        try:
-            if name == "threshold":
-                _threshold(value, module.out_features)
-            else:
-                _decay(name, value, module.out_features, False)
-        except ValueError as exc:
-            raise ValueError(f"{module.name}: loaded {exc}") from None
-
-
-def _positive_int(name: str, value) -> int:
-    number = whole_number(value, 1)  # a Python or numpy int, never a bool
-    if number is None:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return number
-
-
-def _one_of(what: str, choices) -> Callable[[str], str]:
-    """The check of a setting that takes one of ``choices``."""
-    def check(value: str) -> str:
-        if value not in choices:
-            raise ValueError(f"unknown {what} {value!r}; choose one of {tuple(choices)}")
-        return value
-    return check
-
-
-def _check_grad_window(value: Optional[float]) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"grad_window must be None or a number >= 0, got {value}")
-    window = float(value)
-    if not math.isfinite(window) or window < 0:
-        raise ValueError(f"grad_window must be None or a finite number >= 0, got {value}")
-    return window
-
-
-class _Setting:
-    """A layer setting checked whenever it is set: in the constructor and when a
-    notebook changes it later (``layer.backend = "reference"``)."""
-
-    def __init__(self, check) -> None:
-        self.check = check
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.key = "_setting_" + name
-
-    def __get__(self, layer, owner=None):
-        return self if layer is None else layer.__dict__[self.key]
-
-    def __set__(self, layer, value) -> None:
-        layer.__dict__[self.key] = self.check(value)
-
 
 class _Layer(nn.Module):
-    """Weights, decay and backend selection shared by every layer type."""
+    """Weights, decay, backend selection and the bookkeeping of calls, shared by every
+    layer type."""
 
     neuron_model = "leaky"
-    backend = _Setting(_one_of("backend", BACKENDS))
-    plan_target = _Setting(_one_of("plan_target", PLAN_TARGETS))
+    backend = Setting(one_of("backend", BACKENDS))
+    plan_target = Setting(one_of("plan_target", PLAN_TARGETS))
 
     def __init__(
         self,
         in_features: int,
         out_features: int,
-        beta: Scalar,
-        bias: bool,
-        recurrent: bool,
-        learn_beta: bool,
-        backend: str,
-        dtype: torch.dtype,
-        plan_target: str,
-        name: Optional[str],
+        beta: Scalar = 0.9,
+        *,
+        bias: bool = True,
+        learn_beta: bool = False,
+        backend: str = "auto",
+        dtype: torch.dtype = torch.float32,
+        plan_target: str = "host",
+        name: Optional[str] = None,
     ) -> None:
         super().__init__()
-        self.in_features = _positive_int("in_features", in_features)
-        self.out_features = _positive_int("out_features", out_features)
+        self.in_features = positive_size("in_features", in_features)
+        self.out_features = positive_size("out_features", out_features)
         self.backend = backend
         if dtype not in (torch.float32, torch.float16):
             raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
         self.plan_target = plan_target
-        self.recurrent = bool(recurrent)
+        if name is not None and not isinstance(name, str):
+            raise ArgumentTypeError(f"name must be a string or None, got {name!r}")
         self.name = name or f"{type(self).__name__}({in_features}->{out_features})"
+        bias = flag("bias", bias)
         linear = nn.Linear(in_features, out_features, bias=bias)  # torch's default init
         self.weight = nn.Parameter(linear.weight.detach().to(dtype))
         self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
-        if self.recurrent:
-            rec = nn.Linear(out_features, out_features, bias=False)
-            self.rec_weight = nn.Parameter(rec.weight.detach().to(dtype))
-        else:
-            self.rec_weight = None
+        self.recurrent = False
+        self.rec_weight: Optional[nn.Parameter] = None
         # A recurrent layer may keep the bias of its recurrent projection apart (snnTorch's
         # RLeaky / RSynaptic do): the sum is the input bias, but an optimizer such as Adam
         # moves two parameters differently from one.
         self.rec_bias: Optional[nn.Parameter] = None
-        self._register("beta", _decay("beta", beta, out_features, learn_beta), learn_beta)
-        self.register_load_state_dict_post_hook(_check_loaded_constants)
-        self.stats: dict = {}
-        # When True, the backend keeps the last call's membrane [T, B, out] (detached)
-        # in ``last_membrane``: for plots and debugging, at the cost of dense memory.
+        self._register("beta", decay("beta", beta, out_features), learn_beta)
+        self.register_load_state_dict_post_hook(check_loaded_constants)
+        # When True, the call keeps its membrane [T, B, out] (detached) in
+        # ``last_membrane``: for plots and debugging, at the cost of dense memory.
         self.record_membrane = False
         self.last_membrane: Optional[torch.Tensor] = None
         # When True, each call starts from the state the last one ended in (``state``)
@@ -230,9 +118,26 @@ class _Layer(nn.Module):
         self.state: Optional[LayerState] = None
         # The tiles of this layer's IPU op (snn_ipu.planning.place); None: from tile 0.
         self.ipu_tiles = None
+        self.last_call: Optional[CallRecord] = None
+        self._dropped_totals = {"total_spikes_dropped": 0, "total_eligible_dropped": 0}
+        self._warned: set = set()
+
+    @property
+    def stats(self) -> Dict[str, Any]:
+        """The last call's activity, list capacity, drops and the paths its backend
+        took (its backward pass's too, once it has run), and the running totals of
+        dropped entries."""
+        if self.last_call is None:
+            return {}
+        out = self.last_call.stats()
+        if "capacity" in out:
+            max_spikes = getattr(self, "max_spikes", None)
+            out["grew"] = max_spikes is not None and out["capacity"] > max_spikes
+            out.update(self._dropped_totals)
+        return out
 
     def _register(self, name: str, value: torch.Tensor, learn: bool) -> None:
-        if learn:
+        if flag(f"learn_{name}", learn):
             setattr(self, name, nn.Parameter(value))
         else:
             self.register_buffer(name, value)
@@ -245,10 +150,28 @@ class _Layer(nn.Module):
             t = t.clamp(0, 1)
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
 
+    def _params(self) -> LayerParams:
+        threshold = getattr(self, "threshold", None)
+        alpha = getattr(self, "alpha", None)
+        return LayerParams(
+            self.weight, self._input_bias(), self.rec_weight,
+            self._per_neuron(self.beta, clamp=True),
+            None if threshold is None else self._per_neuron(threshold, clamp=False),
+            None if alpha is None else self._per_neuron(alpha, clamp=True),
+        )
+
+    def _input_bias(self) -> Optional[torch.Tensor]:
+        """The bias of the input current: ``bias`` plus ``rec_bias`` where a recurrent
+        layer keeps one (summed in torch, so autograd gives both the same gradient)."""
+        if self.rec_bias is None:
+            return self.bias
+        return self.rec_bias if self.bias is None else self.bias + self.rec_bias
+
     def _check_parameters(self) -> None:
         """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
-        values and a positive learned threshold, before any backend reads them (the
-        values only where they can be read: not in a model traced for the IPU)."""
+        values, fixed decays in [0, 1] and a positive threshold, before any backend reads
+        them (the values only where they can be read: not in a model traced for the IPU).
+        Learned decays are clamped to [0, 1] where they are used, as snnTorch does."""
         n, m = self.out_features, self.in_features
         matrices = {"weight": (n, m), "rec_weight": (n, n)}
         for pname in ("weight", "bias", "rec_bias", "rec_weight", "beta", "threshold", "alpha"):
@@ -286,6 +209,11 @@ class _Layer(nn.Module):
                     if p.dtype == torch.float16 else ""
                 )
                 raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")
+        try:
+            check_constants(self)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc} (a fixed constant: set it through the "
+                             "constructor, or make it learnable)") from None
         threshold = getattr(self, "threshold", None)
         if isinstance(threshold, nn.Parameter) and bool((threshold.detach() <= 0).any()):
             # the constructor's bound, which an optimizer step can cross
@@ -293,13 +221,6 @@ class _Layer(nn.Module):
                 f"{self.name}: the learned threshold reached {float(threshold.detach().min())}"
                 " <= 0; it must stay > 0 (lower the learning rate, or clamp it after each step)"
             )
-
-    def _input_bias(self) -> Optional[torch.Tensor]:
-        """The bias of the input current: ``bias`` plus ``rec_bias`` where a recurrent
-        layer keeps one (summed in torch, so autograd gives both the same gradient)."""
-        if self.rec_bias is None:
-            return self.bias
-        return self.rec_bias if self.bias is None else self.bias + self.rec_bias
 
     def reset_state(self) -> None:
         """The next call starts from zero state (with ``carry_state``)."""
@@ -327,6 +248,21 @@ class _Layer(nn.Module):
 
         return select(self.backend)
 
+    def _keep(self, record: CallRecord) -> None:
+        """Takes over a call's record: its state, membrane and stats, and the warnings
+        of its backend, once per layer."""
+        self.last_call = record
+        for message in record.warnings:
+            if message not in self._warned:
+                self._warned.add(message)
+                warnings.warn(f"{self.name}: {message}", UserWarning, stacklevel=5)
+        if record.total_spikes is not None:
+            self._dropped_totals["total_spikes_dropped"] += record.overflow.spikes_dropped
+            self._dropped_totals["total_eligible_dropped"] += record.overflow.eligible_dropped
+        self.last_membrane = record.membrane if self.record_membrane else None
+        if self.carry_state and record.final_state is not None:
+            self.state = record.final_state
+
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -335,38 +271,36 @@ class _Layer(nn.Module):
 
 
 class _SpikingLayer(_Layer):
-    reset = _Setting(_one_of("reset mechanism", RESETS))
-    surrogate = _Setting(surrogate_mod.get)
-    grad_window = _Setting(_check_grad_window)
-    max_spikes = _Setting(capacity_or_none)  # as SparseSpikes.from_dense takes it
-    overflow = _Setting(check_overflow_policy)
+    reset = Setting(one_of("reset mechanism", RESETS))
+    surrogate = Setting(surrogate_mod.get)
+    grad_window = Setting(check_grad_window)
+    max_spikes = Setting(capacity_or_none)  # as SparseSpikes.from_dense takes it
+    overflow = Setting(check_overflow_policy)
 
     def __init__(
         self,
         in_features: int,
         out_features: int,
-        beta: Scalar,
-        threshold: Scalar,
-        bias: bool,
-        reset: str,
-        surrogate,
-        grad_window: Optional[float],
-        recurrent: bool,
-        max_spikes: Optional[int],
-        overflow: str,
-        learn_beta: bool,
-        learn_threshold: bool,
-        backend: str,
-        dtype: torch.dtype,
-        plan_target: str,
-        name: Optional[str],
+        beta: Scalar = 0.9,
+        threshold: Scalar = 1.0,
+        *,
+        reset: str = "subtract",
+        surrogate=None,
+        grad_window: Optional[float] = None,
+        recurrent: bool = False,
+        max_spikes: Optional[int] = None,
+        overflow: str = "error",
+        learn_threshold: bool = False,
         rec_bias: bool = False,
+        **layer_options,
     ) -> None:
-        super().__init__(
-            in_features, out_features, beta, bias, recurrent, learn_beta, backend, dtype,
-            plan_target, name,
-        )
-        if rec_bias:
+        super().__init__(in_features, out_features, beta, **layer_options)
+        # a bool, not anything truthy: recurrent="one_to_one" would silently mean all-to-all
+        self.recurrent = flag("recurrent", recurrent)
+        if self.recurrent:
+            rec = nn.Linear(out_features, out_features, bias=False)
+            self.rec_weight = nn.Parameter(rec.weight.detach().to(self.weight.dtype))
+        if flag("rec_bias", rec_bias):
             if not self.recurrent:
                 raise ValueError(f"{self.name}: rec_bias needs recurrent=True")
             self.rec_bias = nn.Parameter(torch.zeros(out_features))
@@ -375,7 +309,7 @@ class _SpikingLayer(_Layer):
         self.grad_window = grad_window
         self.max_spikes = max_spikes
         self.overflow = overflow
-        self._register("threshold", _threshold(threshold, out_features), learn_threshold)
+        self._register("threshold", threshold_value(threshold, out_features), learn_threshold)
         self.overflow_warned = False
         self.silence_warned = False
 
@@ -387,17 +321,22 @@ class _SpikingLayer(_Layer):
         return LayerConfig(
             name=self.name,
             model=self.neuron_model,
+            in_features=self.in_features,
+            out_features=self.out_features,
             reset=self.reset,
             surrogate=self.surrogate,
             grad_window=self.grad_window if records_grad else 0.0,
             recurrent=self.recurrent,
-            capacity=self.max_spikes,
+            # a list never holds more than one entry per neuron: a larger capacity would
+            # only allocate padding (max_spikes=10**6 on 4 neurons: gigabytes)
+            capacity=None if self.max_spikes is None else min(self.max_spikes,
+                                                              self.out_features),
             overflow=self.overflow,
             plan_target=self.plan_target,
+            record_membrane=self.record_membrane,
+            return_state=self.carry_state,
+            ipu_tiles=self.ipu_tiles,
         )
-
-    def _alpha(self) -> Optional[torch.Tensor]:
-        return None
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> SparseSpikes:
         """Runs the layer over all timesteps; returns its output spikes."""
@@ -407,21 +346,19 @@ class _SpikingLayer(_Layer):
             spikes.values.requires_grad
             or any(p.requires_grad for p in self.parameters(recurse=False))
         )
-        stats_before = self.stats
-        out = self._backend().spiking_layer(
-            self,
-            self.config(records_grad),
-            spikes,
-            self.weight,
-            self._input_bias(),
-            self.rec_weight,
-            self._per_neuron(self.beta, clamp=True),
-            self._per_neuron(self.threshold, clamp=False),
-            self._alpha(),
-            self._initial_spiking_state(spikes),
+        config = self.config(records_grad)
+        out, record = self._backend().spiking_layer(
+            config, spikes, self._params(), self._initial_spiking_state(spikes))
+        raise_or_warn_overflow(
+            self.name, record.capacity, record.overflow, self.overflow,
+            warn=not self.overflow_warned,
+            note=" (warned once per layer; see the layer's stats for running totals)",
+            stacklevel=5,  # past forward() and nn.Module's call
         )
-        # (a backend that keeps no stats, the ipu one, leaves the last call's in place)
-        if records_grad and self.grad_window is not None and self.stats is not stats_before:
+        if record.overflow.first is not None and self.overflow == "drop":
+            self.overflow_warned = True
+        self._keep(record)
+        if records_grad and self.grad_window is not None and record.total_spikes is not None:
             self._warn_if_no_gradient_passes()
         return out
 
@@ -429,8 +366,8 @@ class _SpikingLayer(_Layer):
         """A windowed layer's gradient flows only through its listed entries: with none
         (common at initialisation, when the weights are too small for any neuron to come
         near threshold) its weights and every layer before it get exactly zero."""
-        if self.silence_warned or self.stats.get("spikes", 1) or self.stats.get(
-                "eligible_activity", 1):
+        record = self.last_call
+        if self.silence_warned or record.total_spikes or record.eligible_listed:
             return
         self.silence_warned = True
         warnings.warn(
@@ -439,7 +376,7 @@ class _SpikingLayer(_Layer):
             "before it; scale the weights or inputs up until the layer fires (its "
             "stats['activity']), or use grad_window=None (warned once per layer)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=5,
         )
 
     def _initial_spiking_state(self, spikes: SparseSpikes) -> Optional[LayerState]:
@@ -489,7 +426,7 @@ class LIFLayer(_SpikingLayer):
         max_spikes: capacity of the output spike list per (t, b): its spikes and, when
             autograd records the call, its gradient-eligible neurons (all of them with
             ``grad_window=None``); ``None`` sizes it to fit on CPU backends (the IPU
-            needs a static capacity).
+            needs a static capacity). Above ``out_features`` it is ``out_features``.
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
             (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.
@@ -501,49 +438,23 @@ class LIFLayer(_SpikingLayer):
             recurrent projection, added to ``bias`` (snnTorch's ``RLeaky`` /
             ``RSynaptic`` keep it in ``recurrent.bias``).
 
-    A call runs the whole sequence from zero state (``U = 0``, no spike before step
-    0); with ``carry_state = True`` it starts from ``state``, where the last call
-    ended (a constant: truncated BPTT), until ``reset_state()``.
-    With ``record_membrane = True`` the layer keeps the call's membrane
-    ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a loss on a
-    membrane needs a :class:`ReadoutLayer`). An snnTorch network converts with
+    Arguments after ``threshold`` are keyword-only. A call runs the whole sequence
+    from zero state (``U = 0``, no spike before step 0); with ``carry_state = True``
+    it starts from ``state``, where the last call ended (a constant: truncated BPTT),
+    until ``reset_state()``. With ``record_membrane = True`` the layer keeps the
+    call's membrane ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a
+    loss on a membrane needs a :class:`ReadoutLayer`). An snnTorch network converts with
     :func:`snn_ipu.from_snntorch`.
     """
 
     neuron_model = "leaky"
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        beta: Scalar = 0.9,
-        threshold: Scalar = 1.0,
-        bias: bool = True,
-        reset: str = "subtract",
-        surrogate=None,
-        grad_window: Optional[float] = None,
-        recurrent: bool = False,
-        max_spikes: Optional[int] = None,
-        learn_beta: bool = False,
-        learn_threshold: bool = False,
-        backend: str = "auto",
-        overflow: str = "error",
-        dtype: torch.dtype = torch.float32,
-        plan_target: str = "host",
-        name: Optional[str] = None,
-        rec_bias: bool = False,
-    ) -> None:
-        super().__init__(
-            in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
-            recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
-            plan_target, name, rec_bias,
-        )
-
 
 class SynapticLayer(_SpikingLayer):
     """Second-order LIF layer (snnTorch ``Synaptic``): a decaying synaptic current
     ``syn[t] = alpha syn[t-1] + I[t]`` drives the membrane. ``alpha`` in [0, 1],
-    scalar or ``[out]``; other arguments as :class:`LIFLayer`."""
+    scalar or ``[out]`` (learned with ``learn_alpha=True``); the other arguments are
+    :class:`LIFLayer`'s."""
 
     neuron_model = "synaptic"
 
@@ -554,68 +465,37 @@ class SynapticLayer(_SpikingLayer):
         alpha: Scalar = 0.8,
         beta: Scalar = 0.9,
         threshold: Scalar = 1.0,
-        bias: bool = True,
-        reset: str = "subtract",
-        surrogate=None,
-        grad_window: Optional[float] = None,
-        recurrent: bool = False,
-        max_spikes: Optional[int] = None,
+        *,
         learn_alpha: bool = False,
-        learn_beta: bool = False,
-        learn_threshold: bool = False,
-        backend: str = "auto",
-        overflow: str = "error",
-        dtype: torch.dtype = torch.float32,
-        plan_target: str = "host",
-        name: Optional[str] = None,
-        rec_bias: bool = False,
+        **kwargs,
     ) -> None:
-        super().__init__(
-            in_features, out_features, beta, threshold, bias, reset, surrogate, grad_window,
-            recurrent, max_spikes, overflow, learn_beta, learn_threshold, backend, dtype,
-            plan_target, name, rec_bias,
-        )
-        self._register("alpha", _decay("alpha", alpha, out_features, learn_alpha), learn_alpha)
-
-    def _alpha(self) -> Optional[torch.Tensor]:
-        return self._per_neuron(self.alpha, clamp=True)
+        super().__init__(in_features, out_features, beta, threshold, **kwargs)
+        self._register("alpha", decay("alpha", alpha, out_features), learn_alpha)
 
 
 class ReadoutLayer(_Layer):
     """Non-spiking leaky integrator for losses on the membrane:
-    ``U[t] = beta U[t-1] + W x[t] + b``. Returns the membrane ``[T, B, out]``."""
+    ``U[t] = beta U[t-1] + W x[t] + b``. Returns the membrane ``[T, B, out]``.
+
+    Args:
+        in_features, out_features, beta: as :class:`LIFLayer`.
+        bias, learn_beta, backend, dtype, plan_target, name: keyword-only, as
+            :class:`LIFLayer`.
+    """
 
     neuron_model = "readout"
-
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        beta: Scalar = 0.9,
-        bias: bool = True,
-        learn_beta: bool = False,
-        backend: str = "auto",
-        dtype: torch.dtype = torch.float32,
-        plan_target: str = "host",
-        name: Optional[str] = None,
-    ) -> None:
-        super().__init__(
-            in_features, out_features, beta, bias, False, learn_beta, backend, dtype,
-            plan_target, name,
-        )
-        self.max_spikes = None
+    max_spikes = None  # its output is the dense membrane
 
     def config(self) -> LayerConfig:
         return LayerConfig(
             name=self.name,
             model="readout",
-            reset="none",
-            surrogate=surrogate_mod.ATan(),
-            grad_window=None,
-            recurrent=False,
-            capacity=None,
-            overflow="error",
+            in_features=self.in_features,
+            out_features=self.out_features,
             plan_target=self.plan_target,
+            record_membrane=self.record_membrane,
+            return_state=self.carry_state,
+            ipu_tiles=self.ipu_tiles,
         )
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
@@ -624,7 +504,7 @@ class ReadoutLayer(_Layer):
         initial = self._initial_state(spikes)
         if initial is not None and (initial.synaptic is not None or initial.spikes is not None):
             raise ValueError(f"{self.name}: a readout's carried state is its membrane alone")
-        return self._backend().readout_layer(
-            self, spikes, self.weight, self.bias, self._per_neuron(self.beta, clamp=True),
-            initial,
-        )
+        out, record = self._backend().readout_layer(self.config(), spikes, self._params(),
+                                                    initial)
+        self._keep(record)
+        return out

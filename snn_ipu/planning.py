@@ -21,7 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from .backends.tiles import MODEL_CODES, default_threads, model_code
+from ._numbers import MAX_SIZE, whole_number
+from .backends.work_split import MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
 
@@ -314,10 +315,10 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
 
 def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:
     if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or len(sizes) < 2 or any(
-            isinstance(s, bool) or not hasattr(s, "__index__") or s < 1 for s in sizes):
+            whole_number(s, 1) is None or whole_number(s, 1) > MAX_SIZE for s in sizes):
         raise ValueError(
-            f"layer sizes must be a module or a sequence of at least two positive integers, "
-            f"got {sizes!r}"
+            f"layer sizes must be a module or a sequence of at least two positive integers "
+            f"(below 2**31), got {sizes!r}"
         )
     sizes = [operator.index(s) for s in sizes]
     last = len(sizes) - 2
@@ -349,7 +350,7 @@ def plan(
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients.
     """
-    from . import _C
+    from ._native import _C
 
     if isinstance(model_or_sizes, torch.nn.Module):
         shapes = _shapes_from_module(model_or_sizes)
@@ -368,7 +369,7 @@ def plan(
             raise ValueError(f"{what} must be a positive integer (below 2**31), got {value!r}")
     if not 0.0 <= activity <= 1.0:
         raise ValueError(f"activity must be a fraction in [0, 1], got {activity!r}")
-    n_threads = threads if threads is not None else default_threads()
+    n_threads = threads if threads is not None else planning_threads()
 
     rows: List[LayerPlanRow] = []
     capacity_in = input_max_spikes or 0

@@ -21,10 +21,13 @@ StraightThrough()  1                                       ``straight_through_es
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 from typing import Tuple, Union
 
 import torch
+
+from ._codes import SURROGATES
 
 __all__ = [
     "Surrogate",
@@ -39,13 +42,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Surrogate:
-    """Base class: ``kind`` is the integer code shared with the C++ side."""
+    """Base class: ``kind`` is the surrogate's code in the native code (Codes.hpp);
+    its dataclass fields are its parameters, each a finite number > 0, which the
+    native code takes as ``params`` (the first is the shape: alpha, slope or width;
+    the second Triangle's height)."""
 
     kind = -1
 
+    def __post_init__(self):
+        for f in fields(self):
+            object.__setattr__(self, f.name, _positive(f.name, getattr(self, f.name)))
+
     @property
     def params(self) -> Tuple[float, float]:
-        return (0.0, 0.0)
+        values = [getattr(self, f.name) for f in fields(self)]
+        return tuple(values + [0.0] * (2 - len(values)))
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         """dS/dU evaluated at ``x = U - threshold`` (reference implementation)."""
@@ -53,6 +64,8 @@ class Surrogate:
 
 
 def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"surrogate parameter {name} must be a number, got {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"surrogate parameter {name} must be a finite number > 0, got {value}")
@@ -62,14 +75,7 @@ def _positive(name: str, value: float) -> float:
 @dataclass(frozen=True)
 class ATan(Surrogate):
     alpha: float = 2.0
-    kind = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.alpha, 0.0)
+    kind = SURROGATES["atan"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return (self.alpha / 2) / (1 + (math.pi / 2 * self.alpha * x) ** 2)
@@ -78,14 +84,7 @@ class ATan(Surrogate):
 @dataclass(frozen=True)
 class FastSigmoid(Surrogate):
     slope: float = 25.0
-    kind = 1
-
-    def __post_init__(self):
-        object.__setattr__(self, "slope", _positive("slope", self.slope))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.slope, 0.0)
+    kind = SURROGATES["fast_sigmoid"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return 1.0 / (self.slope * x.abs() + 1.0) ** 2
@@ -94,14 +93,7 @@ class FastSigmoid(Surrogate):
 @dataclass(frozen=True)
 class Sigmoid(Surrogate):
     slope: float = 25.0
-    kind = 2
-
-    def __post_init__(self):
-        object.__setattr__(self, "slope", _positive("slope", self.slope))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.slope, 0.0)
+    kind = SURROGATES["sigmoid"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         # In |x|, as the codelet: s * (1 - s) loses the tail for x > 0 to cancellation
@@ -114,15 +106,7 @@ class Sigmoid(Surrogate):
 class Triangle(Surrogate):
     width: float = 1.0
     height: float = 1.0
-    kind = 3
-
-    def __post_init__(self):
-        object.__setattr__(self, "width", _positive("width", self.width))
-        object.__setattr__(self, "height", _positive("height", self.height))
-
-    @property
-    def params(self) -> Tuple[float, float]:
-        return (self.width, self.height)
+    kind = SURROGATES["triangle"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return self.height * torch.clamp(1 - x.abs() / self.width, min=0)
@@ -130,7 +114,7 @@ class Triangle(Surrogate):
 
 @dataclass(frozen=True)
 class StraightThrough(Surrogate):
-    kind = 4
+    kind = SURROGATES["straight_through"]
 
     def derivative(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ones_like(x)

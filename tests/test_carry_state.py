@@ -255,4 +255,4 @@ def test_what_carry_state_cannot_do_is_refused():
     layer = LIFLayer(IN, N)
     layer.carry_state = True
     with pytest.raises(ValueError, match="not supported on the ipu backend"):
-        ipu.spiking_layer(layer, layer.config(), None, None, None, None, None, None, None)
+        ipu.spiking_layer(layer.config(), None, None, None)

@@ -7,14 +7,19 @@ import numpy as np
 import pytest
 import torch
 
-from snn_ipu import _C, SparseSpikes
+from snn_ipu import SparseSpikes
+from snn_ipu._codes import MODELS, OVERFLOWS, RESETS
+from snn_ipu._codes import SURROGATES as KINDS
+from snn_ipu._native import _C
 from snn_ipu.backends.emulator import spike_matmul
 
-LEAKY, SYNAPTIC, READOUT = 0, 1, 2
-SUBTRACT, ZERO, NONE = 0, 1, 2
-ERROR, DROP, GROW = 0, 1, 2
+LEAKY, SYNAPTIC, READOUT = MODELS["leaky"], MODELS["synaptic"], MODELS["readout"]
+SUBTRACT, ZERO, NONE = RESETS["subtract"], RESETS["zero"], RESETS["none"]
+ERROR, DROP, GROW = OVERFLOWS["error"], OVERFLOWS["drop"], OVERFLOWS["grow"]
 INF = float("inf")
-SURROGATES = [(0, 2.0, 0.0), (1, 5.0, 0.0), (2, 4.0, 0.0), (3, 1.5, 0.7), (4, 0.0, 0.0)]
+SURROGATES = [(KINDS["atan"], 2.0, 0.0), (KINDS["fast_sigmoid"], 5.0, 0.0),
+              (KINDS["sigmoid"], 4.0, 0.0), (KINDS["triangle"], 1.5, 0.7),
+              (KINDS["straight_through"], 0.0, 0.0)]
 MARGIN = 1e-4
 
 
@@ -189,33 +194,68 @@ def weight_arg(p, name):
     return w.astype(np.float16 if p["half"] else np.float32)
 
 
+def layer_call(p, tile_starts, threads, sample_groups=1):
+    """The executor's LayerCall of a problem."""
+    c = _C.LayerCall()
+    kind, param, height = p["surrogate"]
+    c.neuron.model, c.neuron.reset, c.neuron.surrogate = p["model"], p["reset"], kind
+    c.neuron.surrogate_param, c.neuron.surrogate_height = param, height
+    c.neuron.grad_window = p["window"]
+    c.tile_starts = np.asarray(tile_starts, np.int32)
+    c.sample_groups, c.num_threads = sample_groups, threads
+    c.in_ids, c.in_counts = p["in_ids"], p["in_counts"]
+    c.weight = weight_arg(p, "W")
+    c.bias = f32(p["b"]) if p["b"] is not None else None
+    c.rec_weight = weight_arg(p, "V") if p["V"] is not None else None
+    c.beta = f32(p["beta"])
+    if p["model"] != READOUT:
+        c.threshold = f32(p["thr"])
+    if p["model"] == SYNAPTIC:
+        c.alpha = f32(p["alpha"])
+    return c
+
+
+FORWARD_FIELDS = {"ids": "ids", "counts": "counts", "membrane": "membrane",
+                  "values": "values", "dropped_ids": "dropped_ids",
+                  "dropped_counts": "dropped_counts", "dense_membrane": "dense_membrane",
+                  "dense_syn": "dense_synaptic", "spikes_dropped": "spikes_dropped",
+                  "eligible_dropped": "eligible_dropped",
+                  "needed_capacity": "needed_capacity", "total_spikes": "total_spikes",
+                  "eligible_listed": "eligible_listed", "overflow_at": "overflow_at"}
+NEEDS = ("input", "weight", "bias", "rec_weight", "beta", "threshold", "alpha")
+
+
 def run_forward(p, tile_starts, threads=1, capacity=0, overflow=GROW, keep=True,
                 sample_groups=1):
-    kind, p0, p1 = p["surrogate"]
-    empty = np.zeros(0, np.float32)
-    return _C.layer_forward(
-        p["model"], p["reset"], kind, p0, p1, p["window"], capacity, overflow, keep,
-        np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
-        weight_arg(p, "W"), f32(p["b"]) if p["b"] is not None else empty,
-        weight_arg(p, "V") if p["V"] is not None else empty,
-        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), threads, sample_groups=sample_groups)
+    c = _C.ForwardCall()
+    c.layer = layer_call(p, tile_starts, threads, sample_groups)
+    c.capacity, c.overflow, c.keep_dense_state = capacity, overflow, keep
+    res = _C.layer_forward(c)
+    if p["model"] == READOUT:  # the membrane alone: its arrays that are not None
+        return {key: getattr(res, field) for key, field in FORWARD_FIELDS.items()
+                if isinstance(getattr(res, field), np.ndarray)}
+    return {key: getattr(res, field) for key, field in FORWARD_FIELDS.items()
+            if getattr(res, field) is not None or key == "overflow_at"}
 
 
 def run_backward(p, tile_starts, fwd, grad_out, threads=1, needs=(True,) * 7,
-                 **kwargs):
-    kind, p0, p1 = p["surrogate"]
-    empty = np.zeros(0, np.float32)
-    spiking = p["model"] != READOUT
-    return _C.layer_backward(
-        p["model"], p["reset"], kind, p0, p1, p["window"],
-        np.asarray(tile_starts, np.int32), p["in_ids"], p["in_counts"],
-        weight_arg(p, "W"), p["b"] is not None,
-        weight_arg(p, "V") if p["V"] is not None else empty,
-        f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]),
-        fwd["ids"] if spiking else np.zeros((0, 0, 0), np.int32),
-        fwd["counts"] if spiking else np.zeros((0, 0, 2), np.int32),
-        fwd["membrane"], fwd.get("dense_membrane", empty), fwd.get("dense_syn", empty),
-        grad_out, needs, threads, **kwargs)
+                 return_grad_current=False, sample_groups=1, **lists):
+    c = _C.BackwardCall()
+    c.layer = layer_call(p, tile_starts, threads, sample_groups)
+    if p["model"] != READOUT:
+        c.out_ids, c.out_counts = fwd["ids"], fwd["counts"]
+    c.membrane, c.grad_out = fwd["membrane"], grad_out
+    c.dense_membrane = fwd.get("dense_membrane")
+    c.dense_synaptic = fwd.get("dense_syn")
+    for name, value in zip(NEEDS, needs):
+        setattr(c.needs, name, value)
+    c.needs.current = return_grad_current
+    for name, value in lists.items():
+        setattr(c, name, value)
+    res = _C.layer_backward(c)
+    names = ["grad_in_values", "grad_weight", "grad_bias", "grad_rec_weight", "grad_beta",
+             "grad_threshold", "grad_alpha", "grad_current"]
+    return {n: getattr(res, n) for n in names if getattr(res, n) is not None}
 
 
 def partitions(n, rng):
@@ -554,11 +594,16 @@ def test_hostile_arguments_raise():
         with pytest.raises(ValueError, match="dropped"):
             run_backward(p, [0, 13], good, grad_out, dropped_ids=np.array(ids, np.int32),
                          dropped_counts=counts)
-    with pytest.raises(ValueError):
-        _C.layer_forward(0, 0, 0, 2.0, 0.0, INF, 0, 2, False, np.array([0, 13], np.int32),
-                         p["in_ids"], p["in_counts"], np.zeros((13, 20), np.int64),
-                         np.zeros(0, np.float32), np.zeros(0, np.float32),
-                         f32(p["beta"]), f32(p["thr"]), f32(p["alpha"]), 1)
+    wrong_dtype = _C.ForwardCall()
+    wrong_dtype.layer = layer_call(p, [0, 13], 1)
+    wrong_dtype.layer.weight = np.zeros((13, 20), np.int64)
+    with pytest.raises(ValueError, match="weight must be float32 or float16"):
+        _C.layer_forward(wrong_dtype)
+    no_threshold = _C.ForwardCall()
+    no_threshold.layer = layer_call(p, [0, 13], 1)
+    no_threshold.layer.threshold = None
+    with pytest.raises(ValueError, match="a spiking layer needs a threshold"):
+        _C.layer_forward(no_threshold)
 
 
 @pytest.mark.parametrize("model,recurrent,window", [

@@ -16,6 +16,7 @@ import torch
 import snn_ipu
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 from snn_ipu.backends import ipu
+from snn_ipu.backends.contract import LayerParams
 
 # Layers here keep the default overflow="error", which the IPU cannot keep (tested below).
 pytestmark = pytest.mark.filterwarnings("ignore:.*cannot be honoured on the IPU")
@@ -53,10 +54,22 @@ def fake_poptorch(monkeypatch):
     return fake
 
 
-def call_spiking(layer, s):
-    return ipu.spiking_layer(layer, layer.config(), s, layer.weight, layer.bias, layer.rec_weight,
-                             torch.full((layer.out_features,), 0.9),
-                             torch.ones(layer.out_features), None)
+def params(layer, beta=None, alpha=None, bias="layer's"):
+    n = layer.out_features
+    return LayerParams(layer.weight, layer.bias if bias == "layer's" else bias,
+                       getattr(layer, "rec_weight", None),
+                       torch.full((n,), 0.9) if beta is None else beta,
+                       None if layer.neuron_model == "readout" else torch.ones(n), alpha)
+
+
+def call_spiking(layer, s, **kw):
+    out, _ = ipu.spiking_layer(layer.config(), s, params(layer, **kw), None)
+    return out
+
+
+def call_readout(layer, s):
+    out, _ = ipu.readout_layer(layer.config(), s, params(layer), None)
+    return out
 
 
 def test_without_poptorch_the_error_says_what_to_do(monkeypatch):
@@ -106,8 +119,7 @@ def test_spiking_layer_emits_the_custom_op(fake_poptorch):
 def test_learned_decay_keeps_dense_state(fake_poptorch):
     layer = SynapticLayer(8, 6, max_spikes=4)
     beta = torch.full((6,), 0.9, requires_grad=True)
-    ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, None, None, beta,
-                      torch.ones(6), torch.full((6,), 0.8))
+    call_spiking(layer, spikes(), beta=beta, alpha=torch.full((6,), 0.8), bias=None)
     (call,) = fake_poptorch.calls
     assert call["attributes"]["model"] == 1
     assert call["attributes"]["keep_dense_state"] == 1
@@ -118,7 +130,7 @@ def test_learned_decay_keeps_dense_state(fake_poptorch):
 
 def test_readout_layer_emits_its_op(fake_poptorch):
     layer = ReadoutLayer(8, 5)
-    out = ipu.readout_layer(layer, spikes(), layer.weight, layer.bias, torch.full((5,), 0.9))
+    out = call_readout(layer, spikes())
     (call,) = fake_poptorch.calls
     assert call["name"] == "SnnReadoutLayer" and len(call["inputs"]) == 6
     assert call["attributes"]["model"] == 2
@@ -153,8 +165,7 @@ def test_place_puts_each_layer_on_its_own_tiles(fake_poptorch):
     assert [layer.ipu_tiles.first_tile for layer in net] == firsts
     x = call_spiking(net[0], full_spikes(T, B, 700))
     h = call_spiking(net[1], full_spikes(T, B, 256, K=16))
-    ipu.readout_layer(net[2], full_spikes(T, B, 256, K=16), net[2].weight, net[2].bias,
-                      torch.full((20,), 0.9))
+    call_readout(net[2], full_spikes(T, B, 256, K=16))
     assert x.capacity == 16 and h.capacity == 16
     attrs = [c["attributes"] for c in fake_poptorch.calls]
     assert [a["first_tile"] for a in attrs] == firsts
@@ -172,8 +183,7 @@ def test_a_layer_placed_for_other_shapes_refuses_to_run(fake_poptorch):
     with pytest.raises(ValueError, match=r"batch_size=16, num_steps=20.*batch_size=8.*place\("):
         call_spiking(net[0], full_spikes(20, 8, 64))
     with pytest.raises(ValueError, match=r"num_steps=20.*num_steps=30"):
-        ipu.readout_layer(net[1], full_spikes(30, 16, 32), net[1].weight, net[1].bias,
-                          torch.full((4,), 0.9))
+        call_readout(net[1], full_spikes(30, 16, 32))
     assert fake_poptorch.calls == []
 
 
@@ -197,21 +207,20 @@ def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monk
     monkeypatch.setattr(ipu, "tile_starts_for", recording)
     layer = LIFLayer(8, 6, max_spikes=4)
     call_spiking(layer, spikes())  # fixed beta
-    ipu.spiking_layer(layer, layer.config(), spikes(), layer.weight, layer.bias, None,
-                      torch.full((6,), 0.9, requires_grad=True), torch.ones(6), None)
+    call_spiking(layer, spikes(), beta=torch.full((6,), 0.9, requires_grad=True))
     assert seen == [False, True]
 
 
 def test_an_overflow_policy_the_ipu_cannot_keep_is_warned_once(fake_poptorch):
-    layer = LIFLayer(8, 6, max_spikes=4)  # overflow="error" by default
+    layer = LIFLayer(8, 6, max_spikes=4, backend="ipu")  # overflow="error" by default
     with pytest.warns(UserWarning, match=r"overflow='error' cannot be honoured on the IPU"):
-        call_spiking(layer, spikes())
+        layer(spikes())
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        call_spiking(layer, spikes())  # once per layer
-        call_spiking(LIFLayer(8, 6, max_spikes=4, overflow="drop"), spikes())
+        layer(spikes())  # once per layer
+        LIFLayer(8, 6, max_spikes=4, overflow="drop", backend="ipu")(spikes())
 
 
 def test_capacities_beyond_the_layer_width_are_clamped_or_refused(fake_poptorch):
@@ -225,8 +234,7 @@ def test_capacities_beyond_the_layer_width_are_clamped_or_refused(fake_poptorch)
     with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
         call_spiking(layer, wide)
     with pytest.raises(ValueError, match="capacity K=9 exceeds in_features=8"):
-        ipu.readout_layer(ReadoutLayer(8, 2), wide, torch.zeros(2, 8), None,
-                          torch.full((2,), 0.9))
+        call_readout(ReadoutLayer(8, 2, bias=False), wide)
 
 
 # --------------------------------------------------------------------------- traced graphs

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from snn_ipu import _C
-from snn_ipu.backends.tiles import tile_starts_for
+from snn_ipu.backends.work_split import tile_starts_for
 from snn_ipu.planning import LayerPlanRow, PlanError, PlanReport, plan
 
 KIB = 1024

@@ -16,7 +16,7 @@ from conftest import assert_rel_close, binary
 
 from snn_ipu import LIFLayer, ReadoutLayer, SynapticLayer
 from snn_ipu.backends import emulator
-from snn_ipu.backends.tiles import WorkSplit
+from snn_ipu.backends.work_split import WorkSplit
 
 T, B, IN, N = 12, 5, 30, 16
 SPLITS = [(1, 2), (1, 5), (2, 3)]  # (tiles, sample groups); B = 5
@@ -26,7 +26,8 @@ SPLITS = [(1, 2), (1, 5), (2, 3)]  # (tiles, sample groups); B = 5
 def force_split(monkeypatch):
     def force(num_tiles, groups):
         starts = np.linspace(0, N, num_tiles + 1).astype(np.int32)
-        monkeypatch.setattr(emulator, "_plan", lambda layer, spikes: WorkSplit(starts, groups))
+        monkeypatch.setattr(emulator, "_plan",
+                            lambda cfg, spikes, weight: WorkSplit(starts, groups))
 
     return force
 

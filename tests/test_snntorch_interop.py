@@ -155,7 +155,7 @@ def test_a_module_with_its_layers_as_attributes():
 
     ours = from_snntorch(Net())
     assert torch.equal(ours[0].beta, torch.linspace(0.5, 0.95, HID))
-    assert isinstance(ours[0].threshold, nn.Parameter) and float(ours[0].threshold) == \
+    assert isinstance(ours[0].threshold, nn.Parameter) and float(ours[0].threshold.detach()) == \
         pytest.approx(0.7)
     assert ours[0].surrogate.slope == 10 and ours[1].surrogate.slope == 5
     assert ours[1].bias is None and ours[1].reset == "zero"

@@ -67,7 +67,8 @@ template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g
   initial(s.spiked, options_.initialSpikes);
   const std::size_t rows = std::size_t(shape_.steps) * B, dense = rows * width;
   const bool allEligible = std::isinf(neuron_.gradWindow) && neuron_.gradWindow > 0;
-  s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width);
+  s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width,
+                 options_.budget ? *options_.budget : MemoryBudget::unlimited());
   if (recWeight_) {
     s.recentIds.assign(2 * std::size_t(B) * width, 0);
     s.recentCounts.assign(2 * std::size_t(B), 0);

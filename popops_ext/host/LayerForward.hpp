@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "LayerViews.hpp"
+#include "MemoryBudget.hpp"
 #include "StepLists.hpp"
 #include "TileLayout.hpp"
 #include "TileListHistory.hpp"
@@ -24,7 +25,7 @@ namespace snn {
 
 struct ForwardOptions {
   unsigned capacity; // 0: auto
-  int overflow;      // Overflow
+  unsigned overflow; // OverflowPolicy
   bool keepDenseState;
   unsigned numThreads;
   // [T x B x out] feed-forward currents W x[t], computed by the caller (a GEMM,
@@ -39,6 +40,8 @@ struct ForwardOptions {
   const float *initialSpikes = nullptr;
   bool returnState = false; // the bindings copy the last step's state out
   unsigned sampleGroups = 1; // see SampleGroups; results do not depend on it
+  // What the list histories may take (MemoryBudget.hpp); outlives the call.
+  MemoryBudget *budget = nullptr;
 };
 
 struct OverflowAt {

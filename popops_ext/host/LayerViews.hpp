@@ -1,17 +1,17 @@
-// What the executor needs to know about one layer call: the integer codes
-// shared with Python, the neuron parameters and non-owning views of the
-// caller's arrays (validated by the bindings before any kernel runs).
+// What the executor needs to know about one layer call: its codes
+// (Codes.hpp), the neuron parameters and non-owning views of the caller's
+// arrays (validated by the bindings before any kernel runs).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
+#include "Codes.hpp"
+
 namespace snn {
 
-enum Model : int { MODEL_LEAKY = 0, MODEL_SYNAPTIC = 1, MODEL_READOUT = 2 };
-enum Overflow : int { OVERFLOW_ERROR = 0, OVERFLOW_DROP = 1, OVERFLOW_GROW = 2 };
 
 struct NeuronSpec {
-  int model;
+  unsigned model; // Model
   unsigned reset;
   unsigned surrogateKind;
   float surrogateP0;

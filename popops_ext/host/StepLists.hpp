@@ -22,10 +22,9 @@ class StepLists {
 public:
   // The runs' sizes first, on the calling thread (a pass over the counts
   // alone), then the copies, the steps shared among threads with no barrier
-  // and each sample's end written as its row is copied. Sizing the steps in
-  // the threads, waiting for all of them and copying in a second pass over
-  // the ends took 1.6x as long (S's input at 0.5% activity, 2 threads: 38 us
-  // against 23; 2.8x single-threaded with the list in cache).
+  // and each sample's end written as its row is copied: one pass over the
+  // ids and no wait for the slowest thread between two passes, which would
+  // cost more than the copies at low activity.
   void build(const SpikeListView &in, unsigned steps, const SampleGroups &groups,
              unsigned numThreads) {
     const unsigned batch = groups.batch(), G = groups.count();

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "MemoryBudget.hpp"
 #include "RawVector.hpp"
 
 namespace snn {
@@ -19,14 +20,16 @@ struct TileListHistory {
   std::vector<std::size_t> spikeStart, eligibleStart; // [rows + 1]
   std::vector<unsigned> counts;                       // [rows x {spikes, eligible-only}]
 
-  void init(std::size_t rows, std::size_t expectedSpikes, std::size_t expectedEligible) {
+  void init(std::size_t rows, std::size_t expectedSpikes, std::size_t expectedEligible,
+            MemoryBudget &budget) {
+    budget_ = &budget;
     spikeStart.assign(rows + 1, 0);
     eligibleStart.assign(rows + 1, 0);
     counts.assign(2 * rows, 0);
-    spikeIds.resize(expectedSpikes);
-    spikeMembrane.resize(expectedSpikes);
-    eligibleIds.resize(expectedEligible);
-    eligibleMembrane.resize(expectedEligible);
+    spikeIds.clear();
+    eligibleIds.clear();
+    grow(spikeIds, spikeMembrane, expectedSpikes);
+    grow(eligibleIds, eligibleMembrane, expectedEligible);
   }
 
   void reserveRow(std::size_t row, std::size_t width) {
@@ -40,13 +43,17 @@ struct TileListHistory {
   }
 
 private:
-  static void grow(RawVector<int> &ids, RawVector<float> &mem, std::size_t need) {
+  void grow(RawVector<int> &ids, RawVector<float> &mem, std::size_t need) {
     if (ids.size() >= need)
       return;
     const std::size_t size = need > 2 * ids.size() ? need : 2 * ids.size();
+    budget_->take((size - ids.size()) * (sizeof(int) + sizeof(float)),
+                  "the spike lists (spikes and gradient-eligible neurons)");
     ids.resize(size);
     mem.resize(size);
   }
+
+  MemoryBudget *budget_ = nullptr;
 };
 
 } // namespace snn

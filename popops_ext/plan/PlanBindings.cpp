@@ -116,6 +116,23 @@ void registerPlanBindings(py::module_ &m) {
          bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
          unsigned weightBytes, const std::string &target, unsigned threads, unsigned neuronsPerTile,
          bool denseHistory) {
+        // Sizes multiply into byte and element counts: beyond int32 they would wrap.
+        for (const auto &[name, value] :
+             {std::pair<const char *, unsigned>{"in_features", inFeatures},
+              {"out_features", outFeatures}, {"batch", batch}, {"timesteps", timesteps},
+              {"capacity_in", capacityIn}, {"capacity_out", capacityOut},
+              {"threads", threads}, {"neurons_per_tile", neuronsPerTile}})
+          if (value > 0x7fffffffu)
+            throw std::invalid_argument(std::string(name) + " must be below 2**31");
+        for (const auto &[name, value] :
+             {std::pair<const char *, unsigned>{"in_features", inFeatures},
+              {"out_features", outFeatures}, {"batch", batch}, {"timesteps", timesteps}})
+          if (value == 0)
+            throw std::invalid_argument(std::string(name) + " must be at least 1");
+        if (weightBytes != 2 && weightBytes != 4)
+          throw std::invalid_argument("weight_bytes must be 2 or 4");
+        if (!(activity >= 0.0 && activity <= 1.0))
+          throw std::invalid_argument("activity must lie in [0, 1]");
         plan::LayerSpec spec;
         spec.inFeatures = inFeatures;
         spec.outFeatures = outFeatures;

@@ -1,19 +1,19 @@
-"""Backends: one interface, three implementations.
+"""Backends: one contract (:mod:`.contract`), several implementations.
 
 ``reference``: dense PyTorch autograd, the ground truth in tests.
 ``emulator``: the C++ host executor running the IPU codelets (default on CPU).
 ``ipu``: a PopTorch custom op, used when running on an IPU.
 
-Each backend module provides ``spiking_layer(layer, config, spikes, weight,
-bias, rec_weight, beta, threshold, alpha) -> SparseSpikes`` (``config``: the
-call's ``LayerConfig``, from ``layer.config(records_grad)``) and
-``readout_layer(layer, spikes, weight, bias, beta) -> Tensor``.
+Each backend module implements :class:`~.contract.Backend`: ``spiking_layer`` and
+``readout_layer`` take a layer's config, input spikes, parameters and initial state,
+and return its output and a :class:`~.contract.CallRecord`.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+
+from .contract import Backend
 
 __all__ = ["select"]
 
@@ -26,7 +26,7 @@ def _running_on_ipu() -> bool:
     return bool(poptorch.isRunningOnIpu())
 
 
-def select(name: str) -> ModuleType:
+def select(name: str) -> Backend:
     """The backend module for a layer's ``backend`` setting."""
     if name == "auto":
         name = "ipu" if _running_on_ipu() else "emulator"

@@ -15,14 +15,17 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from .._codes import MODELS, RESETS
+from .._native import _C
 from ..spikes import SparseSpikes
-from .tiles import model_code, tile_starts_for
+from ..surrogate import ATan
+from .contract import CallRecord, LayerConfig, LayerParams, LayerState
+from .work_split import model_code, tile_starts_for
 
 __all__ = [
     "DOMAIN",
@@ -39,7 +42,6 @@ DOMAIN = "ai.snn_ipu"
 DOMAIN_VERSION = 1
 LIBRARY_ENV = "SNN_IPU_POPART_LIB"
 _LIBRARY_NAME = "libsnn_ipu_popart.so"
-_IPU_TILES = 1472
 
 _loaded: Dict[str, ctypes.CDLL] = {}
 
@@ -96,34 +98,32 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     )
 
 
-def _neurons_per_tile(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> int:
+def _neurons_per_tile(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
+                      capacity: int, dense_history: bool) -> int:
     """The tile size the planner picks for ipu2 (what snn_ipu.planning reports)."""
-    try:
-        starts = tile_starts_for(
-            layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
-            recurrent=layer.recurrent, model=layer.neuron_model,
-            capacity_in=spikes.capacity, capacity_out=capacity,
-            weight_bytes=layer.weight.element_size(), target="ipu2", threads=1,
-            dense_history=dense_history,
-        )
-    except ImportError:  # the planner ships with the emulator's extension
-        per_tile = math.ceil(layer.out_features / _IPU_TILES)
-        return max(8, -(-per_tile // 8) * 8)
+    starts = tile_starts_for(
+        cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
+        recurrent=cfg.recurrent, model=cfg.model, capacity_in=spikes.capacity,
+        capacity_out=capacity, weight_bytes=weight.element_size(), target="ipu2", threads=1,
+        dense_history=dense_history,
+    )
     return int(starts[1] - starts[0])
 
 
-def _tiles(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> Dict[str, int]:
+def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacity: int,
+           dense_history: bool) -> Dict[str, int]:
     """``neurons_per_tile`` and ``first_tile`` of the layer's op: where
     :func:`snn_ipu.planning.place` put the layer, else the planner's tile size
     from tile 0."""
-    placed = getattr(layer, "ipu_tiles", None)
+    placed = cfg.ipu_tiles
     if placed is None:
-        return {"neurons_per_tile": _neurons_per_tile(layer, spikes, capacity, dense_history),
+        return {"neurons_per_tile": _neurons_per_tile(cfg, spikes, weight, capacity,
+                                                      dense_history),
                 "first_tile": 0}
     shape = (spikes.batch_size, spikes.num_steps)
     if shape != (placed.batch_size, placed.num_steps):
         raise ValueError(
-            f"{layer.name} was placed on the IPU for batch_size={placed.batch_size}, "
+            f"{cfg.name} was placed on the IPU for batch_size={placed.batch_size}, "
             f"num_steps={placed.num_steps}, but this call has batch_size={shape[0]}, "
             f"num_steps={shape[1]}: run snn_ipu.planning.place(model, {shape[0]}, {shape[1]}) "
             "again (IPU shapes are fixed when the model compiles)"
@@ -132,7 +132,7 @@ def _tiles(layer, spikes: SparseSpikes, capacity: int, dense_history: bool) -> D
 
 
 def pack_attributes(
-    config,
+    config: LayerConfig,
     capacity: int,
     neurons_per_tile: int,
     has_bias: bool,
@@ -142,15 +142,17 @@ def pack_attributes(
 ) -> Dict[str, Any]:
     """The custom op's attributes: ints and floats only, as PopTorch requires.
 
-    ``config`` is a layer's :class:`~snn_ipu.layers.LayerConfig`. An infinite
-    gradient window is sent as ``-1.0`` (the C++ side reads negative as inf).
+    An infinite gradient window is sent as ``-1.0`` (the C++ side reads negative as
+    inf). A readout has no reset, surrogate or window: it is sent as reset "none"
+    with ATan's defaults, which its graph does not read.
     """
-    p0, p1 = config.surrogate.params
+    surrogate = config.surrogate if config.spiking else ATan()
+    p0, p1 = surrogate.params
     window = config.grad_window
     return {
-        "model": int(config.model_code),
-        "reset": int(config.reset_code),
-        "surrogate_kind": int(config.surrogate.kind),
+        "model": MODELS[config.model],
+        "reset": RESETS[config.reset if config.spiking else "none"],
+        "surrogate_kind": int(surrogate.kind),
         "surrogate_p0": float(p0),
         "surrogate_p1": float(p1),
         "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
@@ -164,31 +166,27 @@ def pack_attributes(
     }
 
 
-def _capacity(layer, spikes: SparseSpikes, dense_history: bool) -> int:
-    if layer.max_spikes is not None:
-        # A row holds at most out_features entries; the op's graph is planned so.
-        return min(int(layer.max_spikes), layer.out_features)
+def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
+              dense_history: bool) -> int:
+    if cfg.capacity is not None:
+        return cfg.capacity
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
-    try:
-        from .. import _C
-    except ImportError:
-        return max(1, min(layer.out_features, math.ceil(0.2 * layer.out_features)))
     plan = _C.plan_layer(
-        layer.in_features, layer.out_features, spikes.batch_size, spikes.num_steps,
-        layer.recurrent, model_code(layer.neuron_model), spikes.capacity, 0, 0.05,
-        layer.weight.element_size(), "ipu2", 1, dense_history=dense_history,
+        cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, 0.05,
+        weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
 
 
-def _check_input_capacity(layer, spikes: SparseSpikes) -> None:
+def _check_input_capacity(cfg: LayerConfig, spikes: SparseSpikes) -> None:
     # The op's graph holds an input row to in_features entries; the gradient of a
     # wider list would come back narrower than the list.
-    if spikes.capacity > layer.in_features:
+    if spikes.capacity > cfg.in_features:
         raise ValueError(
-            f"{layer.name}: the input list's capacity K={spikes.capacity} exceeds "
-            f"in_features={layer.in_features}; on the IPU list the input with "
-            f"max_spikes <= {layer.in_features}"
+            f"{cfg.name}: the input list's capacity K={spikes.capacity} exceeds "
+            f"in_features={cfg.in_features}; on the IPU list the input with "
+            f"max_spikes <= {cfg.in_features}"
         )
 
 
@@ -199,37 +197,28 @@ def _float(t: Optional[torch.Tensor], size: Sequence[int], like: torch.Tensor) -
     return t
 
 
-def _no_carried_state(layer) -> None:
-    if layer.carry_state:
+def _no_carried_state(cfg: LayerConfig, initial: Optional[LayerState]) -> None:
+    if cfg.return_state or initial is not None:
         raise ValueError(
-            f"{layer.name}: carry_state is not supported on the ipu backend yet (the op "
+            f"{cfg.name}: carry_state is not supported on the ipu backend yet (the op "
             "starts every call from zero state)"
         )
 
 
-def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha, initial=None):
-    _no_carried_state(layer)
+def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+    _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()
-    if layer.overflow != "drop" and not layer.overflow_warned:
-        # Shapes are static and the host cannot stop a compiled step: the op drops.
-        warnings.warn(
-            f"{layer.name}: overflow={layer.overflow!r} cannot be honoured on the IPU; spikes "
-            f"beyond max_spikes={layer.max_spikes} are dropped there (each still resets its "
-            "neuron). Check the capacity on the emulator (layer.stats['needed_capacity']) and "
-            "set overflow='drop' to silence this.",
-            stacklevel=3,
-        )
-        layer.overflow_warned = True
-    _check_input_capacity(layer, spikes)
-    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    _check_input_capacity(cfg, spikes)
+    weight, bias, beta, alpha = params.weight, params.bias, params.beta, params.alpha
+    T, B, N = spikes.num_steps, spikes.batch_size, cfg.out_features
     learn_decay = bool(getattr(beta, "requires_grad", False)) or bool(
         alpha is not None and getattr(alpha, "requires_grad", False))
-    capacity = _capacity(layer, spikes, learn_decay)
+    capacity = _capacity(cfg, spikes, weight, learn_decay)
     attributes = pack_attributes(
-        config, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
-        **_tiles(layer, spikes, capacity, learn_decay),
+        cfg, capacity, has_bias=bias is not None, keep_dense_state=learn_decay,
+        **_tiles(cfg, spikes, weight, capacity, learn_decay),
     )
     f32 = torch.zeros(1, dtype=torch.float32, device=weight.device)
     inputs = [
@@ -238,13 +227,13 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         spikes.values.to(torch.float32),
         weight,
         _float(bias, (N,), f32),
-        _float(rec_weight, (1, 1), weight),
+        _float(params.rec_weight, (1, 1), weight),
         beta,
-        threshold,
+        params.threshold,
         _float(alpha, (1,), f32),
     ]
     dense = (T, B, N) if learn_decay else (1,)
-    dense_syn = dense if config.model == "synaptic" else (1,)
+    dense_syn = dense if cfg.model == "synaptic" else (1,)
     example_outputs = [
         torch.zeros(T, B, capacity, dtype=torch.float32),  # values
         torch.zeros(T, B, capacity, dtype=torch.int32),    # ids
@@ -258,30 +247,39 @@ def spiking_layer(layer, config, spikes: SparseSpikes, weight, bias, rec_weight,
         inputs, "SnnSpikingLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=example_outputs, attributes=attributes,
     )
-    return SparseSpikes._made(ids, counts, N, values)
+    record = CallRecord("ipu", T, B, N)
+    if cfg.overflow != "drop":
+        # Shapes are static and the host cannot stop a compiled step: the op drops.
+        record.warnings.append(
+            f"overflow={cfg.overflow!r} cannot be honoured on the IPU; spikes beyond "
+            f"max_spikes={capacity} are dropped there (each still resets its neuron). Check "
+            "the capacity on the emulator (layer.stats['needed_capacity']) and set "
+            "overflow='drop' to silence this.")
+    return SparseSpikes._made(ids, counts, N, values), record
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
-    _no_carried_state(layer)
+def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+    _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()
-    config = layer.config()
-    _check_input_capacity(layer, spikes)
-    T, B, N = spikes.num_steps, spikes.batch_size, layer.out_features
+    _check_input_capacity(cfg, spikes)
+    T, B, N = spikes.num_steps, spikes.batch_size, cfg.out_features
+    weight = params.weight
     attributes = pack_attributes(
-        config, 0, has_bias=bias is not None, keep_dense_state=False,
-        **_tiles(layer, spikes, 0, False),
+        cfg, 0, has_bias=params.bias is not None, keep_dense_state=False,
+        **_tiles(cfg, spikes, weight, 0, False),
     )
     inputs = [
         spikes.ids.to(torch.int32),
         spikes.counts.to(torch.int32),
         spikes.values.to(torch.float32),
         weight,
-        _float(bias, (N,), torch.zeros(1, dtype=torch.float32, device=weight.device)),
-        beta,
+        _float(params.bias, (N,), torch.zeros(1, dtype=torch.float32, device=weight.device)),
+        params.beta,
     ]
     (membrane,) = poptorch.custom_op(
         inputs, "SnnReadoutLayer", DOMAIN, DOMAIN_VERSION,
         example_outputs=[torch.zeros(T, B, N, dtype=torch.float32)], attributes=attributes,
     )
-    return membrane
+    return membrane, CallRecord("ipu", T, B, N)

@@ -1,4 +1,5 @@
-"""Dense PyTorch implementation of the numerics contract: the ground truth.
+"""Dense PyTorch implementation of the numerics contract (docs/numerics.md): the
+ground truth of the tests.
 
 Everything is dense [T, B, N] autograd; nothing here is fast. The only sparse
 step is the last one, listing the output spikes and eligible neurons, so that
@@ -11,9 +12,11 @@ from typing import Optional, Tuple
 
 import torch
 
-from ..layers import LayerState
-from ..spikes import SparseSpikes, listed_only, lists_from_masks
-from .bookkeeping import apply_overflow, record_stats
+from .. import _memory
+from .._devices import values_readable
+from ..lists import listed_only, lists_by_rank, lists_from_masks
+from ..spikes import SparseSpikes
+from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 
 __all__ = ["spiking_layer", "readout_layer", "spike"]
 
@@ -59,6 +62,18 @@ def _compute_dtype(weight: torch.Tensor) -> torch.dtype:
     return torch.float64 if weight.dtype == torch.float64 else torch.float32
 
 
+# Bytes of the dense autograd graph per neuron-step, a lower bound (measured 40-80: the
+# membrane, spikes, masks and surrogate inputs of every step are kept for backward).
+_GRAPH_BYTES_PER_NEURON_STEP = 32
+
+
+def _preflight(cfg: LayerConfig, spikes: SparseSpikes) -> None:
+    T, B, _ = spikes.dense_shape
+    _memory.require(cfg.name, T * B * cfg.out_features * _GRAPH_BYTES_PER_NEURON_STEP,
+                    "the reference backend keeps every neuron-step of the call (dense); run "
+                    "fewer timesteps T or samples B per call, or use backend='emulator'")
+
+
 def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
     dtype = _compute_dtype(weight)
     x = spikes.to_dense().to(dtype)
@@ -66,11 +81,14 @@ def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
     return current if bias is None else current + bias
 
 
-def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, beta, threshold,
-                  alpha, initial=None):
+def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+    _preflight(cfg, spikes)
     T, B, _ = spikes.dense_shape
-    N = layer.out_features
-    current = _input_current(spikes, weight, bias)
+    N = cfg.out_features
+    beta, threshold, alpha = params.beta, params.threshold, params.alpha
+    current = _input_current(spikes, params.weight, params.bias)
+    record = CallRecord("reference", T, B, N, paths={"path": "dense"})
     window = cfg.window
     drop_per_step = cfg.recurrent and cfg.capacity is not None and cfg.overflow == "drop"
 
@@ -88,7 +106,7 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
                                   cfg.capacity)
             r_prev = kept.to(current.dtype)
     # Cast once: a cast per step would also sum a half V's gradient in half, step by step.
-    rec_t = rec_weight.to(current.dtype).t() if cfg.recurrent else None
+    rec_t = params.rec_weight.to(current.dtype).t() if cfg.recurrent else None
     S_all, spk_all, elig_all, U_all = [], [], [], []
     for t in range(T):
         drive = current[t]
@@ -118,33 +136,40 @@ def spiking_layer(layer, cfg, spikes: SparseSpikes, weight, bias, rec_weight, be
         r_prev = torch.where(listed, S, S.new_zeros(()))
         s_prev = S.detach()
         S_all.append(S)
-        if layer.record_membrane:
+        if cfg.record_membrane:
             U_all.append(U.detach())
         spk_all.append(spk)
         elig_all.append(elig)
 
-    if layer.carry_state:
-        layer.state = LayerState(U.detach().float(),
-                                 syn.detach().float() if cfg.model == "synaptic" else None,
-                                 spk.float())
+    if cfg.return_state:
+        record.final_state = LayerState(
+            U.detach().float(), syn.detach().float() if cfg.model == "synaptic" else None,
+            spk.float())
     S_all = torch.stack(S_all)
-    layer.last_membrane = torch.stack(U_all) if layer.record_membrane else None
+    record.membrane = torch.stack(U_all) if cfg.record_membrane else None
     spk_all = torch.stack(spk_all)
     elig_all = torch.stack(elig_all)
-    ids, counts, overflow = lists_from_masks(spk_all, elig_all, cfg.capacity, cfg.overflow)
-    K = ids.shape[-1]
-    apply_overflow(layer, K, overflow)
+    if not values_readable(S_all):
+        # A traced graph (meta tensors): lists of static shape, and nothing to count.
+        ids, counts, _ = lists_by_rank(spk_all, cfg.capacity, cfg.overflow, elig_all,
+                                       cfg.name)
+        values = listed_only(torch.gather(S_all, -1, ids.long()), counts)
+        return SparseSpikes._made(ids, counts, N, values), record
+    ids, counts, record.overflow = lists_from_masks(spk_all, elig_all, cfg.capacity,
+                                                    cfg.overflow)
     values = listed_only(torch.gather(S_all, -1, ids.long()), counts)
-    needed = (spk_all | elig_all).sum(-1).max()
-    record_stats(
-        layer, "reference", T, B, int(spk_all.sum()), K, int(needed), overflow,
-        int((counts[..., 1] - counts[..., 0]).sum()), path="dense",
-    )
-    return SparseSpikes._made(ids, counts, N, values)
+    record.capacity = ids.shape[-1]
+    record.needed_capacity = int((spk_all | elig_all).sum(-1).max())
+    record.total_spikes = int(spk_all.sum())
+    record.eligible_listed = int((counts[..., 1] - counts[..., 0]).sum())
+    return SparseSpikes._made(ids, counts, N, values), record
 
 
-def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None) -> torch.Tensor:
-    current = _input_current(spikes, weight, bias)
+def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
+                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+    _preflight(cfg, spikes)
+    beta = params.beta
+    current = _input_current(spikes, params.weight, params.bias)
     # From zero state, as the spiking layers: beta then takes part from step 0 on, and
     # gets a zero gradient (not none) from a one-step call, as on the emulator.
     U = current.new_zeros(current.shape[1:]) if initial is None else initial.membrane.to(
@@ -154,7 +179,9 @@ def readout_layer(layer, spikes: SparseSpikes, weight, bias, beta, initial=None)
         U = beta * U + current[t]
         out.append(U)
     out = torch.stack(out)
-    layer.last_membrane = out.detach() if layer.record_membrane else None
-    if layer.carry_state:
-        layer.state = LayerState(out[-1].detach().float(), None, None)
-    return out
+    T, B, N = out.shape
+    record = CallRecord("reference", T, B, N, membrane=out.detach() if cfg.record_membrane
+                        else None)
+    if cfg.return_state:
+        record.final_state = LayerState(out[-1].detach().float(), None, None)
+    return out, record

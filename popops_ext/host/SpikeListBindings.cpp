@@ -1,0 +1,102 @@
+// _C.check_spike_list, _C.spike_counts and its gradient: the [T, B, K] lists
+// read by native code, each scanned first (listed ids in range, counts
+// consistent), so a list edited through .data raises instead of reading or
+// writing out of bounds.
+#include "SpikeListBindings.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "NumpyArgs.hpp"
+#include "SpikeCounts.hpp"
+
+namespace snn {
+
+namespace {
+
+template <typename V> using Array = py::array_t<V, py::array::c_style | py::array::forcecast>;
+
+// A whole [T, B, K] list scanned as the executor scans its input (its steps
+// and samples taken from ids); returns its spike total.
+std::int64_t checkWholeList(const IntArray &ids, const IntArray &counts, unsigned numIds,
+                            const char *name) {
+  if (ids.ndim() != 3)
+    throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
+                                " dimensions");
+  return checkSpikeList(ids, counts, unsigned(ids.shape(0)), unsigned(ids.shape(1)), numIds,
+                        false, name);
+}
+
+SpikeListView checkedCountList(const IntArray &ids, const IntArray &counts, int numNeurons) {
+  if (numNeurons < 1)
+    throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
+  checkWholeList(ids, counts, unsigned(numNeurons), "spike list");
+  return listView(ids, counts);
+}
+
+template <typename V>
+py::array spikeCountsAs(const IntArray &ids, const IntArray &counts, const py::array &values,
+                        int numNeurons) {
+  const SpikeListView list = checkedCountList(ids, counts, numNeurons);
+  const Array<V> v = Array<V>::ensure(values);
+  requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
+  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
+  Array<V> out({py::ssize_t(B), py::ssize_t(numNeurons)});
+  std::fill(out.mutable_data(), out.mutable_data() + out.size(), V(0));
+  sumListedByNeuron(list, v.data(), T, B, unsigned(numNeurons), out.mutable_data());
+  return std::move(out);
+}
+
+template <typename V>
+py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const py::array &grad) {
+  const Array<V> g = Array<V>::ensure(grad);
+  if (g.ndim() != 2)
+    throw std::invalid_argument("grad must be [B, num_neurons]");
+  const SpikeListView list = checkedCountList(ids, counts, int(g.shape(1)));
+  requireShape(g, {ids.shape(1), g.shape(1)}, "grad");
+  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
+  Array<V> out({ids.shape(0), ids.shape(1), ids.shape(2)});
+  std::fill(out.mutable_data(), out.mutable_data() + out.size(), V(0));
+  gatherListedByNeuron(list, g.data(), T, B, unsigned(g.shape(1)), out.mutable_data());
+  return std::move(out);
+}
+
+// float32 or float64, as `like`.
+template <typename F> auto byDtype(const py::array &like, const char *name, F &&f) {
+  if (py::isinstance<py::array_t<float>>(like))
+    return f(float{});
+  if (py::isinstance<py::array_t<double>>(like))
+    return f(double{});
+  throw std::invalid_argument(std::string(name) + " must be float32 or float64");
+}
+
+} // namespace
+
+void registerSpikeListBindings(py::module_ &m) {
+  m.def(
+      "check_spike_list",
+      [](const IntArray &ids, const IntArray &counts, unsigned numIds) {
+        return checkWholeList(ids, counts, numIds, "input list");
+      },
+      py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
+      "Checks a list's counts and listed ids as the executor does; returns its spike total.");
+  m.def(
+      "spike_counts",
+      [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {
+        return byDtype(values, "values", [&](auto v) {
+          return spikeCountsAs<decltype(v)>(ids, counts, values, numNeurons);
+        });
+      },
+      py::arg("ids"), py::arg("counts"), py::arg("values"), py::arg("num_neurons"));
+  m.def(
+      "spike_counts_grad",
+      [](const IntArray &ids, const IntArray &counts, const py::array &grad) {
+        return byDtype(grad, "grad", [&](auto v) {
+          return spikeCountsGradAs<decltype(v)>(ids, counts, grad);
+        });
+      },
+      py::arg("ids"), py::arg("counts"), py::arg("grad"));
+}
+
+} // namespace snn

@@ -1,0 +1,15 @@
+"""The integer codes of neuron models, resets, surrogates and overflow policies, by
+name: taken from the extension (``codelets/Codes.hpp`` is their only definition)."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from ._native import _C
+
+__all__ = ["MODELS", "OVERFLOWS", "RESETS", "SURROGATES"]
+
+MODELS: Dict[str, int] = dict(_C.codes["models"])
+RESETS: Dict[str, int] = dict(_C.codes["resets"])
+SURROGATES: Dict[str, int] = dict(_C.codes["surrogates"])
+OVERFLOWS: Dict[str, int] = dict(_C.codes["overflow_policies"])

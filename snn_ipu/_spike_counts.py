@@ -1,0 +1,48 @@
+"""``SparseSpikes.spike_counts`` in native code on the CPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from ._native import _C, numpy_view
+from .lists import listed_only
+
+if TYPE_CHECKING:
+    from .spikes import SparseSpikes
+
+
+class SpikeCounts(torch.autograd.Function):
+    """``spike_counts`` of a list on the CPU in native code, which reads the listed
+    entries alone: torch's scatter over the whole ``[T, B, K]`` list (the form for
+    other devices, which graph compilers trace) reads every padding entry too, and
+    took ~2 ms of a 13 ms training step at 1% activity (forward and backward)."""
+
+    @staticmethod
+    def takes(spikes: SparseSpikes) -> bool:
+        return all(t.device.type == "cpu" for t in (spikes.ids, spikes.counts, spikes.values)) \
+            and spikes.values.dtype in (torch.float32, torch.float64)
+
+    @staticmethod
+    def forward(ctx, ids, counts, values, num_neurons):
+        ctx.save_for_backward(ids, counts)
+        try:
+            counted = _C.spike_counts(
+                numpy_view(ids), numpy_view(counts), numpy_view(values), num_neurons
+            )
+        except ValueError as exc:  # a list edited after validation
+            raise ValueError(f"SparseSpikes.spike_counts: {exc}") from exc
+        return torch.from_numpy(counted)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ids, counts = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: a form autograd can differentiate
+            T, B, K = ids.shape
+            idx = ids.long().permute(1, 0, 2).reshape(B, T * K)
+            gathered = grad.gather(-1, idx).reshape(B, T, K).permute(1, 0, 2)
+            return None, None, listed_only(gathered, counts), None
+        return None, None, torch.from_numpy(
+            _C.spike_counts_grad(numpy_view(ids), numpy_view(counts), numpy_view(grad))
+        ), None

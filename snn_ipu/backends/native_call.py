@@ -1,0 +1,116 @@
+"""The one place where a layer call's settings and tensors become the native
+executor's call objects (``_C.LayerCall``, ``_C.ForwardCall``, ``_C.BackwardCall``;
+popops_ext/host/LayerCall.hpp): codes from names, tensors as numpy views, absent
+tensors as None."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .._codes import MODELS, OVERFLOWS, RESETS
+from .._native import _C, numpy_view
+from .contract import LayerConfig, LayerParams, LayerState
+from .work_split import WorkSplit
+
+__all__ = ["backward_call", "forward_call", "grad_needs", "view"]
+
+
+def view(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
+    return None if t is None else numpy_view(t)
+
+
+def _neuron(cfg: LayerConfig) -> _C.NeuronSettings:
+    n = _C.NeuronSettings()
+    n.model = MODELS[cfg.model]
+    n.reset = RESETS["none"]
+    if cfg.spiking:
+        n.reset = RESETS[cfg.reset]
+        n.surrogate = cfg.surrogate.kind
+        n.surrogate_param, n.surrogate_height = cfg.surrogate.params
+        n.grad_window = cfg.window
+    return n
+
+
+def _layer(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch.Tensor,
+           in_counts: torch.Tensor, params: LayerParams,
+           initial: Optional[LayerState]) -> _C.LayerCall:
+    c = _C.LayerCall()
+    c.neuron = _neuron(cfg)
+    c.tile_starts = split.tile_starts
+    c.sample_groups = split.sample_groups
+    c.num_threads = threads
+    c.in_ids = view(in_ids)
+    c.in_counts = view(in_counts)
+    c.weight = view(params.weight)
+    c.bias = view(params.bias)
+    c.rec_weight = view(params.rec_weight)
+    c.beta = view(params.beta)
+    c.threshold = view(params.threshold)
+    c.alpha = view(params.alpha)
+    if initial is not None:
+        c.initial_membrane = view(initial.membrane)
+        c.initial_synaptic = view(initial.synaptic)
+    return c
+
+
+def forward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch.Tensor,
+                 in_counts: torch.Tensor, params: LayerParams, initial: Optional[LayerState],
+                 keep_dense: bool, input_currents: Optional[torch.Tensor],
+                 memory_budget: int) -> _C.ForwardCall:
+    """A forward call on an input list the caller has scanned already."""
+    c = _C.ForwardCall()
+    c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial)
+    c.capacity = cfg.capacity or 0
+    c.overflow = OVERFLOWS[cfg.overflow]
+    c.keep_dense_state = keep_dense
+    c.return_state = cfg.return_state
+    c.scan_input = False
+    c.memory_budget = memory_budget
+    c.input_currents = view(input_currents)
+    if initial is not None:
+        c.initial_spikes = view(initial.spikes)
+    return c
+
+
+def grad_needs(**flags: bool) -> _C.GradNeeds:
+    """``input``, ``weight``, ``bias``, ``rec_weight``, ``beta``, ``threshold``,
+    ``alpha``: which gradients to compute; ``current``: also return dL/dI."""
+    needs = _C.GradNeeds()
+    for name, value in flags.items():
+        setattr(needs, name, bool(value))
+    return needs
+
+
+def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch.Tensor,
+                  in_counts: torch.Tensor, params: LayerParams, initial: Optional[LayerState],
+                  membrane: torch.Tensor, grad_out: torch.Tensor, needs: _C.GradNeeds,
+                  out_ids: Optional[torch.Tensor] = None,
+                  out_counts: Optional[torch.Tensor] = None,
+                  dense_membrane: Optional[torch.Tensor] = None,
+                  dense_synaptic: Optional[torch.Tensor] = None,
+                  dropped_ids: Optional[torch.Tensor] = None,
+                  dropped_counts: Optional[torch.Tensor] = None) -> _C.BackwardCall:
+    """A backward call on lists the forward pass made or scanned (private copies)."""
+    c = _C.BackwardCall()
+    c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial)
+    c.membrane = view(membrane)
+    c.grad_out = view(grad_out.float())
+    c.needs = needs
+    c.scan_lists = False
+    c.out_ids, c.out_counts = view(out_ids), view(out_counts)
+    c.dense_membrane, c.dense_synaptic = view(dense_membrane), view(dense_synaptic)
+    c.dropped_ids, c.dropped_counts = view(dropped_ids), view(dropped_counts)
+    if initial is not None and initial.spikes is not None:
+        # S[-1] of every sample as ascending ids; under a capacity that drops, a
+        # recurrent layer's step 0 took the lowest-numbered ``capacity`` of them as its
+        # input, as at every other step; all of them reset their neurons.
+        nonzero = initial.spikes.nonzero()  # row-major: by sample, ids ascending
+        c.initial_spike_ids = numpy_view(nonzero[:, 1].to(torch.int32))
+        c.initial_spike_counts = numpy_view(torch.bincount(
+            nonzero[:, 0], minlength=initial.spikes.shape[0]).to(torch.int32).reshape(1, -1))
+        if cfg.recurrent and cfg.capacity and cfg.overflow == "drop":
+            c.initial_recurrent_cap = cfg.capacity
+    return c

@@ -1,0 +1,153 @@
+"""The training benchmark's command line: ``snn-ipu bench`` / ``python -m snn_ipu bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .configs import BACKENDS, CONFIGS, DEFAULT_ACTIVITIES, FAMILY, QUICK_ACTIVITIES
+from .networks import family_status
+from .report import plot, table
+from .summary import caption, markdown_table, summary_plot
+from .sweep import run_config
+
+#: Where results go without ``--out`` (a full run; a quick one goes to a temporary dir).
+DEFAULT_OUT = Path("bench_results")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
+    return value
+
+
+def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Training-step benchmark: our emulator (sparse / exact gradients) "
+                    "against SpikingJelly 2.0, a plain torch loop, snnTorch and our dense "
+                    "reference, on the same network, weights and inputs. See "
+                    "docs/performance.md.")
+    p.add_argument("--configs", nargs="+", default=["S", "L"], choices=sorted(CONFIGS))
+    p.add_argument("--activities", nargs="+", type=_fraction, default=None,
+                   help="target fractions of neurons spiking per step, in (0, 1] "
+                        f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; "
+                        f"{' '.join(map(str, QUICK_ACTIVITIES))} with --quick)")
+    p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    p.add_argument("--repeats", type=_positive_int, default=15,
+                   help="timed steps per backend (max)")
+    p.add_argument("--max-seconds", type=_positive_float, default=20.0,
+                   help="stop repeating a backend after this many seconds (>= 1 timed step)")
+    p.add_argument("--baseline-timing", choices=("auto", "each", "reuse"), default="auto",
+                   help="time dense baselines at each activity, or at 3 and reuse "
+                        "(auto: each on S, reuse on L)")
+    p.add_argument("--baseline-activities", nargs="+", type=_fraction, default=None,
+                   help="with reuse: the activities at which dense baselines are timed")
+    p.add_argument("--baseline-memory-once", action="store_true",
+                   help="measure dense baselines' peak memory at their first activity only")
+    p.add_argument("--thread-configs", nargs="*", default=["L"], choices=sorted(CONFIGS),
+                   help="configs on which emulator 1 vs 2 threads is timed")
+    p.add_argument("--thread-repeats", type=_positive_int, default=15,
+                   help="timed steps per thread count (max): a 2-thread step needs both "
+                        "cores free, so a busy spell of one skews a short series")
+    p.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="skip the per-step peak-memory subprocesses")
+    p.add_argument("--memory-timeout", type=_positive_float, default=300.0)
+    p.add_argument("--steps", type=_positive_int, default=None, help="override T")
+    p.add_argument("--batch", type=_positive_int, default=None, help="override B")
+    p.add_argument("--lr", type=_positive_float, default=1e-5,
+                   help="tiny, so that the weights and the activity stay at the calibrated "
+                        "point over the repeats (an Adam step's cost does not depend on it)")
+    p.add_argument("--adam", choices=("fused", "default"), default="fused",
+                   help="Adam implementation, the same for every backend (fused: PyTorch's "
+                        "fused CPU kernel where the installed torch has it)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: S only, T=20, B=32, 1 repeat, no thread check, results "
+                        "in a temporary directory unless --out is given")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"results directory (default ./{DEFAULT_OUT}/)")
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]] = None,
+               prog: str = "snn-ipu bench") -> argparse.Namespace:
+    args = parser(prog).parse_args(argv)
+    if args.activities is None:
+        args.activities = list(QUICK_ACTIVITIES if args.quick else DEFAULT_ACTIVITIES)
+    if args.quick:
+        args.configs = ["S"]
+        args.steps = args.steps or 20
+        args.batch = args.batch or 32
+        args.repeats = 1
+        args.thread_repeats = 1
+        args.max_seconds = min(args.max_seconds, 5.0)
+        args.thread_configs = []
+    return args
+
+
+def results_dir(args: argparse.Namespace, default: Path = DEFAULT_OUT) -> Path:
+    """--out, else ``default``; a quick run without --out writes to a new temporary
+    directory, never over committed results."""
+    if args.out is not None:
+        return Path(args.out)
+    if args.quick:
+        return Path(tempfile.mkdtemp(prefix="snn_ipu_bench_"))
+    return default
+
+
+def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
+         prog: str = "snn-ipu bench") -> int:
+    """Runs the benchmark; writes ``bench_<config>.json`` and ``.png`` per config and,
+    for the whole run, ``summary.md`` (the README's table) and ``summary.png``."""
+    args = parse_args(argv, prog)
+    out = results_dir(args, default_out)
+    out.mkdir(parents=True, exist_ok=True)
+    status = {fam: family_status(fam) for fam in sorted(set(FAMILY.values()))}
+    for fam, err in status.items():
+        if err:
+            print(f"note: backend {fam} unavailable: {err}")
+    t0 = time.perf_counter()
+    results = []
+    for name in args.configs:
+        print(f"config {name} ...", flush=True)
+        json_path = out / f"bench_{name}.json"
+        t_config = time.perf_counter()
+        result = run_config(name, args, status, partial_path=json_path)
+        result["wall_s"] = time.perf_counter() - t_config
+        result["args"] = {k: v for k, v in vars(args).items()}
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+        err = plot(result, out / f"bench_{name}.png")
+        print(table(result))
+        print(f"wrote {json_path}" + ("" if err is None else f" ({err})"), flush=True)
+        results.append(result)
+    (out / "summary.md").write_text(markdown_table(results, [0.01, 0.02]) + "\n\n"
+                                    + caption(results) + "\n")
+    summary_plot(results, out / "summary.png")
+    print(f"total {time.perf_counter() - t0:.0f}s; README table in {out / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""One training step of the benchmark's network on each backend.
+
+Every network starts from the same weights (:func:`~snn_ipu.bench.workload.weights_of`,
+zero biases) and inputs, runs the LIF neuron
+
+    U[t] = beta * U[t-1] + I[t] - S[t-1] * threshold,   S[t] = (U[t] > threshold)
+
+with the reset detached and the ATan surrogate (alpha = 2), and takes the cross-entropy
+of the output layer's spike counts over time as its loss; one step is forward, backward
+and an Adam step (the same Adam for every backend). Where a peer cannot express that
+equation exactly, its class docstring says what differs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..layers import LIFLayer
+from ..spikes import SparseSpikes
+from .configs import BETA, SPARSE_WINDOW, THRESHOLD
+from .workload import weights_of
+
+ATAN_ALPHA = 2.0
+
+
+def make_adam(params, lr: float, kind: str) -> torch.optim.Optimizer:
+    """The optimizer, the same for every backend. ``"fused"``: PyTorch's fused CPU Adam
+    (one pass over each parameter, torch >= 2.4), or the default where the installed torch
+    lacks it; ``"default"``: torch's default implementation (several passes per parameter)."""
+    if kind == "fused":
+        try:
+            return torch.optim.Adam(params, lr=lr, fused=True)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.Adam(params, lr=lr)
+
+
+def _linears(problem: dict) -> List[nn.Linear]:
+    sizes = problem["sizes"]
+    fcs = []
+    for i, w in enumerate(weights_of(problem)):
+        fc = nn.Linear(sizes[i], sizes[i + 1])
+        with torch.no_grad():
+            fc.weight.copy_(w)
+            fc.bias.zero_()
+        fcs.append(fc)
+    return fcs
+
+
+class TrainingNet:
+    """What the timing and memory code need of a network: ``step()`` (one training step,
+    returns the loss), ``activity()`` (spikes per neuron and step of each layer in the last
+    step), ``params`` and ``opt``."""
+
+    params: List[torch.Tensor]
+    opt: torch.optim.Optimizer
+
+    def step(self) -> float:
+        raise NotImplementedError
+
+    def activity(self) -> List[float]:
+        raise NotImplementedError
+
+
+class DenseNet(TrainingNet):
+    """Shared by the dense peers: ``nn.Linear`` layers, the dense input [T, B, in], the
+    loss on the output spike counts. Each layer's spike total of a step is kept as a
+    tensor (no synchronising read inside the timed step) and read by ``activity()``."""
+
+    def __init__(self, problem: dict, lr: float, adam: str):
+        self.fcs = _linears(problem)
+        self.params = [p for fc in self.fcs for p in fc.parameters()]
+        self.opt = make_adam(self.params, lr, adam)
+        self.x = problem["x"]
+        self.y = problem["y"]
+        self._spikes: List[torch.Tensor] = []
+
+    def forward(self) -> torch.Tensor:
+        """Output spikes [T, B, out]; records each layer's spike total in ``_spikes``."""
+        raise NotImplementedError
+
+    def step(self) -> float:
+        self.opt.zero_grad(set_to_none=True)
+        out = self.forward()
+        loss = F.cross_entropy(out.sum(0), self.y)
+        loss.backward()
+        self.opt.step()
+        return float(loss.detach())
+
+    def activity(self) -> List[float]:
+        T, B = self.x.shape[:2]
+        return [float(s) / (T * B * fc.out_features) for s, fc in zip(self._spikes, self.fcs)]
+
+
+class OursNet(TrainingNet):
+    """Our :class:`~snn_ipu.LIFLayer` on one backend; the input list is built once,
+    outside the timed step."""
+
+    def __init__(self, problem: dict, backend: str, grad_window: Optional[float], lr: float,
+                 adam: str):
+        sizes = problem["sizes"]
+        self.layers = []
+        for i, w in enumerate(weights_of(problem)):
+            layer = LIFLayer(sizes[i], sizes[i + 1], beta=BETA, threshold=THRESHOLD,
+                             grad_window=grad_window, backend=backend, name=f"layer{i + 1}")
+            with torch.no_grad():
+                layer.weight.copy_(w)
+                layer.bias.zero_()
+            self.layers.append(layer)
+        self.params = [p for layer in self.layers for p in layer.parameters()]
+        self.opt = make_adam(self.params, lr, adam)
+        self.x = SparseSpikes.from_dense(problem["x"])
+        self.y = problem["y"]
+
+    def forward(self) -> SparseSpikes:
+        s = self.x
+        for layer in self.layers:
+            s = layer(s)
+        return s
+
+    def step(self) -> float:
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward().spike_counts(), self.y)
+        loss.backward()
+        self.opt.step()
+        return float(loss.detach())
+
+    def activity(self) -> List[float]:
+        return [float(layer.stats.get("activity", float("nan"))) for layer in self.layers]
+
+
+class SnnTorchNet(DenseNet):
+    """``nn.Linear`` + ``snntorch.Leaky`` (subtract reset, ATan surrogate), the way
+    snnTorch's tutorials write it: a Python loop over T, each step through every layer."""
+
+    def __init__(self, problem: dict, lr: float, adam: str):
+        import snntorch as snn
+        from snntorch import surrogate
+
+        super().__init__(problem, lr, adam)
+        self.lifs = [snn.Leaky(beta=BETA, threshold=THRESHOLD, spike_grad=surrogate.atan(),
+                               reset_mechanism="subtract") for _ in self.fcs]
+
+    def forward(self) -> torch.Tensor:
+        mems = [lif.init_leaky() for lif in self.lifs]
+        totals = [torch.zeros(()) for _ in self.fcs]
+        outputs = []
+        for t in range(self.x.shape[0]):
+            h = self.x[t]
+            for i, (fc, lif) in enumerate(zip(self.fcs, self.lifs)):
+                h, mems[i] = lif(fc(h), mems[i])
+                totals[i] = totals[i] + h.detach().sum()
+            outputs.append(h)
+        self._spikes = totals
+        return torch.stack(outputs)
+
+
+class _HeavisideATan(torch.autograd.Function):
+    """S = (x > 0) forward; dS/dx = (alpha/2) / (1 + (pi/2 * alpha * x)^2) backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        z = (math.pi / 2 * ATAN_ALPHA) * x
+        return grad * ((ATAN_ALPHA / 2) / (1 + z * z))
+
+
+def lif_loop(currents: torch.Tensor, beta: float, threshold: float) -> torch.Tensor:
+    """The plain per-step LIF loop over currents [T, ...]: spikes [T, ...]."""
+    u = torch.zeros_like(currents[0])
+    s = torch.zeros_like(currents[0])
+    spikes = []
+    for t in range(currents.shape[0]):
+        u = beta * u + currents[t] - s.detach() * threshold
+        s = _HeavisideATan.apply(u - threshold)
+        spikes.append(s)
+    return torch.stack(spikes)
+
+
+class TorchLoopNet(DenseNet):
+    """The simplest fast dense baseline: each ``nn.Linear`` on all T steps at once (one
+    GEMM), then a Python loop over T of the neuron update with a tiny autograd Function
+    for the spike (:func:`lif_loop`); the same equation as ours and snnTorch's."""
+
+    def forward(self) -> torch.Tensor:
+        h = self.x
+        totals = []
+        for fc in self.fcs:
+            h = lif_loop(fc(h), BETA, THRESHOLD)
+            totals.append(h.detach().sum())
+        self._spikes = totals
+        return h
+
+
+def spikingjelly_tau(beta: float) -> float:
+    """SpikingJelly's LIF time constant for a decay factor: with ``decay_input=False`` its
+    charge is H = V - V / tau + X, so beta = 1 - 1 / tau."""
+    if not 0.0 < beta < 1.0:
+        raise ValueError(f"SpikingJelly's LIFNode needs 0 < beta < 1 (tau > 1), got {beta}")
+    return 1.0 / (1.0 - beta)
+
+
+def spikingjelly_lif(tau: float, threshold: float):
+    """SpikingJelly 2.0's multi-step ``LIFNode`` set as close to our neuron as it allows:
+    ``decay_input=False`` (the input is not scaled by 1/tau), ``tau`` from
+    :func:`spikingjelly_tau`, ``v_reset=None`` (soft reset: subtract the threshold),
+    ``detach_reset=True``, ATan surrogate (alpha = 2), ``step_mode='m'``. On a CPU its
+    multi-step op runs a Python loop over T whose steps autograd records (its registered
+    CPU autograd kernel is the torch reference; the fused CUDA and Triton kernels need a
+    GPU).
+
+    What differs from ours: SpikingJelly subtracts the threshold right after the spike,
+    before the next step's decay, so a spike lowers the next membrane by
+    ``beta * threshold`` where ours (and snnTorch's) lowers it by ``threshold``; it fires
+    at ``H >= threshold`` where ours fires at ``U > threshold``; and it decays as
+    ``V - V / tau`` where ours computes ``beta * U`` (a rounding apart). With a tau so
+    large that V / tau rounds away (beta = 1) the two equations coincide."""
+    _quiet_triton_probe()
+    from spikingjelly.activation_based import neuron, surrogate
+
+    return neuron.LIFNode(tau=tau, decay_input=False, v_threshold=threshold, v_reset=None,
+                          surrogate_function=surrogate.ATan(alpha=ATAN_ALPHA),
+                          detach_reset=True, step_mode="m")
+
+
+def _quiet_triton_probe() -> None:
+    # SpikingJelly registers its ops through torch.library.triton_op, whose probe for
+    # Triton logs a warning per op on a machine without it (a CPU has no use for it).
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+
+
+class SpikingJellyNet(DenseNet):
+    """SpikingJelly 2.0: ``nn.Linear`` on all T steps at once (as its
+    ``SeqToANNContainer``), then a multi-step ``LIFNode`` (:func:`spikingjelly_lif`) per
+    layer; the neurons' state is reset before every step."""
+
+    def __init__(self, problem: dict, lr: float, adam: str, tau: Optional[float] = None):
+        super().__init__(problem, lr, adam)
+        tau = spikingjelly_tau(BETA) if tau is None else tau
+        self.lifs = [spikingjelly_lif(tau, THRESHOLD) for _ in self.fcs]
+
+    def forward(self) -> torch.Tensor:
+        h = self.x
+        totals = []
+        for fc, lif in zip(self.fcs, self.lifs):
+            lif.reset()
+            h = lif(fc(h))
+            totals.append(h.detach().sum())
+        self._spikes = totals
+        return h
+
+
+def build(problem: dict, backend: str, lr: float, adam: str) -> TrainingNet:
+    """The network of ``backend`` (one of :data:`~snn_ipu.bench.configs.BACKENDS`)."""
+    if backend == "emulator_sparse":
+        return OursNet(problem, "emulator", SPARSE_WINDOW, lr, adam)
+    if backend == "emulator_exact":
+        return OursNet(problem, "emulator", None, lr, adam)
+    if backend == "reference":
+        return OursNet(problem, "reference", None, lr, adam)
+    if backend == "snntorch":
+        return SnnTorchNet(problem, lr, adam)
+    if backend == "spikingjelly":
+        return SpikingJellyNet(problem, lr, adam)
+    if backend == "torch_loop":
+        return TorchLoopNet(problem, lr, adam)
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def family_status(family: str) -> Optional[str]:
+    """None when a backend family can run here, else why not (the import error)."""
+    try:
+        if family == "emulator":
+            from ..backends import emulator  # noqa: F401
+        elif family == "snntorch":
+            import snntorch  # noqa: F401
+        elif family == "spikingjelly":
+            _quiet_triton_probe()
+            from spikingjelly.activation_based import neuron, surrogate  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken extension or package
+        return f"{type(exc).__name__}: {exc}"
+    return None

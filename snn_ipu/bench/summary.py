@@ -1,0 +1,181 @@
+"""The README's performance table and plot from the benchmark's results JSON files.
+
+    python -m snn_ipu.bench.summary benchmarks/results/bench_S.json \\
+        benchmarks/results/bench_L.json --activities 0.01 0.02 --plot summary.png
+
+prints a Markdown table (a few rows: ours with sparse and exact gradients against
+SpikingJelly 2.0, the plain torch loop, snnTorch and our dense reference, at the given
+target activities, with the speed-up over the fastest dense backend) and writes one
+plot of every config's time per step against activity; ``--full`` adds every config's
+table of all activities (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from .configs import DENSE_BASELINES
+from .report import draw, fmt_ms
+
+COLUMNS = (("emulator_sparse", "ours, sparse"), ("emulator_exact", "ours, exact"),
+           ("spikingjelly", "SpikingJelly 2.0"), ("torch_loop", "torch loop"),
+           ("snntorch", "snnTorch"), ("reference", "our dense reference"))
+NAMES = dict(COLUMNS)
+
+
+def load(paths: Sequence[Path]) -> List[dict]:
+    results = []
+    for path in paths:
+        with open(path) as f:
+            result = json.load(f)
+        if "rows" not in result or "config" not in result:
+            raise ValueError(f"{path} is not a results file of the training benchmark")
+        results.append(result)
+    return results
+
+
+def nearest_row(result: dict, target: float) -> dict:
+    rows = result["rows"]
+    if not rows:
+        raise ValueError(f"config {result['config']} has no rows")
+    return min(rows, key=lambda r: abs(r["target_activity"] - target))
+
+
+def fastest_dense(row: dict) -> Optional[str]:
+    """The dense backend with the shortest median step in this row."""
+    timed = [(row["results"][b]["median_s"], b) for b in DENSE_BASELINES
+             if row["results"].get(b, {}).get("median_s")]
+    return min(timed)[1] if timed else None
+
+
+def _speedup(row: dict, fast: str, base: Optional[str]) -> str:
+    value = row.get("speedup", {}).get(f"{fast}_vs_{base}")
+    return "-" if value is None else f"{value:.1f}x"
+
+
+def markdown_table(results: Sequence[dict], activities: Sequence[float]) -> str:
+    """One row per (config, activity): median ms per step of every backend and the
+    speed-ups of ours over the fastest dense backend of that row."""
+    head = (["network", "activity"] + [name for _, name in COLUMNS]
+            + ["sparse vs fastest dense", "exact vs fastest dense"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for result in results:
+        net = f"{result['config']}: {'-'.join(map(str, result['sizes']))}"
+        for target in activities:
+            row = nearest_row(result, target)
+            act = row.get("measured_hidden_activity")
+            best = fastest_dense(row)
+            cells = [net, "-" if act is None else f"{100 * act:.1f}%"]
+            cells += [fmt_ms(row["results"].get(b)) for b, _ in COLUMNS]
+            cells += [f"{_speedup(row, 'emulator_sparse', best)} ({NAMES.get(best, '-')})",
+                      _speedup(row, "emulator_exact", best)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def caption(results: Sequence[dict]) -> str:
+    """What the table's numbers are, and where they were measured."""
+    first = results[0]
+    machine = first.get("machine", {})
+    configs = "; ".join(f"{r['config']} = {'-'.join(map(str, r['sizes']))}, T={r['T']}, "
+                        f"B={r['B']}" for r in results)
+    return (f"Median ms per training step (forward, backward, Adam), float32, "
+            f"{machine.get('torch_threads', '?')} threads on {machine.get('processor', '?')}"
+            f" ({configs}); activity = measured fraction of hidden neurons spiking per "
+            "step; `*` = dense timing reused from the nearest timed activity; speed-ups "
+            "are medians of per-round ratios of steps timed side by side (ratios of "
+            "medians against a reused timing).")
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def full_table(result: dict) -> str:
+    """Every activity of one config (docs/performance.md): measured activity, every
+    backend's median step, ours over the fastest dense backend, peak memory, the kernel
+    rate and the 2 vs 1 thread speed-up."""
+    from .configs import BACKENDS
+    from .report import SHORT
+
+    head = (["activity in / l1 / l2"] + [name for _, name in COLUMNS]
+            + ["sparse vs fastest dense", "exact vs fastest dense",
+               "peak MiB " + " / ".join(SHORT[b] for b in BACKENDS),
+               "spike-matmul G adds/s (÷ dense)", "2 vs 1 thread"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["rows"]:
+        act = row.get("measured_activity", {})
+        best = fastest_dense(row)
+        mem = []
+        for b in BACKENDS:
+            m = row["results"].get(b, {}).get("memory", {}).get("peak_delta_bytes")
+            mem.append("-" if m is None else f"{m / 2**20:.0f}")
+        kernel = row.get("spike_matmul", {})
+        threads = row.get("threads", {}).get("speedup_2_vs_1")
+        cells = [" / ".join(_pct(act.get(k)) for k in ("input", "layer1", "layer2"))]
+        cells += [fmt_ms(row["results"].get(b)) for b, _ in COLUMNS]
+        cells += [f"{_speedup(row, 'emulator_sparse', best)} ({NAMES.get(best, '-')})",
+                  _speedup(row, "emulator_exact", best), " / ".join(mem),
+                  (f"{kernel['adds_per_s'] / 1e9:.1f} ({kernel['ratio_to_dense_macs']:.2f})"
+                   if "adds_per_s" in kernel else "-"),
+                  "-" if threads is None else f"{threads:.2f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary_plot(results: Sequence[dict], path: Path) -> Optional[str]:
+    """One panel per config; returns why not where matplotlib is absent."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as exc:
+        return f"no plot: {exc}"
+    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.5),
+                             squeeze=False)
+    for ax, result in zip(axes[0], results):
+        draw(ax, result, one_thread=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m snn_ipu.bench.summary",
+                                description="the README's performance table and plot")
+    p.add_argument("results", nargs="+", type=Path, help="bench_<config>.json files")
+    p.add_argument("--activities", nargs="+", type=float, default=[0.01, 0.02],
+                   help="target activities of the rows (nearest row of each config)")
+    p.add_argument("--plot", type=Path, default=None, help="write the plot (PNG) here")
+    p.add_argument("--full", action="store_true",
+                   help="also print every config's full table (docs/performance.md)")
+    args = p.parse_args(argv)
+    try:
+        results = load(args.results)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(markdown_table(results, args.activities))
+    print()
+    print(caption(results))
+    if args.full:
+        for result in results:
+            dm = result.get("dense_matmul", {}).get("macs_per_s")
+            rate = "" if dm is None else f", torch.mm {dm / 1e9:.1f} GMAC/s at its start"
+            print(f"\n{result['config']} = {'-'.join(map(str, result['sizes']))}, "
+                  f"T={result['T']}, B={result['B']}{rate}:\n")
+            print(full_table(result))
+    if args.plot is not None:
+        err = summary_plot(results, args.plot)
+        print(f"wrote {args.plot}" if err is None else err)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Spike-list overflow: more entries than a list's capacity, and what a policy does.
+
+A list holds, per (t, b), the spikes and then the gradient-eligible neurons, up to its
+capacity K. More is an overflow, never silent: ``"error"`` raises, ``"drop"`` keeps the
+first K entries (spikes first, lowest ids first) and warns, ``"grow"`` (CPU backends)
+raises the capacity to fit.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple, Optional, Tuple
+
+from ._codes import OVERFLOWS
+
+__all__ = ["OVERFLOW_POLICIES", "Overflow", "SpikeOverflowError", "check_overflow_policy",
+           "raise_or_warn_overflow"]
+
+OVERFLOW_POLICIES = tuple(OVERFLOWS)  # "error", "drop", "grow"
+
+
+class SpikeOverflowError(RuntimeError):
+    """More entries (spikes, then eligible neurons) than a list's capacity."""
+
+
+class Overflow(NamedTuple):
+    """What did not fit: totals, and the first (t, b) where it happened."""
+
+    spikes_dropped: int
+    eligible_dropped: int
+    first: Optional[Tuple[int, int, int, int]]  # (t, b, spikes, entries needed)
+
+
+def check_overflow_policy(policy: str) -> str:
+    if policy not in OVERFLOW_POLICIES:
+        raise ValueError(f"unknown overflow policy {policy!r}; choose one of {OVERFLOW_POLICIES}")
+    return policy
+
+
+def raise_or_warn_overflow(
+    where: str, capacity: int, overflow: Overflow, policy: str, warn: bool = True,
+    note: str = "", stacklevel: int = 3,
+) -> None:
+    """Applies the overflow policy for a list whose entries did not all fit; ``note``
+    ends the warning (how often it comes, where the totals are); ``stacklevel`` points
+    the warning at the caller's caller (the user's code)."""
+    if overflow.first is None:
+        return
+    t, b, spikes, needed = overflow.first
+    detail = (
+        f"{where}: spike list capacity max_spikes={capacity} exceeded at timestep {t}, "
+        f"sample {b}: {spikes} spikes and {needed - spikes} gradient-eligible neurons "
+        f"need {needed} entries"
+    )
+    if policy == "error":
+        raise SpikeOverflowError(
+            detail + ". Raise max_spikes, use overflow='grow' (CPU backends) or "
+            "overflow='drop' to discard the excess."
+        )
+    if policy == "drop" and warn:
+        warnings.warn(
+            detail + f"; dropped {overflow.spikes_dropped} spikes and "
+            f"{overflow.eligible_dropped} eligible entries in this call{note}",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )

@@ -1,0 +1,155 @@
+"""The benchmark's peers compute what our dense reference computes, so that their step
+times compare like for like: the same network, weights and inputs give the same spikes
+(and, where the equations coincide, the same gradients) as the reference backend."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from snn_ipu import LIFLayer
+from snn_ipu.bench.configs import BETA, THRESHOLD
+from snn_ipu.bench.networks import (
+    OursNet,
+    SnnTorchNet,
+    TorchLoopNet,
+    lif_loop,
+    spikingjelly_tau,
+)
+from snn_ipu.bench.workload import calibrate, make_problem, weights_of
+
+CFG = dict(sizes=(48, 32, 32, 6), T=16, B=5)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    # Calibrated so that every layer spikes (~10% per step): the outputs then depend on
+    # every layer's spikes and resets.
+    return calibrate(make_problem(CFG, 0.1, seed=3), "reference")
+
+
+def reference_run(problem, beta=BETA):
+    """Our reference backend on the problem: output spikes [T, B, out], the loss and the
+    weight gradients, with the benchmark's loss (cross-entropy of spike counts)."""
+    sizes = problem["sizes"]
+    layers = []
+    for i, w in enumerate(weights_of(problem)):
+        layer = LIFLayer(sizes[i], sizes[i + 1], beta=beta, threshold=THRESHOLD,
+                         backend="reference")
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            layer.bias.zero_()
+        layers.append(layer)
+    from snn_ipu import SparseSpikes
+
+    s = SparseSpikes.from_dense(problem["x"])
+    for layer in layers:
+        s = layer(s)
+    loss = F.cross_entropy(s.spike_counts(), problem["y"])
+    loss.backward()
+    return s.to_dense().detach(), [layer.weight.grad for layer in layers]
+
+
+def dense_run(net):
+    out = net.forward()
+    loss = F.cross_entropy(out.sum(0), net.y)
+    loss.backward()
+    return out.detach(), [fc.weight.grad for fc in net.fcs]
+
+
+def assert_grads_close(actual, expected, rtol=1e-4):
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        scale = e.abs().max()
+        assert scale > 0, f"layer {i + 1}: the reference's weight gradient is all zero"
+        err = (a - e).abs().max()
+        assert err <= rtol * scale, f"layer {i + 1}: max error {err:.3e} vs scale {scale:.3e}"
+
+
+def test_problem_exercises_every_layer(problem):
+    spikes, _ = reference_run(problem)
+    assert spikes.sum() > 0
+    for entry in problem["calibration"]["layers"]:
+        assert 0.03 < entry["activity"] < 0.3, entry
+
+
+def test_ours_net_is_the_reference(problem):
+    net = OursNet(problem, "reference", None, 1e-5, "fused")
+    out = net.forward()
+    F.cross_entropy(out.spike_counts(), net.y).backward()
+    spikes, grads = reference_run(problem)
+    assert torch.equal(out.to_dense().detach(), spikes)
+    assert_grads_close([layer.weight.grad for layer in net.layers], grads, rtol=0)
+
+
+def test_torch_loop_matches_reference(problem):
+    spikes, grads = reference_run(problem)
+    out, loop_grads = dense_run(TorchLoopNet(problem, 1e-5, "fused"))
+    assert torch.equal(out, spikes)
+    assert_grads_close(loop_grads, grads)
+
+
+def test_lif_loop_by_hand():
+    # beta = 0.5, threshold 1, I = 1.5, 0.2, 1.2, 0.6:
+    # U1 = 1.5 (spike); U2 = 0.75 + 0.2 - 1 = -0.05; U3 = -0.025 + 1.2 = 1.175 (spike);
+    # U4 = 0.5875 + 0.6 - 1 = 0.1875.
+    currents = torch.tensor([[1.5], [0.2], [1.2], [0.6]])
+    assert lif_loop(currents, 0.5, 1.0)[:, 0].tolist() == [1.0, 0.0, 1.0, 0.0]
+    # the ATan surrogate at U - threshold = 0 is alpha / 2 = 1, and at 0.5 it is
+    # 1 / (1 + (pi / 2)^2)
+    for u, grad in ((1.0, 1.0), (1.5, 1 / (1 + (3.141592653589793 / 2) ** 2))):
+        x = torch.tensor([[u]], requires_grad=True)
+        lif_loop(x, 0.5, 1.0).sum().backward()
+        assert x.grad.item() == pytest.approx(grad, rel=1e-6)
+
+
+def test_snntorch_net_matches_reference(problem):
+    pytest.importorskip("snntorch")
+    spikes, grads = reference_run(problem)
+    out, snn_grads = dense_run(SnnTorchNet(problem, 1e-5, "fused"))
+    assert torch.equal(out, spikes)
+    assert_grads_close(snn_grads, grads)
+
+
+def test_spikingjelly_tau():
+    assert 1 - 1 / spikingjelly_tau(0.9) == pytest.approx(0.9, abs=1e-12)
+    for beta in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="0 < beta < 1"):
+            spikingjelly_tau(beta)
+
+
+def test_spikingjelly_matches_reference_where_equations_coincide(problem):
+    """tau = 1e9: V / tau rounds away in float32 (beta = 1), so SpikingJelly's reset
+    before the decay equals ours after it; same spikes, same gradients."""
+    pytest.importorskip("spikingjelly")
+    from snn_ipu.bench.networks import SpikingJellyNet
+
+    spikes, grads = reference_run(problem, beta=1.0)
+    out, sj_grads = dense_run(SpikingJellyNet(problem, 1e-5, "fused", tau=1e9))
+    assert spikes.sum() > 0
+    assert torch.equal(out, spikes)
+    assert_grads_close(sj_grads, grads)
+
+
+def test_spikingjelly_first_spikes_at_beta(problem):
+    """At the benchmark's beta the two neurons agree up to each neuron's first spike
+    (the reset is where they differ): checks the tau mapping and the layer wiring."""
+    pytest.importorskip("spikingjelly")
+    from snn_ipu.bench.networks import SpikingJellyNet
+
+    net = SpikingJellyNet(problem, 1e-5, "fused")
+    ours = OursNet(problem, "reference", None, 1e-5, "fused")
+    x = problem["x"]
+    with torch.no_grad():
+        sj = net.lifs[0](net.fcs[0](x))
+        ref = ours.layers[0](ours.x).to_dense()
+    first_ref = first_spike_times(ref)
+    assert (first_ref < x.shape[0]).float().mean() > 0.3  # most neurons spike
+    assert torch.equal(first_spike_times(sj), first_ref)
+    # ... and they do differ after it, by the reset's decay: SpikingJelly spikes more
+    assert sj.sum() > ref.sum()
+
+
+def first_spike_times(spikes):
+    """Per (sample, neuron): the first step with a spike, T where none."""
+    T = spikes.shape[0]
+    steps = torch.arange(T).view(T, 1, 1).expand_as(spikes)
+    return torch.where(spikes > 0, steps, torch.full_like(steps, T)).min(0).values
