@@ -143,6 +143,10 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         type=_non_negative)
     opt(fit, "--reg-lower", "lower_rate_penalty: min spikes/step per neuron, strength",
         nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
+    opt(fit, "--augment-jitter", "training batches: move each input spike by up to this "
+        "many steps, at random", "1 for digits, 0 otherwise", type=_at_least(0))
+    opt(fit, "--augment-drop", "training batches: delete each input spike with this "
+        "probability", "0.1 for digits, 0 otherwise", type=_decay)
     opt(fit, "--reg-upper", "upper_rate_penalty: max mean spikes/step per layer, strength",
         nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
 

@@ -84,6 +84,8 @@ class TrainConfig:
     reg_l1: float = 0.0
     reg_lower: Optional[List[float]] = None  # [min rate, strength]
     reg_upper: Optional[List[float]] = None  # [max rate, strength]
+    augment_jitter: Optional[int] = None  # None: the dataset's default
+    augment_drop: Optional[float] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -423,6 +425,7 @@ def train(
         log_path = metrics_path(save)
     logger = _MetricsLog(log_path if dist.main else None, config, save, history, dist.world)
 
+    augment = _augment(config, task)
     spiking = _spiking(model)
     if dist.main:
         log(f"data: {task.description}")
@@ -451,6 +454,7 @@ def train(
                     p.grad = torch.zeros_like(p)
             if len(share):
                 x, y = next(data)
+                x = augment(x, share.tolist(), config.seed, epoch)
                 outputs = _forward(model, x)
                 loss, correct = _objective(config, outputs[-1], y)
                 mean_reg, sum_reg = _regularisation(config, outputs[:-1])
@@ -503,6 +507,15 @@ def train(
         if log_path is not None:
             log(f"metrics log: {log_path}")
     return {**metrics, "model": model, "history": history}
+
+
+def _augment(config: TrainConfig, task):
+    from .data.augment import SpikeAugment
+    from .data.tasks import default_augmentation
+
+    jitter, drop = default_augmentation(config.data)
+    return SpikeAugment(jitter if config.augment_jitter is None else config.augment_jitter,
+                        drop if config.augment_drop is None else config.augment_drop)
 
 
 def _progress(total: int, epoch: int, epochs: int, enabled: Optional[bool]):

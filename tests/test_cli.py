@@ -73,7 +73,8 @@ def _stop_after(monkeypatch, epoch):
 
 
 @pytest.mark.parametrize("extra", [[], ["--recurrent", "--neuron", "synaptic", "--backend",
-                                        "reference", "--lr-schedule", "constant"]])
+                                        "reference", "--lr-schedule", "constant",
+                                        "--augment-jitter", "1", "--augment-drop", "0.2"]])
 def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, capsys, monkeypatch, extra):
     whole, part = tmp_path / "whole.pt", tmp_path / "part.pt"
     argv = TINY + extra + ["--epochs", "3"]

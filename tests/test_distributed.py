@@ -15,7 +15,7 @@ from snn_ipu.checkpoint import load_checkpoint
 ARGS = ["train", "--data", "randman", "--randman-inputs", "20", "--randman-classes", "3",
         "--randman-samples-per-class", "10", "--steps", "12", "--batch-size", "7",
         "--hidden", "16", "--epochs", "1", "--progress", "off", "--reg-lower", "0.05", "1.0",
-        "--reg-l1", "1e-3"]
+        "--reg-l1", "1e-3", "--augment-jitter", "1", "--augment-drop", "0.1"]
 
 
 def run(argv, processes):

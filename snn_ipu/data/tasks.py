@@ -19,7 +19,8 @@ from .heidelberg import NUM_CHANNELS, SHD, SSC
 from .randman import make_randman, split
 from .tonic_adapter import TonicEvents
 
-__all__ = ["Task", "TaskShape", "DATA_CHOICES", "load_task", "task_shape", "default_steps"]
+__all__ = ["Task", "TaskShape", "DATA_CHOICES", "load_task", "task_shape", "default_steps",
+           "default_augmentation"]
 
 DATA_CHOICES = ("randman", "digits", "shd", "ssc", "tonic:NAME")
 
@@ -43,6 +44,13 @@ class Task(TaskShape):
     test: Any
     collate: Callable[[Sequence[Tuple[Any, Any]]], Tuple[Any, Any]]
     description: str
+
+
+def default_augmentation(name: str) -> Tuple[int, float]:
+    """(time jitter in steps, spike deletion probability) of training batches, by
+    dataset: digits' 1,437 training images overfit without (train accuracy 1.0, test
+    ~96%); the other datasets train unaugmented unless asked."""
+    return (1, 0.1) if name == "digits" else (0, 0.0)
 
 
 def default_steps(name: str) -> int:
