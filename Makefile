@@ -9,15 +9,18 @@ EDITABLE := $(VENV)/.editable-ok
 
 .PHONY: setup build train test bench lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
 	$(BIN)/pip install -q numpy "pybind11>=2.10" "setuptools>=61" wheel pytest ruff matplotlib psutil
-	# --no-deps: snntorch's and spikingjelly's own requirements would pull another torch
-	# (spikingjelly's also torchvision, tensorboard, ...); of them its neurons need loguru.
+	# data, CLI and NIR: none of these pulls torch
+	$(BIN)/pip install -q h5py==3.16.0 scikit-learn==1.9.1 tqdm==4.70.1 nir==1.0.8 requests==2.32.5
+	# --no-deps: snntorch's, nirtorch's and spikingjelly's own requirements would pull another
+	# torch (spikingjelly's also torchvision, tensorboard, ...; of them its neurons need loguru);
+	# tonic's would pull librosa and its stack, which reading events does not need.
+	$(BIN)/pip install -q --no-deps snntorch==1.0.0 nirtorch==2.6 tonic==1.7.0 importRosbag==1.0.4
 	# spikingjelly 2.0 needs Python 3.11+; without it its benchmark peer and tests skip.
-	$(BIN)/pip install -q --no-deps snntorch==1.0.0
 	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 	  $(BIN)/pip install -q --no-deps spikingjelly==2.0.0 loguru==0.7.3; fi
 	touch $@
@@ -34,8 +37,9 @@ $(EDITABLE): $(STAMP) pyproject.toml setup.py
 build: $(EDITABLE)
 	$(BIN)/python setup.py -q build_ext --inplace
 
+# The default task is scikit-learn's bundled digits: real data that needs no download.
 train: build
-	$(BIN)/python -m snn_ipu train
+	$(BIN)/python -m snn_ipu train --save runs/train/model.pt
 
 test: build
 	$(BIN)/python -m pytest -q tests

@@ -46,13 +46,13 @@ shuffle = torch.Generator().manual_seed(0)
 for epoch in range(10):
     for x, y in batches(train_set.spikes, train_set.labels, 64, shuffle=True, generator=shuffle):
         membrane = model(x)  # x: [T, B, 100] -> membrane [T, B, 10]
-        loss = ce_membrane_loss(membrane, y, reduction="max")
+        loss = ce_membrane_loss(membrane, y, time_reduction="max")
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     with torch.no_grad():
         x_test = test_set.spikes.transpose(0, 1)  # time-major [T, N, 100]
-        test_acc = accuracy(model(x_test), test_set.labels, reduction="max")
+        test_acc = accuracy(model(x_test), test_set.labels, time_reduction="max")
     activity = ", ".join(f"{m.stats['activity']:.3f}" for m in model[:2])
     print(f"epoch {epoch}: loss {loss.item():.3f}, test acc {test_acc:.3f}, "
           f"hidden activity {activity}")

@@ -10,7 +10,8 @@ emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
 # loaded, so both share one thread team instead of competing for the cores.
 import torch  # noqa: F401, I001
 
-from . import data, encoding, losses, surrogate
+from . import data, encoding, events, losses, plot, regularizers, surrogate
+from .interop import export_to_nir, from_snntorch, import_from_nir, to_snntorch
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, place, plan
 from .overflow import SpikeOverflowError
@@ -29,8 +30,15 @@ __all__ = [
     "SynapticLayer",
     "data",
     "encoding",
+    "events",
+    "export_to_nir",
+    "from_snntorch",
+    "import_from_nir",
     "losses",
     "place",
     "plan",
+    "plot",
+    "regularizers",
     "surrogate",
+    "to_snntorch",
 ]

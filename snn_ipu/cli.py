@@ -1,174 +1,40 @@
-"""Command line: ``python -m snn_ipu train`` and ``python -m snn_ipu bench``.
+"""Command line ``snn-ipu`` (also ``python -m snn_ipu``).
 
-``train`` fits a three-layer spiking network to the built-in Randman task
-(:mod:`snn_ipu.data.randman`) with BPTT and Adam::
+    snn-ipu train --data digits --save runs/digits/model.pt
+    snn-ipu train --resume runs/digits/model.pt --epochs 30
+    snn-ipu eval runs/digits/model.pt
+    snn-ipu plot runs/digits/model.metrics.jsonl
+    snn-ipu plan --data shd --hidden 256 256 --batch-size 64
+    torchrun --nproc_per_node 2 -m snn_ipu train --data digits
 
-    spikes [T, B, inputs] -> LIFLayer(hidden) -> LIFLayer(hidden) -> readout
-
-The readout is a non-spiking :class:`~snn_ipu.ReadoutLayer` trained with the max-over-time
-membrane cross-entropy (``--output membrane``, the default) or a spiking
-:class:`~snn_ipu.LIFLayer` trained with the spike-count cross-entropy (``--output spikes``).
-Everything is seeded by ``--seed``.
-
-``bench`` hands its arguments to :func:`snn_ipu.bench.main` (the training benchmark).
+``train`` fits ``inputs -> hidden LIF layers -> readout`` with BPTT and Adam
+(:mod:`snn_ipu.training`); ``eval`` scores a checkpoint; ``plot`` draws a run's curves
+and spike rasters (:mod:`snn_ipu.plot`); ``plan`` prints the IPU fit report of the
+configured network; ``bench`` runs the training benchmark. See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
-import time
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
-import torch
-from torch import nn
+__all__ = ["main", "build_parser"]
 
-from . import losses
-from .data.randman import batches, make_randman, split
+PROG = "snn-ipu"
 
-__all__ = ["main", "build_model", "train"]
-
-def build_model(
-    num_inputs: int,
-    num_hidden: int,
-    num_classes: int,
-    output: str = "membrane",
-    recurrent: bool = False,
-    grad_window: Optional[float] = None,
-    backend: str = "auto",
-    beta: float = 0.9,
-    weight_scale: float = 3.0,
-) -> nn.Sequential:
-    """in -> LIF -> LIF -> readout (membrane) or LIF (spikes).
-
-    Weights are drawn from N(0, (weight_scale / sqrt(fan_in))^2): torch's default
-    (uniform, +-1/sqrt(fan_in)) leaves the hidden layers silent on sparse input
-    (one spike per input neuron per sample), which starves the next layer.
-    """
-    from .layers import LIFLayer, ReadoutLayer
-
-    def lif(n_in: int, n_out: int, rec: bool, name: str) -> LIFLayer:
-        return LIFLayer(
-            n_in, n_out, beta=beta, grad_window=grad_window, recurrent=rec,
-            backend=backend, name=name,
-        )
-
-    hidden = [
-        lif(num_inputs, num_hidden, recurrent, "hidden1"),
-        lif(num_hidden, num_hidden, recurrent, "hidden2"),
-    ]
-    if output == "membrane":
-        last: nn.Module = ReadoutLayer(num_hidden, num_classes, beta=beta, backend=backend)
-    elif output == "spikes":
-        # Exact gradients: a windowed spiking output layer stops learning (output
-        # neurons far below threshold never get a gradient), and at 10-20 neurons
-        # the window would save nothing.
-        last = LIFLayer(num_hidden, num_classes, beta=beta, backend=backend, name="output")
-    else:
-        raise ValueError(f"output must be 'membrane' or 'spikes', got {output!r}")
-    model = nn.Sequential(*hidden, last)
-    with torch.no_grad():
-        for layer in model:
-            nn.init.normal_(layer.weight, 0.0, weight_scale / math.sqrt(layer.in_features))
-            if getattr(layer, "rec_weight", None) is not None:
-                # Recurrent input is dense in time; keep it weak at the start.
-                nn.init.normal_(layer.rec_weight, 0.0, 0.5 / math.sqrt(layer.out_features))
-            if layer.bias is not None:
-                layer.bias.zero_()
-    return model
-
-
-def _loss_and_accuracy(out, labels: torch.Tensor, output: str):
-    if output == "membrane":
-        loss = losses.ce_membrane_loss(out, labels, reduction="max")
-        return loss, losses.accuracy(out, labels, reduction="max")
-    return losses.ce_count_loss(out, labels), losses.accuracy(out, labels)
-
-
-def _spiking_layers(model: nn.Sequential) -> List[nn.Module]:
-    return [m for m in model if hasattr(m, "threshold")]
-
-
-def evaluate(model: nn.Sequential, spikes, labels, batch_size: int, output: str) -> float:
-    correct = 0.0
-    with torch.no_grad():
-        for x, y in batches(spikes, labels, batch_size):
-            _, acc = _loss_and_accuracy(model(x), y, output)
-            correct += acc * len(y)
-    return correct / len(labels)
-
-
-def train(args: argparse.Namespace, log=print) -> Dict[str, float]:
-    """Runs the training described by parsed ``train`` arguments; returns final metrics."""
-    torch.manual_seed(args.seed)
-    spikes, labels = make_randman(
-        num_classes=args.classes,
-        num_inputs=args.inputs,
-        num_steps=args.steps,
-        num_samples_per_class=args.samples_per_class,
-        dim_manifold=args.dim_manifold,
-        alpha=args.alpha,
-        seed=args.seed,
-    )
-    train_set, test_set = split(spikes, labels, test_fraction=0.2)
-    model = build_model(
-        args.inputs, args.hidden, args.classes, args.output, args.recurrent,
-        args.grad_window, args.backend,
-    )
-    if args.backend == "ipu":  # PopTorch's loop (docs/ipu.md), not this one
-        from .poptorch_training import train_randman
-
-        return train_randman(args, model, train_set, test_set, log)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    shuffle = torch.Generator().manual_seed(args.seed)
-    spiking = _spiking_layers(model)
-    log(
-        f"randman: {args.classes} classes, {args.inputs} inputs, T={args.steps}, "
-        f"{len(train_set)} train / {len(test_set)} test samples | network "
-        f"{args.inputs}-{args.hidden}-{args.hidden}-{args.classes} ({args.output} output, "
-        f"recurrent={args.recurrent}, grad_window={args.grad_window}, backend={args.backend})"
-    )
-    metrics: Dict[str, float] = {}
-    start = time.perf_counter()
-    for epoch in range(1, args.epochs + 1):
-        total_loss = correct = 0.0
-        activity = [0.0] * len(spiking)
-        num_batches = 0
-        for x, y in batches(
-            train_set.spikes, train_set.labels, args.batch_size, shuffle=True, generator=shuffle
-        ):
-            loss, acc = _loss_and_accuracy(model(x), y, args.output)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total_loss += float(loss.detach()) * len(y)
-            correct += acc * len(y)
-            num_batches += 1
-            for i, layer in enumerate(spiking):
-                activity[i] += layer.stats.get("activity", float("nan"))
-        test_acc = evaluate(model, test_set.spikes, test_set.labels, args.batch_size, args.output)
-        metrics = {
-            "loss": total_loss / len(train_set),
-            "train_acc": correct / len(train_set),
-            "test_acc": test_acc,
-        }
-        layer_activity = " ".join(
-            f"{layer.name}={a / num_batches:.3f}" for layer, a in zip(spiking, activity)
-        )
-        log(
-            f"epoch {epoch:3d}  loss {metrics['loss']:.4f}  train acc {metrics['train_acc']:.3f}"
-            f"  test acc {test_acc:.3f}  activity {layer_activity}"
-            f"  ({time.perf_counter() - start:.1f}s)"
-        )
-    chance = 1.0 / args.classes
-    log(f"final test accuracy {metrics['test_acc']:.3f} (chance {chance:.3f})")
-    return metrics
+# options that may differ from the checkpoint's config on --resume
+RESUME_OVERRIDES = ("epochs", "data_dir", "backend")
 
 
 def _at_least(low: int):
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
         return value
@@ -176,55 +42,280 @@ def _at_least(low: int):
     return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+def _number(low: float, inclusive: bool):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value >= low if inclusive else value > low)):
+            bound = f">= {low}" if inclusive else f"> {low}"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
+        return value
+
+    return parse
+
+
+_positive = _number(0.0, inclusive=False)
+_non_negative = _number(0.0, inclusive=True)
+
+
+def _decay(text: str) -> float:
+    value = _non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text}")
     return value
 
 
-def _window(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
+def _data_name(text: str) -> str:
+    from .data.tasks import DATA_CHOICES
+
+    if text in DATA_CHOICES[:-1] or (text.startswith("tonic:") and len(text) > len("tonic:")):
+        return text
+    raise argparse.ArgumentTypeError(f"must be one of {', '.join(DATA_CHOICES)}, got {text}")
 
 
-def _add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=_at_least(1), default=None, help="default 12 (4 with --quick)")
-    p.add_argument("--batch-size", type=_at_least(1), default=None,
-                   help="default 64 (32 with --quick)")
-    p.add_argument("--hidden", type=_at_least(1), default=128, help="neurons per hidden layer")
-    p.add_argument("--steps", type=_at_least(1), default=50, help="timesteps T")
-    p.add_argument("--lr", type=_positive_float, default=3e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--grad-window", type=_window, default=None,
-        help="surrogate support below threshold (sparse backward); default: exact",
-    )
-    p.add_argument("--backend", default="auto", choices=("auto", "reference", "emulator", "ipu"))
-    p.add_argument("--recurrent", action="store_true", help="recurrent hidden layers")
-    p.add_argument("--output", default="membrane", choices=("membrane", "spikes"))
-    p.add_argument("--quick", action="store_true", help="small, fast run (smoke test)")
-    data = p.add_argument_group("Randman data")
-    data.add_argument("--classes", type=_at_least(2), default=10)
-    data.add_argument("--inputs", type=_at_least(1), default=100)
-    data.add_argument(
-        "--samples-per-class", type=_at_least(3), default=None,
-        help="default 150 (50 with --quick); 3 or more, so that the 20%% test split of "
-             "each class holds a sample",
-    )
-    data.add_argument("--dim-manifold", type=_at_least(1), default=1)
-    data.add_argument("--alpha", type=_positive_float, default=2.0, help="manifold smoothness")
+def _add_training_options(p: argparse.ArgumentParser) -> None:
+    """The options of a TrainConfig. Every default is None here and filled from
+    TrainConfig (shown in the help), so that an option given on the command line can
+    be told from one left out (``--resume`` refuses to change most of them)."""
+    from .overflow import OVERFLOW_POLICIES
+    from .training import TrainConfig
+
+    d = TrainConfig()
+
+    def opt(group, flag, help_text, default_text=None, **kw):
+        dest = kw.pop("dest", flag.lstrip("-").replace("-", "_"))
+        shown = getattr(d, dest, None) if default_text is None else default_text
+        group.add_argument(flag, dest=dest, default=None,
+                           help=f"{help_text} (default: {shown})", **kw)
+
+    data = p.add_argument_group("data")
+    opt(data, "--data", "dataset: randman, digits, shd, ssc or tonic:NAME (a tonic.datasets "
+        "class)", type=_data_name, metavar="NAME")
+    opt(data, "--data-dir", "folder of the shd/ssc .h5 files or of the tonic dataset")
+    opt(data, "--steps", "time steps T", "10 for digits, 50 for randman, 100 for event data",
+        dest="num_steps", type=_at_least(1))
+    opt(data, "--duration", "event data: time covered by the steps, in the events' unit "
+        "(SHD/SSC: seconds; tonic: microseconds)", "1.4 for shd, 1.0 for ssc",
+        type=_positive)
+    opt(data, "--dt", "event data: bin width instead of --duration", type=_positive)
+    opt(data, "--outside", "event data: events past the time grid", choices=("error", "drop"))
+    opt(data, "--tonic-pool", "tonic: pixels per input neuron, KX KY", nargs=2,
+        type=_at_least(1), metavar=("KX", "KY"))
+    opt(data, "--merge-polarity", "tonic: one input per pixel for both polarities",
+        action="store_const", const=True)
+    opt(data, "--randman-classes", "Randman classes", type=_at_least(2))
+    opt(data, "--randman-inputs", "Randman input neurons", type=_at_least(1))
+    opt(data, "--randman-samples-per-class", "Randman samples per class (3 or more: the 20%% "
+        "test split of each class needs one)", type=_at_least(3))
+    opt(data, "--randman-dim", "Randman manifold dimension", type=_at_least(1))
+    opt(data, "--randman-alpha", "Randman manifold smoothness", type=_positive)
+
+    net = p.add_argument_group("network")
+    opt(net, "--hidden", "hidden layer sizes", " ".join(map(str, d.hidden)), nargs="+",
+        type=_at_least(1), metavar="N")
+    opt(net, "--neuron", "hidden neuron model: lif (snnTorch Leaky) or synaptic (Synaptic)",
+        choices=("lif", "synaptic"))
+    opt(net, "--recurrent", "recurrent hidden layers (RLeaky/RSynaptic)",
+        action="store_const", const=True)
+    opt(net, "--readout", "membrane: a leaky readout trained on its membrane; spikes: a "
+        "spiking output layer trained on spike counts", choices=("membrane", "spikes"))
+    opt(net, "--time-reduction", "membrane readout: the membrane's reduction over time in "
+        "the cross-entropy", choices=("max", "mean", "sum", "last", "per_step"))
+    opt(net, "--beta", "membrane decay", type=_decay)
+    opt(net, "--alpha", "synaptic decay (--neuron synaptic)", type=_decay)
+    opt(net, "--threshold", "firing threshold", type=_positive)
+    opt(net, "--grad-window", "surrogate support below threshold in the hidden layers "
+        "(sparse backward pass); none: exact gradients", type=_non_negative)
+    opt(net, "--max-spikes", "spike-list capacity per step and sample; none: fitted per call "
+        "(CPU backends)", type=_at_least(1))
+    opt(net, "--overflow", "when a list overflows max-spikes", choices=OVERFLOW_POLICIES)
+    opt(net, "--backend", "layer backend", choices=("auto", "reference", "emulator", "ipu"))
+    opt(net, "--weight-scale", "initial weights ~ N(0, (scale/sqrt(fan_in))^2)", type=_positive)
+
+    fit = p.add_argument_group("training")
+    opt(fit, "--epochs", "epochs", type=_at_least(1))
+    opt(fit, "--batch-size", "samples per batch (over all processes)", type=_at_least(1))
+    opt(fit, "--lr", "Adam learning rate", type=_positive)
+    opt(fit, "--lr-schedule", "learning rate over the run", choices=("cosine", "constant"))
+    opt(fit, "--seed", "seed of the weights, the data order and the data split", type=int)
+    opt(fit, "--reg-l1", "l1_rate_sparsity scale on the hidden spikes (0: off)",
+        type=_non_negative)
+    opt(fit, "--reg-lower", "lower_rate_penalty: min spikes/step per neuron, strength",
+        nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
+    opt(fit, "--augment-jitter", "training batches: move each input spike by up to this "
+        "many steps, at random", "1 for digits, 0 otherwise", type=_at_least(0))
+    opt(fit, "--augment-drop", "training batches: delete each input spike with this "
+        "probability", "0.1 for digits, 0 otherwise", type=_decay)
+    opt(fit, "--reg-upper", "upper_rate_penalty: max mean spikes/step per layer, strength",
+        nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
 
 
-def _apply_defaults(args: argparse.Namespace) -> None:
-    if args.epochs is None:
-        args.epochs = 4 if args.quick else 12
-    if args.samples_per_class is None:
-        args.samples_per_class = 50 if args.quick else 150
-    if args.batch_size is None:
-        args.batch_size = 32 if args.quick else 64
+def _config_from(args: argparse.Namespace, base=None):
+    """TrainConfig: ``base`` (or the defaults) with the options given on the command line."""
+    from .training import TrainConfig
+
+    config = base or TrainConfig()
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(config)
+             if getattr(args, f.name, None) is not None}
+    return dataclasses.replace(config, **given), given
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = commands.add_parser(
+        "train", help="train a network (default: the digits dataset)",
+        description="Train a spiking network with BPTT and Adam. Checkpoints (--save) are "
+                    "written atomically after every epoch, with a metrics log next to them.")
+    _add_training_options(train)
+    run = train.add_argument_group("run")
+    run.add_argument("--save", metavar="PATH", help="checkpoint file, written after every "
+                     "epoch (default: none)")
+    run.add_argument("--resume", metavar="PATH", help="continue from a checkpoint, with its "
+                     "config (only --epochs, --data-dir and --backend may change) "
+                     "(default: none)")
+    run.add_argument("--log", metavar="PATH", help="metrics log, JSON lines (default: next to "
+                     "--save, as NAME.metrics.jsonl)")
+    run.add_argument("--workers", type=_at_least(0), default=0,
+                     help="DataLoader processes reading and binning the data (default: 0)")
+    run.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                     help="per-batch progress bar (auto: on a terminal) (default: auto)")
+    run.add_argument("--quick", action="store_true",
+                     help="a short smoke run: 2 epochs (50 samples per class on randman) "
+                          "unless given (default: off)")
+
+    evaluate = commands.add_parser(
+        "eval", help="accuracy and activity of a saved model",
+        description="Accuracy, loss and per-layer activity of a checkpoint on its data.")
+    evaluate.add_argument("checkpoint")
+    evaluate.add_argument("--data", type=_data_name, help="another dataset of the same sizes "
+                          "(default: the checkpoint's)")
+    evaluate.add_argument("--data-dir", help="where the data is now (default: the "
+                          "checkpoint's)")
+    evaluate.add_argument("--split", choices=("test", "train"), default="test",
+                          help="(default: test)")
+    evaluate.add_argument("--backend", choices=("auto", "reference", "emulator", "ipu"),
+                          help="(default: the checkpoint's)")
+    evaluate.add_argument("--batch-size", type=_at_least(1), help="(default: the checkpoint's)")
+    evaluate.add_argument("--workers", type=_at_least(0), default=0, help="(default: 0)")
+
+    plot = commands.add_parser(
+        "plot", help="PNGs of a run: curves, activity, spike rasters",
+        description="Loss/accuracy curves and per-layer activity over epochs from a metrics "
+                    "log or a checkpoint, and (from a checkpoint, or a log whose checkpoint "
+                    "exists) a spike raster of one test sample per layer.")
+    plot.add_argument("source", metavar="LOG_OR_CKPT")
+    plot.add_argument("--out", help="folder of the PNGs (default: next to the source)")
+    plot.add_argument("--sample", type=_at_least(0), default=0,
+                      help="test sample of the raster (default: 0)")
+    plot.add_argument("--data-dir", help="where the data is now (default: the run's)")
+
+    plan = commands.add_parser(
+        "plan", help="IPU fit report of the configured network",
+        description="Tiles, memory per tile and estimated cycles of the network that train "
+                    "would build (or of a checkpoint's), on a Mk2 IPU.")
+    _add_training_options(plan)
+    plan.add_argument("--checkpoint", help="plan this checkpoint's network (default: none)")
+    plan.add_argument("--target", choices=("ipu2", "host"), default="ipu2",
+                      help="(default: ipu2)")
+    plan.add_argument("--activity", type=_number(0.0, False), default=0.05,
+                      help="expected fraction of neurons spiking per step (default: 0.05)")
+
+    commands.add_parser("bench", help="run the training benchmark (snn-ipu bench --help)",
+                        add_help=False)
+    return parser
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from .checkpoint import load_checkpoint
+    from .training import TrainConfig, train
+
+    if args.resume:
+        saved = TrainConfig.from_dict(load_checkpoint(args.resume)["config"])
+        config, given = _config_from(args, saved)
+        refused = sorted(set(given) - set(RESUME_OVERRIDES))
+        if refused:
+            def flags(names):
+                return ", ".join("--" + name.replace("_", "-") for name in names)
+
+            print(f"{PROG} train: error: --resume continues the checkpoint's run; "
+                  f"{flags(refused)} cannot change (only {flags(RESUME_OVERRIDES)} can)",
+                  file=sys.stderr)
+            return 2
+    else:
+        config, given = _config_from(args)
+        if args.quick:
+            if "epochs" not in given:
+                config.epochs = 2
+            if "randman_samples_per_class" not in given:
+                config.randman_samples_per_class = 50
+    if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
+        from .data.tasks import load_task
+        from .poptorch_training import train_config
+
+        train_config(config, load_task(config), checkpoint=args.save)
+        return 0
+    progress = {"auto": None, "on": True, "off": False}[args.progress]
+    train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,
+          workers=args.workers)
+    return 0
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from .checkpoint import load_checkpoint
+    from .data.tasks import load_task
+    from .training import TrainConfig, _layer_text, build_model, evaluate
+
+    state = load_checkpoint(args.checkpoint)
+    config = TrainConfig.from_dict(state["config"])
+    changes = {k: v for k, v in (("data", args.data), ("data_dir", args.data_dir),
+                                 ("backend", args.backend), ("batch_size", args.batch_size))
+               if v is not None}
+    config = dataclasses.replace(config, **changes)
+    task = load_task(config)
+    model = build_model(config, task.num_inputs, task.num_classes)
+    model.load_state_dict(state["model"])
+    model.eval()
+    dataset = task.test if args.split == "test" else task.train
+    result = evaluate(model, task, config, workers=args.workers, dataset=dataset)
+    print(f"{args.checkpoint} (epoch {state['epoch']}) on {config.data} {args.split}: "
+          f"accuracy {result['accuracy']:.4f}  loss {result['loss']:.4f}  "
+          f"({result['samples']} samples)")
+    print(_layer_text(result["layers"]))
+    return 0
+
+
+def _run_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_run
+
+    for path in plot_run(args.source, out=args.out, sample=args.sample, data_dir=args.data_dir):
+        print(path)
+    return 0
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from .planning import plan
+    from .training import TrainConfig, build_model
+
+    if args.checkpoint:
+        from .checkpoint import load_checkpoint
+
+        state = load_checkpoint(args.checkpoint)
+        config, _ = _config_from(args, TrainConfig.from_dict(state["config"]))
+    else:
+        config, _ = _config_from(args)
+    from .data.tasks import task_shape
+
+    shape = task_shape(config)
+    model = build_model(config, shape.num_inputs, shape.num_classes)
+    print(f"network {shape.num_inputs}-{'-'.join(map(str, config.hidden))}-{shape.num_classes}"
+          f", batch {config.batch_size}, T={shape.num_steps}, target {args.target}")
+    print(plan(model, config.batch_size, shape.num_steps, target=args.target,
+               activity=args.activity))
+    return 0
 
 
 def _run_bench(argv: Sequence[str]) -> int:
@@ -234,28 +325,19 @@ def _run_bench(argv: Sequence[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="python -m snn_ipu", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    _add_train_arguments(
-        commands.add_parser("train", help="train a 3-layer SNN on the built-in Randman data")
-    )
-    commands.add_parser(
-        "bench", help="run the training benchmark (snn-ipu bench --help)",
-        add_help=False,
-    )
+    argv: List[str] = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "bench":
         return _run_bench(argv[1:])
-    args = parser.parse_args(argv)
-    _apply_defaults(args)
     from .backends.ipu import IPUUnavailableError
 
+    args = build_parser().parse_args(argv)
     try:
-        train(args)
-    except IPUUnavailableError as exc:  # no PopTorch here: one line, no traceback
-        print(f"snn-ipu train: {exc}", file=sys.stderr)
+        return {"train": _run_train, "eval": _run_eval, "plot": _run_plot,
+                "plan": _run_plan}[args.command](args)
+    except (ValueError, FileNotFoundError, ImportError, IPUUnavailableError) as exc:
+        # a user's mistake (data, paths, options): one line, not a traceback
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ docs/numerics.md)::
     S[t] = H(U[t] - threshold)   (strict >; surrogate gradient in backward)
 
 A recurrent layer is snnTorch's ``RLeaky`` / ``RSynaptic`` (all-to-all ``V``,
-``V``'s bias folded into ``b``), with one exception: ``RLeaky``'s zero reset
+``V``'s bias in ``b``, or kept apart in ``rec_bias``), with one exception: ``RLeaky``'s zero reset
 also zeroes the step's input, ``(1 - S[t-1]) (beta U[t-1] + I[t])``, while a
 recurrent ``LIFLayer`` keeps ``Leaky``'s form above.
 
@@ -102,6 +102,10 @@ class _Layer(nn.Module):
         self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
         self.recurrent = False
         self.rec_weight: Optional[nn.Parameter] = None
+        # A recurrent layer may keep the bias of its recurrent projection apart (snnTorch's
+        # RLeaky / RSynaptic do): the sum is the input bias, but an optimizer such as Adam
+        # moves two parameters differently from one.
+        self.rec_bias: Optional[nn.Parameter] = None
         self._register("beta", decay("beta", beta, out_features), learn_beta)
         self.register_load_state_dict_post_hook(check_loaded_constants)
         # When True, the call keeps its membrane [T, B, out] (detached) in
@@ -150,10 +154,18 @@ class _Layer(nn.Module):
         threshold = getattr(self, "threshold", None)
         alpha = getattr(self, "alpha", None)
         return LayerParams(
-            self.weight, self.bias, self.rec_weight, self._per_neuron(self.beta, clamp=True),
+            self.weight, self._input_bias(), self.rec_weight,
+            self._per_neuron(self.beta, clamp=True),
             None if threshold is None else self._per_neuron(threshold, clamp=False),
             None if alpha is None else self._per_neuron(alpha, clamp=True),
         )
+
+    def _input_bias(self) -> Optional[torch.Tensor]:
+        """The bias of the input current: ``bias`` plus ``rec_bias`` where a recurrent
+        layer keeps one (summed in torch, so autograd gives both the same gradient)."""
+        if self.rec_bias is None:
+            return self.bias
+        return self.rec_bias if self.bias is None else self.bias + self.rec_bias
 
     def _check_parameters(self) -> None:
         """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
@@ -162,7 +174,7 @@ class _Layer(nn.Module):
         Learned decays are clamped to [0, 1] where they are used, as snnTorch does."""
         n, m = self.out_features, self.in_features
         matrices = {"weight": (n, m), "rec_weight": (n, n)}
-        for pname in ("weight", "bias", "rec_weight", "beta", "threshold", "alpha"):
+        for pname in ("weight", "bias", "rec_bias", "rec_weight", "beta", "threshold", "alpha"):
             t = getattr(self, pname, None)
             if t is None:
                 continue
@@ -175,10 +187,11 @@ class _Layer(nn.Module):
                                  f"needs {list(want)} = [out_features, "
                                  f"{'in_features' if pname == 'weight' else 'out_features'}]"
                                  f"{hint}")
-            if want is None and shape != (n,) and (pname == "bias" or t.numel() != 1):
+            vector = pname in ("bias", "rec_bias")
+            if want is None and shape != (n,) and (vector or t.numel() != 1):
                 raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
                                  f"needs [{n}] (out_features)"
-                                 + ("" if pname == "bias" else " or a scalar"))
+                                 + ("" if vector else " or a scalar"))
         if not values_readable(*self.parameters(recurse=False)):
             return
         for pname, p in self.named_parameters(recurse=False):
@@ -278,6 +291,7 @@ class _SpikingLayer(_Layer):
         max_spikes: Optional[int] = None,
         overflow: str = "error",
         learn_threshold: bool = False,
+        rec_bias: bool = False,
         **layer_options,
     ) -> None:
         super().__init__(in_features, out_features, beta, **layer_options)
@@ -286,6 +300,10 @@ class _SpikingLayer(_Layer):
         if self.recurrent:
             rec = nn.Linear(out_features, out_features, bias=False)
             self.rec_weight = nn.Parameter(rec.weight.detach().to(self.weight.dtype))
+        if flag("rec_bias", rec_bias):
+            if not self.recurrent:
+                raise ValueError(f"{self.name}: rec_bias needs recurrent=True")
+            self.rec_bias = nn.Parameter(torch.zeros(out_features))
         self.reset = reset
         self.surrogate = surrogate
         self.grad_window = grad_window
@@ -416,15 +434,17 @@ class LIFLayer(_SpikingLayer):
         dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
         name: used in error messages and reports.
+        rec_bias: (recurrent layers) a separate learned bias ``rec_bias`` of the
+            recurrent projection, added to ``bias`` (snnTorch's ``RLeaky`` /
+            ``RSynaptic`` keep it in ``recurrent.bias``).
 
     Arguments after ``threshold`` are keyword-only. A call runs the whole sequence
     from zero state (``U = 0``, no spike before step 0); with ``carry_state = True``
     it starts from ``state``, where the last call ended (a constant: truncated BPTT),
     until ``reset_state()``. With ``record_membrane = True`` the layer keeps the
     call's membrane ``[T, B, out]`` in ``last_membrane``, detached (for inspection; a
-    loss on a membrane needs a :class:`ReadoutLayer`). Porting an ``RLeaky``: copy
-    ``fc.bias + rleaky.recurrent.bias`` into ``bias`` and ``rleaky.recurrent.weight``
-    into ``rec_weight`` (see the README, "Coming from snnTorch").
+    loss on a membrane needs a :class:`ReadoutLayer`). An snnTorch network converts with
+    :func:`snn_ipu.from_snntorch`.
     """
 
     neuron_model = "leaky"

@@ -224,20 +224,38 @@ def size_lists(net: nn.Module, x: torch.Tensor, headroom: float = 2.0) -> Dict[s
     return sizes
 
 
-def train_randman(args, net: nn.Module, train_set, test_set, log: Callable[[str], None] = print
-                  ) -> Dict[str, float]:
-    """``snn-ipu train --backend ipu``: the CLI's network and Randman data through
-    :func:`train` (the CLI's loss for ``--output``; the IPUModel without hardware)."""
+def _dense_dataset(task, dataset, chunk: int = 256) -> torch.utils.data.TensorDataset:
+    """A task's dataset as sample-major dense spikes ``[N, T, in]`` and labels: what
+    PopTorch's DataLoader stacks for a compiled model, whose input shape is fixed."""
+    xs, ys = [], []
+    for start in range(0, len(dataset), chunk):
+        spikes, labels = task.collate([dataset[i] for i in
+                                       range(start, min(start + chunk, len(dataset)))])
+        xs.append(spikes.to_dense().transpose(0, 1).contiguous())
+        ys.append(labels)
+    return torch.utils.data.TensorDataset(torch.cat(xs), torch.cat(ys))
+
+
+def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
+                 log: Callable[[str], None] = print) -> Dict[str, float]:
+    """``snn-ipu train --backend ipu``: the command line's network
+    (:func:`snn_ipu.training.build_model`) on its task's data, through :func:`train`
+    (the IPUModel where there is no IPU). The lists' capacities come from an emulator
+    pass (twice what it needed, then ``overflow="drop"``) where ``--max-spikes`` does
+    not set them."""
     from . import losses
+    from .training import build_model
 
     _poptorch()  # without PopTorch, say so before anything else
-    if args.output == "membrane":
+    net = build_model(config, task.num_inputs, task.num_classes)
+    if config.readout == "membrane":
         def loss_fn(out, labels):
-            return losses.ce_membrane_loss(out, labels, reduction="max")
+            return losses.ce_membrane_loss(out, labels, config.time_reduction)
     else:
         loss_fn = losses.ce_count_loss
-    # Static lists: sized from an emulator pass, and past that dropped (warned, counted).
-    sizes = size_lists(net, train_set.spikes[: args.batch_size].transpose(0, 1))
+    train_set, test_set = _dense_dataset(task, task.train), _dense_dataset(task, task.test)
+    x = train_set.tensors[0][: config.batch_size].transpose(0, 1)
+    sizes = size_lists(net, x)
     for layer in ipu_overflow.spiking_layers(net):
         if layer.name in sizes:
             layer.overflow = "drop"
@@ -245,9 +263,10 @@ def train_randman(args, net: nn.Module, train_set, test_set, log: Callable[[str]
         log("list capacities (2x what an emulator pass needed; overflow='drop'): "
             + ", ".join(f"{name}={k}" for name, k in sizes.items()))
     # As many device iterations (up to 4) as leave a few host calls per epoch.
-    calls = len(train_set) // args.batch_size
-    config = PopTorchConfig(device_iterations=max(1, min(4, calls // 4)), seed=args.seed)
-    log(f"PopTorch: {config.device_iterations} device iterations of batch {args.batch_size} "
-        "(on the IPUModel where there is no IPU)")
-    return train(net, train_set, test_set, loss_fn, epochs=args.epochs,
-                 batch_size=args.batch_size, lr=args.lr, config=config, log=log)
+    calls = len(train_set) // config.batch_size
+    pconfig = PopTorchConfig(device_iterations=max(1, min(4, calls // 4)), seed=config.seed)
+    log(f"PopTorch: {pconfig.device_iterations} device iterations of batch "
+        f"{config.batch_size} (on the IPUModel where there is no IPU)")
+    return train(net, train_set, test_set, loss_fn, epochs=config.epochs,
+                 batch_size=config.batch_size, lr=config.lr, config=pconfig,
+                 checkpoint=checkpoint, log=log)

@@ -211,8 +211,10 @@ class SparseSpikes:
         max_spikes: Optional[int] = None,
         overflow: str = "error",
         eligible: Optional[torch.Tensor] = None,
+        time_first: bool = True,
     ) -> SparseSpikes:
-        """Lists the spikes of a binary ``[T, B, N]`` tensor.
+        """Lists the spikes of a binary ``[T, B, N]`` tensor (``[B, T, N]`` with
+        ``time_first=False``, and ``eligible`` alike; the list is time-major).
 
         Differentiable: the gradient of ``values`` flows back into ``x`` at the
         listed positions, i.e. the spikes and the positions marked in the bool
@@ -230,9 +232,12 @@ class SparseSpikes:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"spikes must be a torch.Tensor, got {type(x).__name__}")
         if x.dim() != 3:
-            raise ValueError(
-                f"dense spikes must have shape [T, B, N] (time-major), got {tuple(x.shape)}"
-            )
+            order = "[T, B, N] (time-major)" if time_first else "[B, T, N] (time_first=False)"
+            raise ValueError(f"dense spikes must have shape {order}, got {tuple(x.shape)}")
+        if not time_first:
+            x = x.transpose(0, 1)
+            if isinstance(eligible, torch.Tensor) and eligible.dim() == 3:
+                eligible = eligible.transpose(0, 1)
         if x.shape[-1] < 1:
             raise ValueError("dense spikes need at least one neuron")
         max_spikes = capacity_or_none(max_spikes)
@@ -261,6 +266,17 @@ class SparseSpikes:
         out.values_checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped
         return out
+
+    @classmethod
+    def from_events(cls, events, num_neurons: Optional[int] = None, **grid) -> SparseSpikes:
+        """Bins event streams (tonic's structured arrays or SHD's ``(times, units)``
+        pairs) straight into a time-major list; see :func:`snn_ipu.events.events_to_spikes`
+        for the time grid (``num_steps``, ``dt``, ``duration``, ``t_start``),
+        ``sensor_size``, ``max_spikes``, ``overflow`` and ``outside``. Several events of
+        one neuron in one bin make one spike."""
+        from .events import events_to_spikes
+
+        return events_to_spikes(events, num_neurons, **grid)
 
     def to_dense(self) -> torch.Tensor:
         """Dense ``[T, B, N]`` spikes (differentiable through ``values``)."""

@@ -1,18 +1,25 @@
-"""``python -m snn_ipu``: a tiny seeded training run and the bench hand-off."""
+"""``snn-ipu``: train (randman, digits, an SHD file in the official layout), checkpoints,
+bitwise resume, a save that dies mid-write, eval, plot, plan, --help."""
 
+import json
 import re
 
 import pytest
+import torch
+from shd_files import write_heidelberg
 
-from snn_ipu import cli
+from snn_ipu import checkpoint as checkpoint_module
+from snn_ipu import cli, training
+from snn_ipu.checkpoint import load_checkpoint
 
-TINY = ["train", "--backend", "reference", "--epochs", "2", "--hidden", "16", "--inputs", "20",
-        "--classes", "3", "--samples-per-class", "10", "--steps", "12", "--batch-size", "8"]
+TINY = ["train", "--data", "randman", "--randman-inputs", "20", "--randman-classes", "3",
+        "--randman-samples-per-class", "10", "--steps", "12", "--batch-size", "8",
+        "--hidden", "16", "16", "--progress", "off"]
 
 
-def run(capsys, argv):
-    assert cli.main(argv) == 0
-    return capsys.readouterr().out
+def run(capsys, argv, code=0):
+    assert cli.main(argv) == code
+    return capsys.readouterr()
 
 
 def without_timings(text):
@@ -20,19 +27,186 @@ def without_timings(text):
 
 
 def test_train_prints_epochs_and_is_deterministic(capsys):
-    first = run(capsys, TINY)
+    first = run(capsys, TINY + ["--epochs", "2"]).out
     lines = [line for line in first.splitlines() if line.startswith("epoch")]
     assert len(lines) == 2
     for line in lines:
         assert re.search(r"loss \d+\.\d+ +train acc [01]\.\d+ +test acc [01]\.\d+", line)
-        assert "hidden1=" in line and "hidden2=" in line
+        assert "hidden1 act" in line and "hidden2 act" in line and "list<=" in line
     assert "final test accuracy" in first
-    assert without_timings(run(capsys, TINY)) == without_timings(first)
+    assert without_timings(run(capsys, TINY + ["--epochs", "2"]).out) == without_timings(first)
 
 
-def test_train_spiking_output(capsys):
-    out = run(capsys, TINY + ["--output", "spikes", "--epochs", "1"])
-    assert "output=" in out
+def test_spiking_readout_and_capacity_report(capsys):
+    out = run(capsys, TINY + ["--epochs", "1", "--readout", "spikes", "--max-spikes", "16",
+                              "--grad-window", "0.2"]).out
+    assert "output act" in out and "list " in out and "/16" in out
+
+
+def test_checkpoint_and_metrics_log(tmp_path, capsys):
+    save = tmp_path / "run" / "model.pt"
+    out = run(capsys, TINY + ["--epochs", "2", "--save", str(save)]).out
+    state = load_checkpoint(save)
+    assert state["epoch"] == 2 and len(state["metrics"]) == 2
+    assert state["config"]["hidden"] == [16, 16] and state["config"]["data"] == "randman"
+    assert set(state["rng"]) == {"torch", "numpy", "python"}
+    log = save.with_name("model.metrics.jsonl")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["start", "epoch", "epoch"]
+    assert records[0]["checkpoint"] == str(save) and records[0]["config"]["epochs"] == 2
+    assert records[2]["test_acc"] == state["metrics"][1]["test_acc"]
+    assert set(records[1]["layers"]) == {"hidden1", "hidden2"}
+    assert f"checkpoint: {save}" in out
+    assert sorted(p.name for p in save.parent.iterdir()) == ["model.metrics.jsonl", "model.pt"]
+
+
+def _stop_after(monkeypatch, epoch):
+    """The next run dies right after writing the checkpoint of ``epoch``."""
+    real = training.save_checkpoint
+
+    def save_then_die(path, payload):
+        real(path, payload)
+        if payload["epoch"] == epoch:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
+
+
+@pytest.mark.parametrize("extra", [[], ["--recurrent", "--neuron", "synaptic", "--backend",
+                                        "reference", "--lr-schedule", "constant",
+                                        "--augment-jitter", "1", "--augment-drop", "0.2"]])
+def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, capsys, monkeypatch, extra):
+    whole, part = tmp_path / "whole.pt", tmp_path / "part.pt"
+    argv = TINY + extra + ["--epochs", "3"]
+    run(capsys, argv + ["--save", str(whole)])
+    _stop_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(argv + ["--save", str(part)])
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert load_checkpoint(part)["epoch"] == 2
+    out = run(capsys, ["train", "--resume", str(part), "--save", str(part), "--progress",
+                       "off"]).out
+    assert "resumed from" in out and "epoch   3/3" in out and "epoch   2/3" not in out
+    a, b = load_checkpoint(whole), load_checkpoint(part)
+    assert a["model"].keys() == b["model"].keys()
+    for key in a["model"]:
+        assert torch.equal(a["model"][key], b["model"][key]), key
+    for sa, sb in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values()):
+        for key in sa:
+            assert torch.equal(sa[key], sb[key])
+    strip = [{k: v for k, v in m.items() if k != "seconds"} for m in a["metrics"]]
+    assert strip == [{k: v for k, v in m.items() if k != "seconds"} for m in b["metrics"]]
+    log = [json.loads(x) for x in (tmp_path / "part.metrics.jsonl").read_text().splitlines()]
+    assert [r.get("epoch") for r in log] == [None, 1, 2, 3]
+
+
+def test_a_save_that_dies_mid_write_leaves_the_last_checkpoint(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "model.pt"
+    real_save = torch.save
+
+    def dying_save(obj, f, *args, **kwargs):
+        if obj["epoch"] == 2:
+            f.write(b"\x80\x02half a checkpoint")
+            raise OSError("killed mid-write")
+        real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", dying_save)
+    with pytest.raises(OSError, match="killed mid-write"):
+        cli.main(TINY + ["--epochs", "3", "--save", str(path)])
+    monkeypatch.undo()
+    capsys.readouterr()
+    state = load_checkpoint(path)
+    assert state["epoch"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.metrics.jsonl", "model.pt"]
+    # and it resumes
+    out = run(capsys, ["train", "--resume", str(path), "--progress", "off"]).out
+    assert "epoch   3/3" in out
+
+
+def test_resume_refuses_to_change_the_run(tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    err = run(capsys, ["train", "--resume", str(path), "--lr", "0.1", "--hidden", "8"], 2).err
+    assert "--hidden, --lr cannot change" in err
+    out = run(capsys, ["train", "--resume", str(path), "--epochs", "2", "--progress",
+                       "off"]).out
+    assert "epoch   2/2" in out
+
+
+def test_shd_file_in_the_official_layout_trains(tmp_path, capsys):
+    labels = [c for c in range(20) for _ in range(4)]
+    write_heidelberg(tmp_path / "shd_train.h5", labels, seed=0)
+    write_heidelberg(tmp_path / "shd_test.h5", labels[::2], seed=1)
+    save = tmp_path / "shd.pt"
+    out = run(capsys, ["train", "--data", "shd", "--data-dir", str(tmp_path), "--epochs", "4",
+                       "--hidden", "64", "--steps", "20", "--batch-size", "16", "--lr", "1e-2",
+                       "--progress", "off", "--save", str(save)]).out
+    assert "SHD from" in out and "num_steps=20, duration=1.4" in out
+    assert "80 train / 40 test samples" in out
+    accuracy = float(re.search(r"final test accuracy (\d\.\d+)", out).group(1))
+    assert accuracy > 0.3  # chance is 0.05
+    evaluated = run(capsys, ["eval", str(save)]).out
+    assert f"accuracy {accuracy:.4f}" in evaluated and "hidden1 act" in evaluated
+
+
+def test_shd_without_its_folder_is_a_one_line_error(tmp_path, capsys):
+    err = run(capsys, ["train", "--data", "shd", "--progress", "off"], 2).err
+    assert "needs --data-dir" in err
+    err = run(capsys, ["train", "--data", "shd", "--data-dir", str(tmp_path)], 2).err
+    assert "no " in err and "shd_train.h5" in err and "Traceback" not in err
+
+
+def test_digits_quick_run_learns(capsys):
+    out = run(capsys, ["train", "--quick", "--hidden", "32", "--progress", "off"]).out
+    assert "digits" in out and "network: 128-32-10" in out
+    assert float(re.search(r"final test accuracy (\d\.\d+)", out).group(1)) > 0.3
+
+
+def test_eval_matches_the_recorded_test_accuracy(tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
+    recorded = load_checkpoint(path)["metrics"][-1]
+    out = run(capsys, ["eval", str(path), "--backend", "reference"]).out
+    assert f"accuracy {recorded['test_acc']:.4f}" in out and "(epoch 2)" in out
+    out = run(capsys, ["eval", str(path), "--split", "train"]).out
+    assert "randman train" in out
+
+
+def test_plot_writes_curves_activity_and_rasters(tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
+    out = run(capsys, ["plot", str(path), "--out", str(tmp_path / "png")]).out
+    names = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert names == ["model_activity.png", "model_curves.png", "model_raster.png"]
+    assert all((tmp_path / "png" / n).stat().st_size > 1000 for n in names)
+    out = run(capsys, ["plot", str(tmp_path / "model.metrics.jsonl")]).out
+    assert out.count(".png") == 3
+
+
+def test_plan_prints_the_report_of_the_configured_network(capsys):
+    from snn_ipu import plan
+    from snn_ipu.training import TrainConfig, build_model
+
+    out = run(capsys, ["plan", "--data", "shd", "--hidden", "256", "256",
+                       "--batch-size", "32"]).out
+    assert "network 700-256-256-20, batch 32, T=100, target ipu2" in out
+    config = TrainConfig(data="shd", hidden=[256, 256], batch_size=32)
+    expected = str(plan(build_model(config, 700, 20), 32, 100, target="ipu2", activity=0.05))
+    assert expected in out
+
+
+def test_help_names_the_program_and_every_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    text = capsys.readouterr().out
+    assert text.startswith("usage: snn-ipu train")
+    parser = cli.build_parser()
+    train = parser._subparsers._group_actions[0].choices["train"]
+    for action in train._actions:
+        if action.dest != "help":
+            assert "default" in (action.help or ""), action.dest
+    assert "(default: digits)" in text and "(default: 128 128)" in text
 
 
 def test_bench_forwards_arguments(monkeypatch):
@@ -50,12 +224,13 @@ def test_unknown_command():
 
 
 @pytest.mark.parametrize("flag, value", [
-    ("--epochs", "0"), ("--batch-size", "0"), ("--hidden", "-3"), ("--classes", "1"),
-    ("--samples-per-class", "2"), ("--lr", "-1"), ("--lr", "nan"), ("--alpha", "inf"),
-    ("--grad-window", "-0.1"), ("--steps", "0"),
+    ("--epochs", "0"), ("--batch-size", "0"), ("--hidden", "-3"), ("--randman-classes", "1"),
+    ("--randman-samples-per-class", "2"), ("--lr", "-1"), ("--lr", "nan"),
+    ("--randman-alpha", "inf"), ("--grad-window", "-0.1"), ("--steps", "0"), ("--beta", "1.5"),
+    ("--data", "mnist"), ("--data", "tonic:"),
 ])
 def test_bad_train_flags_are_named_by_argparse(capsys, flag, value):
-    argv = [a for a in TINY]
+    argv = list(TINY)
     if flag in argv:
         argv[argv.index(flag) + 1] = value
     else:
@@ -67,5 +242,7 @@ def test_bad_train_flags_are_named_by_argparse(capsys, flag, value):
 
 
 def test_spiking_output_layer_keeps_exact_gradients():
-    model = cli.build_model(20, 16, 3, output="spikes", grad_window=0.1, backend="reference")
+    config = training.TrainConfig(readout="spikes", grad_window=0.1, hidden=[16, 16],
+                                  backend="reference")
+    model = training.build_model(config, 20, 3)
     assert [layer.grad_window for layer in model] == [0.1, 0.1, None]

@@ -9,7 +9,7 @@ so every spiking layer is windowed. After the same number of epochs the sparse r
 test accuracy must be within one percentage point of the exact run's, and the exact
 run must have clearly learnt (chance is 10%), so that the comparison means something.
 
-Configuration: the CLI's defaults (``snn_ipu.cli.build_model``, 100-128-128-10, T=50,
+Configuration: the CLI's model (``snn_ipu.training.build_model``, 100-128-128-10, T=50,
 Adam lr 3e-3, batch 64, 12 epochs, 1200 training samples) except the data split: 200
 samples per class with 40% held out, so the test set has 800 samples and one point is
 8 samples (the CLI's 150 / 20% gives 300). About 12 s for both trainings on one core
@@ -39,7 +39,7 @@ import pytest
 import torch
 
 from snn_ipu import losses
-from snn_ipu.cli import build_model
+from snn_ipu.training import TrainConfig, build_model
 from snn_ipu.data.randman import batches, make_randman, split
 
 pytest.importorskip("snn_ipu._native", reason="the emulator's C++ extension is not built")
@@ -59,8 +59,9 @@ MIN_EXACT = 0.95  # exact reaches 0.978-0.993 over seeds 0-9; chance is 0.1
 
 def _train(grad_window, train_set, test_set):
     torch.manual_seed(SEED)
-    model = build_model(DATA["num_inputs"], HIDDEN, DATA["num_classes"], output="membrane",
-                        grad_window=grad_window, backend="emulator")
+    config = TrainConfig(hidden=[HIDDEN, HIDDEN], readout="membrane", grad_window=grad_window,
+                         backend="emulator")
+    model = build_model(config, DATA["num_inputs"], DATA["num_classes"])
     spiking = [m for m in model if hasattr(m, "threshold")]
     assert len(spiking) == 2 and all(m.grad_window == grad_window for m in spiking)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
@@ -68,13 +69,13 @@ def _train(grad_window, train_set, test_set):
     for _ in range(EPOCHS):
         for x, y in batches(train_set.spikes, train_set.labels, BATCH, shuffle=True,
                             generator=order):
-            loss = losses.ce_membrane_loss(model(x), y, reduction="max")
+            loss = losses.ce_membrane_loss(model(x), y, time_reduction="max")
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
     with torch.no_grad():
         x_test = test_set.spikes.transpose(0, 1).contiguous()
-        return losses.accuracy(model(x_test), test_set.labels, reduction="max")
+        return losses.accuracy(model(x_test), test_set.labels, time_reduction="max")
 
 
 def test_sparse_gradients_match_exact_accuracy():

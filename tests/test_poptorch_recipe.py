@@ -156,10 +156,10 @@ def test_cli_without_poptorch_says_so_in_one_line():
 
 def test_cli_trains_through_poptorch(monkeypatch, capsys):
     poptorch = install(monkeypatch)
-    assert cli_main(["train", "--backend", "ipu", "--epochs", "1", "--hidden", "16",
-                     "--steps", "8", "--classes", "3", "--inputs", "12",
-                     "--samples-per-class", "20", "--batch-size", "8",
-                     "--grad-window", "0.5"]) == 0
+    assert cli_main(["train", "--data", "randman", "--backend", "ipu", "--epochs", "1",
+                     "--hidden", "16", "--steps", "8", "--randman-classes", "3",
+                     "--randman-inputs", "12", "--randman-samples-per-class", "20",
+                     "--batch-size", "8", "--grad-window", "0.5", "--progress", "off"]) == 0
     out = capsys.readouterr().out
     assert "PopTorch:" in out and "epoch   1" in out
     assert {c["name"] for c in poptorch.custom_op_calls} == {"SnnSpikingLayer",

@@ -1,0 +1,85 @@
+"""Collate functions for ``torch.utils.data.DataLoader`` that give time-major batches.
+
+A DataLoader's default collate stacks samples batch-first (``[B, T, N]``), while every
+layer takes time-major input (``[T, B, N]``). These give ``(SparseSpikes [T, B, K],
+labels [B])`` instead::
+
+    loader = DataLoader(SHD(root), batch_size=64, shuffle=True,
+                        collate_fn=EventCollate(700, num_steps=100, duration=1.4))
+    for spikes, labels in loader:
+        out = model(spikes)
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..events import events_to_spikes
+from ..spikes import SparseSpikes
+
+__all__ = ["EventCollate", "collate_dense", "collate_labels"]
+
+
+def collate_labels(labels: Sequence) -> torch.Tensor:
+    """int64 ``[B]`` from a batch's labels (ints, numpy or 0-d tensors)."""
+    try:
+        out = torch.as_tensor([int(y) for y in labels], dtype=torch.int64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"labels must be integer class indices, got {list(labels)[:3]}...") \
+            from exc
+    return out
+
+
+class EventCollate:
+    """Bins each batch of ``(events, label)`` samples into a time-major
+    :class:`SparseSpikes` with :func:`snn_ipu.events.events_to_spikes` (same arguments:
+    ``num_neurons`` or ``sensor_size``, ``num_steps``/``dt``/``duration``, ``t_start``,
+    ``max_spikes``, ``overflow``, ``outside``). With ``outside="drop"`` the number of
+    events that fell outside the grid is the list's ``events_outside``.
+    """
+
+    def __init__(self, num_neurons: Optional[int] = None, **grid) -> None:
+        self.num_neurons = num_neurons
+        self.grid = grid
+        # the arguments are checked now rather than in a worker process mid-epoch
+        events_to_spikes([_empty_sample(grid)], num_neurons, **{**grid, "outside": "drop"})
+
+    def __call__(self, batch: Sequence[Tuple[object, object]]) -> Tuple[SparseSpikes, torch.Tensor]:
+        if not batch:
+            raise ValueError("EventCollate: empty batch")
+        events, labels = zip(*batch)
+        return events_to_spikes(list(events), self.num_neurons, **self.grid), \
+            collate_labels(labels)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.grid.items())
+        return f"EventCollate(num_neurons={self.num_neurons!r}, {args})"
+
+
+def _empty_sample(grid: dict):
+    if grid.get("sensor_size") is None:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    return np.zeros(0, dtype=[("t", np.int64), ("x", np.int64), ("y", np.int64),
+                              ("p", np.int64)])
+
+
+def collate_dense(
+    batch: Sequence[Tuple[torch.Tensor, object]], max_spikes: Optional[int] = None,
+    overflow: str = "error",
+) -> Tuple[SparseSpikes, torch.Tensor]:
+    """Stacks ``(spikes, label)`` samples of dense 0/1 spikes ``[T, N]`` (time first)
+    into a time-major ``SparseSpikes [T, B, K]`` and int64 labels ``[B]``."""
+    if not batch:
+        raise ValueError("collate_dense: empty batch")
+    samples, labels = zip(*batch)
+    for i, s in enumerate(samples):
+        if not isinstance(s, torch.Tensor) or s.dim() != 2 or s.shape != samples[0].shape:
+            raise ValueError(f"collate_dense: sample {i} must be a 2-d tensor [T, N] like "
+                             f"sample 0 {tuple(samples[0].shape)}, got "
+                             f"{getattr(s, 'shape', type(s).__name__)}")
+    stacked = torch.stack(samples, 1)  # [T, B, N]
+    return SparseSpikes.from_dense(stacked, max_spikes=max_spikes, overflow=overflow), \
+        collate_labels(labels)

@@ -1,0 +1,294 @@
+"""snnTorch networks to snn_ipu layers and back, with their weights and settings.
+
+:func:`from_snntorch` takes an ``nn.Sequential``, or any module whose children are
+registered in the order its forward uses them (``fc1, lif1, fc2, lif2``, as snnTorch's
+tutorials write them), built of ``nn.Linear`` followed by a neuron::
+
+    nn.Linear + snntorch.Leaky       -> LIFLayer
+    nn.Linear + snntorch.Synaptic    -> SynapticLayer
+    nn.Linear + snntorch.RLeaky      -> LIFLayer(recurrent=True, rec_bias=True)
+    nn.Linear + snntorch.RSynaptic   -> SynapticLayer(recurrent=True, rec_bias=True)
+
+Weights, biases, ``beta``/``alpha``/``threshold`` (scalars or per neuron, learned or
+not), the reset mechanism and the surrogate (``atan``, ``fast_sigmoid``, ``sigmoid``,
+``straight_through_estimator``) are carried over; the recurrent ``nn.Linear``'s weight
+becomes ``rec_weight`` and its bias ``rec_bias``, a parameter of its own, so that an
+optimizer moves the two biases as snnTorch's does and training follows snnTorch's step
+for step. What snn_ipu cannot express raises a ValueError naming the option:
+``all_to_all=False`` and convolutional recurrence, ``inhibition``, ``reset_delay=False``,
+``state_quant``, graded spikes, ``surrogate_disable``, surrogates other than the four
+above, and ``RLeaky`` with ``reset_mechanism="zero"`` (snnTorch's RLeaky zeroes that
+step's input too, the recurrent LIFLayer does not).
+
+``from_snntorch(net, readout=True)`` turns the last neuron, a ``Leaky`` with
+``reset_mechanism="none"``, into a :class:`~snn_ipu.ReadoutLayer` whose output is the
+membrane snnTorch's loss would read.
+
+:func:`to_snntorch` builds the snnTorch network of an snn_ipu model: an
+``nn.Sequential`` of ``nn.Linear`` and neurons with ``init_hidden=True`` (the last one
+with ``output=True``), run one step at a time after ``snntorch.utils.reset(net)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Iterable, List, Optional
+
+import torch
+from torch import nn
+
+from .. import surrogate as surrogate_mod
+from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
+
+__all__ = ["from_snntorch", "to_snntorch"]
+
+
+def _snntorch():
+    try:
+        import snntorch
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("snnTorch interop needs snntorch: pip install snntorch") from exc
+    return snntorch
+
+
+def _leaves(module: nn.Module, prefix: str = "") -> List[tuple]:
+    """(name, module) of the network's layers in registration order: containers
+    (Sequential, ModuleList, plain modules) are opened, snnTorch neurons and torch
+    layers are leaves."""
+    snn = _snntorch()
+    leaves = []
+    for name, child in module.named_children():
+        path = f"{prefix}{name}"
+        if isinstance(child, (nn.Linear, snn.SpikingNeuron)) or not list(child.children()):
+            leaves.append((path, child))
+        else:
+            leaves.extend(_leaves(child, path + "."))
+    return leaves
+
+
+def _surrogate_of(neuron, where: str) -> surrogate_mod.Surrogate:
+    if getattr(neuron, "surrogate_disable", False):
+        raise ValueError(f"{where}: surrogate_disable=True is not supported")
+    fn = neuron.spike_grad
+    qualname = getattr(fn, "__qualname__", "")
+    module = getattr(fn, "__module__", "")
+    if module == "snntorch.surrogate" and qualname.endswith(".<locals>.inner"):
+        kind = qualname.split(".")[0]
+        closure = inspect.getclosurevars(fn).nonlocals
+        if kind == "atan":
+            return surrogate_mod.ATan(float(closure["alpha"]))
+        if kind == "fast_sigmoid":
+            return surrogate_mod.FastSigmoid(float(closure["slope"]))
+        if kind == "sigmoid":
+            return surrogate_mod.Sigmoid(float(closure["slope"]))
+        if kind == "straight_through_estimator":
+            return surrogate_mod.StraightThrough()
+        raise ValueError(f"{where}: the surrogate snntorch.surrogate.{kind} has no snn_ipu "
+                         "equivalent (atan, fast_sigmoid, sigmoid and "
+                         "straight_through_estimator have)")
+    raise ValueError(
+        f"{where}: spike_grad={fn!r} is a callback snn_ipu cannot express (its surrogates "
+        "run in C++ and on the IPU); use snntorch.surrogate.atan, fast_sigmoid, sigmoid or "
+        "straight_through_estimator"
+    )
+
+
+def _check_neuron_options(neuron, where: str) -> None:
+    refused = []
+    if getattr(neuron, "inhibition", False):
+        refused.append("inhibition=True")
+    if getattr(neuron, "state_quant", False):
+        refused.append("state_quant")
+    if getattr(neuron, "reset_delay", True) is False:
+        refused.append("reset_delay=False")
+    graded = getattr(neuron, "graded_spikes_factor", None)
+    if isinstance(graded, nn.Parameter) or (graded is not None and bool(
+            (torch.as_tensor(graded) != 1).any())):
+        refused.append("graded spikes (graded_spikes_factor != 1 or learned)")
+    if hasattr(neuron, "all_to_all"):
+        if not neuron.all_to_all:
+            refused.append("all_to_all=False (one-to-one recurrence V)")
+        elif getattr(neuron, "conv2d_channels", None) is not None:
+            refused.append("convolutional recurrence (conv2d_channels)")
+    if refused:
+        raise ValueError(f"{where}: not supported by snn_ipu: {', '.join(refused)}")
+
+
+def _value(t):
+    """A decay or threshold as the layer constructor takes it (scalar or per neuron)."""
+    t = torch.as_tensor(t).detach().float().clone()
+    return float(t) if t.dim() == 0 else t.reshape(-1)
+
+
+def from_snntorch(
+    module: nn.Module,
+    readout: bool = False,
+    *,
+    backend: str = "auto",
+    grad_window: Optional[float] = None,
+    max_spikes: Optional[int] = None,
+    overflow: str = "error",
+) -> nn.Sequential:
+    """An snn_ipu ``nn.Sequential`` with the weights and settings of an snnTorch network
+    (module docstring). ``backend``, ``grad_window``, ``max_spikes`` and ``overflow``
+    go to every spiking layer (``grad_window=None``: exact gradients, as snnTorch's)."""
+    snn = _snntorch()
+    leaves = [(n, m) for n, m in _leaves(module)
+              if not isinstance(m, (nn.Identity, nn.Flatten))]
+    if not leaves:
+        raise ValueError("from_snntorch: the module holds no layers")
+    layers: List[nn.Module] = []
+    i = 0
+    while i < len(leaves):
+        name, linear = leaves[i]
+        if not isinstance(linear, nn.Linear):
+            raise ValueError(f"from_snntorch: {name} ({type(linear).__name__}) where an "
+                             "nn.Linear belongs: the network must be nn.Linear followed by "
+                             "Leaky, Synaptic, RLeaky or RSynaptic, pair after pair")
+        if i + 1 == len(leaves):
+            raise ValueError(f"from_snntorch: {name} (nn.Linear) is last; every nn.Linear "
+                             "needs a neuron after it")
+        neuron_name, neuron = leaves[i + 1]
+        last = i + 2 == len(leaves)
+        layers.append(_convert_pair(snn, linear, neuron, neuron_name, last and readout,
+                                    dict(backend=backend, grad_window=grad_window,
+                                         max_spikes=max_spikes, overflow=overflow)))
+        i += 2
+    return nn.Sequential(*layers)
+
+
+def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, options):
+    where = f"{name} ({type(neuron).__name__})"
+    kinds = (snn.RLeaky, snn.RSynaptic, snn.Leaky, snn.Synaptic)
+    if not isinstance(neuron, kinds):
+        raise ValueError(f"from_snntorch: {where} after an nn.Linear; supported neurons are "
+                         "Leaky, Synaptic, RLeaky and RSynaptic")
+    _check_neuron_options(neuron, where)
+    n_in, n_out = linear.in_features, linear.out_features
+    has_bias = linear.bias is not None
+    beta = neuron.beta
+    learn_beta = isinstance(beta, nn.Parameter)
+    if as_readout:
+        if not isinstance(neuron, snn.Leaky) or neuron.reset_mechanism != "none":
+            raise ValueError(f"from_snntorch: readout=True needs the last neuron to be a Leaky "
+                             f"with reset_mechanism='none' (a leaky integrator), got {where} "
+                             f"with reset_mechanism={neuron.reset_mechanism!r}")
+        layer = ReadoutLayer(n_in, n_out, beta=_value(beta), bias=has_bias,
+                             learn_beta=learn_beta, backend=options["backend"], name=name)
+    else:
+        recurrent = isinstance(neuron, (snn.RLeaky, snn.RSynaptic))
+        synaptic = isinstance(neuron, (snn.Synaptic, snn.RSynaptic))
+        if isinstance(neuron, snn.RLeaky) and neuron.reset_mechanism == "zero":
+            raise ValueError(
+                f"from_snntorch: {where}: RLeaky's reset_mechanism='zero' also zeroes the "
+                "step's input, (1 - S[t-1]) (beta U[t-1] + I[t]); the recurrent LIFLayer "
+                "keeps Leaky's form beta (1 - S[t-1]) U[t-1] + I[t] (use 'subtract' or "
+                "'none', or RSynaptic, whose zero reset matches)")
+        threshold = neuron.threshold
+        kw = dict(beta=_value(beta), threshold=_value(threshold), bias=has_bias,
+                  reset=neuron.reset_mechanism, surrogate=_surrogate_of(neuron, where),
+                  recurrent=recurrent, learn_beta=learn_beta,
+                  learn_threshold=isinstance(threshold, nn.Parameter), name=name,
+                  rec_bias=recurrent and neuron.recurrent.bias is not None, **options)
+        if synaptic:
+            alpha = neuron.alpha
+            layer = SynapticLayer(n_in, n_out, alpha=_value(alpha),
+                                  learn_alpha=isinstance(alpha, nn.Parameter), **kw)
+        else:
+            layer = LIFLayer(n_in, n_out, **kw)
+    with torch.no_grad():
+        layer.weight.copy_(linear.weight)
+        if has_bias:
+            layer.bias.copy_(linear.bias)
+        if getattr(layer, "recurrent", False):
+            rec = neuron.recurrent
+            if tuple(rec.weight.shape) != (n_out, n_out):
+                raise ValueError(f"from_snntorch: {where}: recurrent weight "
+                                 f"{tuple(rec.weight.shape)}, the layer has {n_out} neurons")
+            layer.rec_weight.copy_(rec.weight)
+            if rec.bias is not None:
+                layer.rec_bias.copy_(rec.bias)
+            if not getattr(neuron, "learn_recurrent", True):
+                layer.rec_weight.requires_grad_(False)
+                if layer.rec_bias is not None:
+                    layer.rec_bias.requires_grad_(False)
+    layer.weight.requires_grad_(linear.weight.requires_grad)
+    if has_bias:
+        layer.bias.requires_grad_(linear.bias.requires_grad)
+    return layer
+
+
+def _snntorch_surrogate(snn, surrogate: surrogate_mod.Surrogate, where: str):
+    s = snn.surrogate
+    if isinstance(surrogate, surrogate_mod.ATan):
+        return s.atan(surrogate.alpha)
+    if isinstance(surrogate, surrogate_mod.FastSigmoid):
+        return s.fast_sigmoid(surrogate.slope)
+    if isinstance(surrogate, surrogate_mod.Sigmoid):
+        return s.sigmoid(surrogate.slope)
+    if isinstance(surrogate, surrogate_mod.StraightThrough):
+        return s.straight_through_estimator()
+    raise ValueError(f"to_snntorch: {where}: snnTorch has no surrogate like {surrogate} "
+                     "(its triangular surrogate is another function)")
+
+
+def _param_or_value(t: torch.Tensor):
+    value = t.detach().clone()
+    return value if value.dim() else value.reshape(())
+
+
+def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
+    """The snnTorch network of an snn_ipu model (module docstring)."""
+    snn = _snntorch()
+    layers = list(model)
+    if not layers:
+        raise ValueError("to_snntorch: the model holds no layers")
+    out: List[nn.Module] = []
+    for index, layer in enumerate(layers):
+        where = getattr(layer, "name", type(layer).__name__)
+        if not isinstance(layer, (LIFLayer, SynapticLayer, ReadoutLayer)):
+            raise ValueError(f"to_snntorch: {where} is a {type(layer).__name__}, not an "
+                             "snn_ipu layer")
+        if layer.weight.dtype != torch.float32:
+            raise ValueError(f"to_snntorch: {where} has {layer.weight.dtype} weights; "
+                             "convert the model to float32 first")
+        last = index == len(layers) - 1
+        fc = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
+        with torch.no_grad():
+            fc.weight.copy_(layer.weight)
+            if layer.bias is not None:
+                fc.bias.copy_(layer.bias)
+        learn_beta = isinstance(layer.beta, nn.Parameter)
+        common = dict(beta=_param_or_value(layer.beta), learn_beta=learn_beta,
+                      init_hidden=True, output=last)
+        if isinstance(layer, ReadoutLayer):
+            neuron = snn.Leaky(reset_mechanism="none", **common)
+        else:
+            if getattr(layer, "grad_window", None) is not None:
+                warnings.warn(f"to_snntorch: {where} has grad_window={layer.grad_window}; "
+                              "snnTorch computes the exact surrogate gradient", stacklevel=2)
+            common.update(threshold=_param_or_value(layer.threshold),
+                          learn_threshold=isinstance(layer.threshold, nn.Parameter),
+                          reset_mechanism=layer.reset,
+                          spike_grad=_snntorch_surrogate(snn, layer.surrogate, where))
+            synaptic = isinstance(layer, SynapticLayer)
+            if synaptic:
+                common.update(alpha=_param_or_value(layer.alpha),
+                              learn_alpha=isinstance(layer.alpha, nn.Parameter))
+            if layer.recurrent:
+                if not synaptic and layer.reset == "zero":
+                    raise ValueError(f"to_snntorch: {where}: a recurrent LIFLayer's zero reset "
+                                     "is not RLeaky's (which also zeroes the step's input)")
+                cls = snn.RSynaptic if synaptic else snn.RLeaky
+                neuron = cls(linear_features=layer.out_features, all_to_all=True, **common)
+                with torch.no_grad():
+                    neuron.recurrent.weight.copy_(layer.rec_weight)
+                    if layer.rec_bias is not None:
+                        neuron.recurrent.bias.copy_(layer.rec_bias)
+                    else:
+                        neuron.recurrent.bias.zero_()
+            else:
+                neuron = (snn.Synaptic if synaptic else snn.Leaky)(**common)
+        out += [fc, neuron]
+    return nn.Sequential(*out)

@@ -1,0 +1,175 @@
+"""Plots of spikes and training runs (matplotlib).
+
+* :func:`raster`: a spike raster of one sample of a :class:`~snn_ipu.SparseSpikes` or
+  of dense spikes ``[T, B, N]``, for notebooks.
+* :func:`plot_run`: what ``snn-ipu plot`` writes: loss/accuracy curves and per-layer
+  activity over the epochs of a run (from its metrics log or checkpoint), and a raster
+  of one test sample through every layer (from the checkpoint).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import torch
+
+__all__ = ["raster", "plot_run"]
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        if os.environ.get("MPLBACKEND") is None and not os.environ.get("DISPLAY"):
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plots need matplotlib: pip install matplotlib") from exc
+    return plt
+
+
+def raster(spikes, sample: int = 0, ax=None, title: Optional[str] = None, time_first=True,
+           **scatter):
+    """Draws the spikes of ``sample`` (time on x, neuron on y); returns the axes.
+
+    :param spikes: SparseSpikes, or dense 0/1 ``[T, B, N]`` (``[B, T, N]`` with
+        ``time_first=False``)
+    :param sample: which sample of the batch
+    :param ax: matplotlib axes to draw into (default: a new figure)
+    """
+    if hasattr(spikes, "ids") and hasattr(spikes, "counts"):
+        if not time_first:
+            raise ValueError("a SparseSpikes is always time-major; time_first=False is for "
+                             "batch-first dense tensors")
+        if not 0 <= sample < spikes.batch_size:
+            raise ValueError(f"sample {sample} not in the batch of {spikes.batch_size}")
+        counts = spikes.counts[:, sample, 0].long()
+        ids = spikes.ids[:, sample]
+        steps = torch.arange(spikes.num_steps).repeat_interleave(counts)
+        listed = torch.arange(ids.shape[-1])[None, :] < counts[:, None]
+        neurons = ids[listed]
+        num_steps, num_neurons = spikes.num_steps, spikes.num_neurons
+    elif isinstance(spikes, torch.Tensor) and spikes.dim() == 3:
+        dense = spikes if time_first else spikes.transpose(0, 1)
+        if not 0 <= sample < dense.shape[1]:
+            raise ValueError(f"sample {sample} not in the batch of {dense.shape[1]}")
+        steps, neurons = dense[:, sample].detach().nonzero(as_tuple=True)
+        num_steps, num_neurons = dense.shape[0], dense.shape[2]
+    else:
+        raise TypeError("raster takes a SparseSpikes or dense spikes [T, B, N], got "
+                        f"{type(spikes).__name__} {tuple(getattr(spikes, 'shape', ()))}")
+    if ax is None:
+        _, ax = _pyplot().subplots(figsize=(6, 3))
+    style = {"s": 4, "marker": "|", "color": "k", **scatter}
+    ax.scatter(steps.numpy(), neurons.numpy(), **style)
+    ax.set_xlim(-0.5, num_steps - 0.5)
+    ax.set_ylim(-0.5, num_neurons - 0.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("neuron")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def _load_run(source: Path) -> Dict[str, Any]:
+    """{"epochs": [...], "checkpoint": path or None, "config": dict}."""
+    from .checkpoint import load_checkpoint
+    from .training import read_metrics
+
+    if source.suffix == ".jsonl":
+        log = read_metrics(source)
+        checkpoint = log["start"].get("checkpoint")
+        return {"epochs": log["epochs"], "config": log["start"]["config"],
+                "checkpoint": Path(checkpoint) if checkpoint else None}
+    state = load_checkpoint(source)
+    return {"epochs": state["metrics"], "config": state["config"], "checkpoint": source}
+
+
+def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int = 0,
+             data_dir: Optional[str] = None) -> List[Path]:
+    """Writes the PNGs of a run (module docstring) into ``out`` (default: the source's
+    folder); returns their paths."""
+    source = Path(source)
+    run = _load_run(source)
+    epochs = run["epochs"]
+    if not epochs:
+        raise ValueError(f"{source}: no finished epoch to plot")
+    out = source.parent if out is None else Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = source.name.split(".")[0]
+    plt = _pyplot()
+    written = []
+
+    x = [e["epoch"] for e in epochs]
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
+    loss_ax.plot(x, [e["loss"] for e in epochs], label="train")
+    loss_ax.plot(x, [e["test_loss"] for e in epochs], label="test")
+    loss_ax.set_xlabel("epoch")
+    loss_ax.set_ylabel("loss")
+    loss_ax.legend()
+    acc_ax.plot(x, [e["train_acc"] for e in epochs], label="train")
+    acc_ax.plot(x, [e["test_acc"] for e in epochs], label="test")
+    acc_ax.set_xlabel("epoch")
+    acc_ax.set_ylabel("accuracy")
+    acc_ax.legend()
+    fig.tight_layout()
+    written.append(_save(fig, out / f"{stem}_curves.png", plt))
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name in epochs[0]["layers"]:
+        ax.plot(x, [e["layers"][name]["activity"] for e in epochs], label=name)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("spikes per neuron and step")
+    ax.legend()
+    fig.tight_layout()
+    written.append(_save(fig, out / f"{stem}_activity.png", plt))
+
+    checkpoint = run["checkpoint"]
+    if checkpoint is not None and Path(checkpoint).is_file():
+        written.append(_raster_of_sample(Path(checkpoint), out / f"{stem}_raster.png", sample,
+                                         data_dir, plt))
+    return written
+
+
+def _save(fig, path: Path, plt) -> Path:
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt) -> Path:
+    import dataclasses
+
+    from .checkpoint import load_checkpoint
+    from .data.tasks import load_task
+    from .training import TrainConfig, build_model
+
+    state = load_checkpoint(checkpoint)
+    config = TrainConfig.from_dict(state["config"])
+    if data_dir is not None:
+        config = dataclasses.replace(config, data_dir=data_dir)
+    task = load_task(config)
+    if not 0 <= sample < len(task.test):
+        raise ValueError(f"--sample {sample}: the test set has {len(task.test)} samples")
+    model = build_model(config, task.num_inputs, task.num_classes)
+    model.load_state_dict(state["model"])
+    x, y = task.collate([task.test[sample]])
+    panels = [("input", x)]
+    with torch.no_grad():
+        h = x
+        for layer in model:
+            h = layer(h)
+            panels.append((layer.name, h))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), sharex=True)
+    for ax, (name, spikes) in zip(axes, panels):
+        if isinstance(spikes, torch.Tensor):  # the readout's membrane [T, 1, C]
+            ax.plot(spikes[:, 0].numpy())
+            ax.set_ylabel("membrane")
+            ax.set_title(f"{name} (label {int(y[0])})")
+        else:
+            raster(spikes, 0, ax=ax, title=name)
+    axes[-1].set_xlabel("step")
+    fig.tight_layout()
+    return _save(fig, path, plt)

@@ -1,0 +1,190 @@
+"""SHD/SSC from files in the official layout, the collate functions, the digits code
+and the tonic adapter, each against values computed here independently."""
+
+import pickle
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from shd_files import write_heidelberg
+
+from snn_ipu import SparseSpikes
+from snn_ipu.data import (
+    SHD,
+    SSC,
+    EventCollate,
+    TonicEvents,
+    collate_dense,
+    digits_datasets,
+    load_digits_spikes,
+)
+
+
+@pytest.fixture
+def shd_root(tmp_path):
+    write_heidelberg(tmp_path / "shd_train.h5", [0, 3, 19, 3, 7, 0])
+    write_heidelberg(tmp_path / "shd_test.h5", [1, 2], seed=1)
+    return tmp_path
+
+
+def test_shd_reads_the_official_layout(shd_root):
+    data = SHD(shd_root, "train")
+    assert len(data) == 6 and data.num_inputs == 700 and data.num_classes == 20
+    with h5py.File(shd_root / "shd_train.h5") as f:
+        for i in range(6):
+            (times, units), label = data[i]
+            assert times.dtype == np.float64 and units.dtype == np.int64
+            np.testing.assert_array_equal(times, f["spikes/times"][i].astype(np.float64))
+            np.testing.assert_array_equal(units, f["spikes/units"][i])
+            assert label == int(f["labels"][i])
+        assert data.speakers.tolist() == f["extra/speaker"][()].tolist()
+    assert data.classes[:2] == ["english-0", "english-1"] and len(data.classes) == 20
+    assert data.meta_info()["age"].tolist() == [20, 21, 22]
+    assert data[-1][1] == 0
+    with pytest.raises(IndexError):
+        data[6]
+
+
+def test_the_handle_is_per_process_and_not_pickled(shd_root):
+    data = SHD(shd_root, "test")
+    data[0]
+    clone = pickle.loads(pickle.dumps(data))
+    assert clone._file is None
+    np.testing.assert_array_equal(clone[1][0][0], data[1][0][0])
+    loader = torch.utils.data.DataLoader(
+        data, batch_size=2, num_workers=1,
+        collate_fn=EventCollate(700, num_steps=25, duration=1.0))
+    (spikes, labels), = list(loader)
+    assert isinstance(spikes, SparseSpikes) and spikes.dense_shape == (25, 2, 700)
+    assert labels.tolist() == [1, 2]
+
+
+def test_collated_batch_is_the_binning_of_each_sample(shd_root):
+    data = SHD(shd_root, "train")
+    spikes, labels = EventCollate(700, num_steps=50, duration=1.0)([data[i] for i in (0, 2)])
+    dense = spikes.to_dense()
+    for column, i in enumerate((0, 2)):
+        (times, units), _ = data[i]
+        expected = torch.zeros(50, 700)
+        # the edges t * 0.02 as the binning draws them
+        edges = np.arange(51) * 0.02
+        expected[np.searchsorted(edges, times, side="right") - 1, units] = 1
+        assert torch.equal(dense[:, column], expected)
+    assert labels.tolist() == [0, 19]
+
+
+def test_missing_files_say_where_and_how(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing is downloaded here"):
+        SHD(tmp_path, "train")
+    (tmp_path / "ssc_valid.h5.gz").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="gunzip"):
+        SSC(tmp_path, "valid")
+    with pytest.raises(ValueError, match="split must be one of"):
+        SHD(tmp_path, "valid")
+
+
+def test_broken_files_are_named(tmp_path):
+    with h5py.File(tmp_path / "shd_train.h5", "w") as f:
+        f.create_dataset("labels", data=np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="no 'spikes/times' dataset"):
+        SHD(tmp_path, "train")
+    write_heidelberg(tmp_path / "shd_test.h5", [0, 8], num_channels=800)  # 8: ~776
+    data = SHD(tmp_path, "test")
+    with pytest.raises(ValueError, match=r"units must lie in \[0, 700\)"):
+        for i in range(len(data)):
+            data[i]
+    write_heidelberg(tmp_path / "ssc_train.h5", [0, 40], num_classes=41)
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 35\)"):
+        SSC(tmp_path, "train")[0]
+
+
+def test_collate_dense_is_time_major():
+    samples = [(torch.eye(4)[:3], 1), (torch.zeros(3, 4), 0)]  # [T=3, N=4] each
+    spikes, labels = collate_dense(samples)
+    assert spikes.dense_shape == (3, 2, 4)
+    assert torch.equal(spikes.to_dense()[:, 0], torch.eye(4)[:3])
+    assert labels.dtype == torch.int64 and labels.tolist() == [1, 0]
+    with pytest.raises(ValueError, match=r"sample 1 must be a 2-d tensor \[T, N\]"):
+        collate_dense([(torch.zeros(3, 4), 0), (torch.zeros(4, 3), 0)])
+
+
+def test_digits_code_from_the_images():
+    sklearn = pytest.importorskip("sklearn.datasets")
+    images, labels = sklearn.load_digits(return_X_y=True)
+    spikes, y = load_digits_spikes(num_steps=20)
+    assert spikes.shape == (1797, 20, 128) and torch.equal(y, torch.as_tensor(labels))
+    for n in (0, 100, 1796):
+        for pixel in range(64):
+            v = images[n, pixel]
+            on, off = spikes[n, :, pixel], spikes[n, :, 64 + pixel]
+            assert on.sum() == (v > 0) and off.sum() == (v < 16)
+            if v > 0:
+                assert int(on.argmax()) == round((1 - v / 16) * 19)
+            if v < 16:
+                assert int(off.argmax()) == round(v / 16 * 19)
+    train, test = digits_datasets(20, seed=0)
+    assert len(train) + len(test) == 1797
+    counts = torch.bincount(test.labels, minlength=10)
+    assert int(counts.min()) >= 35  # stratified: ~20% of each class
+    again = digits_datasets(20, seed=0)[1]
+    assert torch.equal(again.labels, test.labels)
+
+
+class FakeTonic:
+    """A tonic-style dataset: sensor_size and (events, target) samples."""
+
+    sensor_size = (6, 4, 2)
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        return self.samples[i]
+
+
+def tonic_events(rng, n):
+    ev = np.zeros(n, dtype=[("x", np.int16), ("y", np.int16), ("t", np.int64), ("p", bool)])
+    ev["x"], ev["y"] = rng.integers(0, 6, n), rng.integers(0, 4, n)
+    ev["t"], ev["p"] = np.sort(rng.integers(0, 1000, n)), rng.integers(0, 2, n)
+    return ev
+
+
+@pytest.mark.parametrize("pool, merge", [(None, False), ((2, 2), False), ((4, 3), True)])
+def test_tonic_adapter_pools_the_sensor(pool, merge):
+    rng = np.random.default_rng(0)
+    samples = [(tonic_events(rng, n), k) for k, n in enumerate((30, 0, 200))]
+    adapter = TonicEvents(FakeTonic(samples), pool=pool, merge_polarity=merge)
+    kx, ky = pool or (1, 1)
+    w, h = -(-6 // kx), -(-4 // ky)
+    assert adapter.sensor_size == (w, h, 1 if merge else 2)
+    collate = EventCollate(sensor_size=adapter.sensor_size, num_steps=4, duration=1000)
+    spikes, labels = collate([adapter[i] for i in range(3)])
+    assert labels.tolist() == [0, 1, 2]
+    for b, (ev, _) in enumerate(samples):
+        expected = np.zeros((4, 1 if merge else 2, h, w))
+        p = np.zeros(len(ev), int) if merge else ev["p"].astype(int)
+        expected[ev["t"] // 250, p, ev["y"] // ky, ev["x"] // kx] = 1
+        assert torch.equal(spikes.to_dense()[:, b], torch.from_numpy(
+            expected.reshape(4, -1)).float())
+
+
+def test_tonic_adapter_refuses_frames_and_needs_a_sensor():
+    adapter = TonicEvents(FakeTonic([(np.zeros((3, 2, 4, 6)), 0)]))
+    with pytest.raises(TypeError, match="leave binning to EventCollate"):
+        adapter[0]
+    with pytest.raises(ValueError, match="no sensor_size"):
+        TonicEvents([(None, 0)])
+    with pytest.raises(ValueError, match="pool must be"):
+        TonicEvents(FakeTonic([]), pool=(0, 2))
+
+
+def test_tonic_dataset_class_through_the_adapter():
+    tonic = pytest.importorskip("tonic")
+    # N-MNIST's sensor, without its files: the adapter reads only sensor_size
+    adapter = TonicEvents(FakeTonic([]), sensor_size=tonic.datasets.NMNIST.sensor_size,
+                          pool=(2, 2))
+    assert adapter.sensor_size == (17, 17, 2) and adapter.num_inputs == 578

@@ -1,0 +1,56 @@
+"""``torchrun --nproc_per_node 2 -m snn_ipu train``: two processes with half batches
+give the update of one process with whole batches."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from snn_ipu.checkpoint import load_checkpoint
+
+# 24 training samples in batches of 7: 7, 7, 7, 3, split 4 + 3 and 2 + 1 between the two
+# processes, so the shares are unequal and the loss weighting is exercised
+ARGS = ["train", "--data", "randman", "--randman-inputs", "20", "--randman-classes", "3",
+        "--randman-samples-per-class", "10", "--steps", "12", "--batch-size", "7",
+        "--hidden", "16", "--epochs", "1", "--progress", "off", "--reg-lower", "0.05", "1.0",
+        "--reg-l1", "1e-3", "--augment-jitter", "1", "--augment-drop", "0.1"]
+
+
+def run(argv, processes):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    if processes == 1:
+        command = [sys.executable, "-m", "snn_ipu", *argv]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   "--nproc_per_node", str(processes), "-m", "snn_ipu", *argv]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_two_processes_with_half_batches_make_the_full_batch_update(tmp_path):
+    one = run(ARGS + ["--save", str(tmp_path / "one.pt")], 1)
+    two = run(ARGS + ["--save", str(tmp_path / "two.pt")], 2)
+    assert "backend=auto), 2 processes" in two and "backend=auto)\n" in one
+    assert two.count("final test accuracy") == 1  # the first process reports
+    a, b = load_checkpoint(tmp_path / "one.pt"), load_checkpoint(tmp_path / "two.pt")
+    assert b["world_size"] == 2
+    for key in a["model"]:
+        torch.testing.assert_close(b["model"][key], a["model"][key], rtol=1e-5, atol=1e-6,
+                                   msg=key)
+    # Adam's running means hold the raw gradients (scaled by 1 - beta): equal sizes too,
+    # which the weights alone would not show (Adam's steps ignore the gradient's scale)
+    for state_a, state_b in zip(a["optimizer"]["state"].values(),
+                                b["optimizer"]["state"].values()):
+        for key in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(state_b[key], state_a[key], rtol=1e-4, atol=1e-9)
+        assert float(state_a["exp_avg"].abs().max()) > 0
+    ma, mb = a["metrics"][0], b["metrics"][0]
+    assert mb["loss"] == pytest.approx(ma["loss"], rel=1e-5)
+    assert mb["test_acc"] == ma["test_acc"] and mb["train_acc"] == ma["train_acc"]
+    assert mb["layers"]["hidden1"]["activity"] == pytest.approx(
+        ma["layers"]["hidden1"]["activity"], rel=1e-6)
