@@ -55,7 +55,7 @@ with torch.no_grad():  # sparse input (2 spikes per step): a stronger start than
 
 
 def loss_fn(membrane, target):
-    return ce_membrane_loss(membrane, target, reduction="max")
+    return ce_membrane_loss(membrane, target, time_reduction="max")
 
 
 # The network, its loss (returned through poptorch.identity_loss) and its overflow

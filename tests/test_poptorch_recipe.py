@@ -81,7 +81,7 @@ def small_net(max_spikes=12, overflow="error"):
 
 
 def loss_fn(out, y):
-    return ce_membrane_loss(out, y, reduction="max")
+    return ce_membrane_loss(out, y, time_reduction="max")
 
 
 def test_train_learns_every_layer(monkeypatch, tmp_path):
