@@ -39,8 +39,8 @@ import pytest
 import torch
 
 from snn_ipu import losses
-from snn_ipu.training import TrainConfig, build_model
 from snn_ipu.data.randman import batches, make_randman, split
+from snn_ipu.training import TrainConfig, build_model
 
 pytest.importorskip("snn_ipu._native", reason="the emulator's C++ extension is not built")
 pytest.importorskip("snn_ipu.backends.emulator")
