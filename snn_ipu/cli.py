@@ -1,7 +1,7 @@
 """Command line ``snn-ipu`` (also ``python -m snn_ipu``).
 
     snn-ipu train --data digits --save runs/digits/model.pt
-    snn-ipu train --resume runs/digits/model.pt --epochs 30
+    snn-ipu train --resume runs/digits/model.pt --epochs 90
     snn-ipu eval runs/digits/model.pt
     snn-ipu plot runs/digits/model.metrics.jsonl
     snn-ipu plan --data shd --hidden 256 256 --batch-size 64

@@ -8,7 +8,7 @@ Each setting is checked where it is set (the constructor, or a notebook changing
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -36,15 +36,26 @@ def neuron_constant(name: str, value: Scalar, size: int) -> torch.Tensor:
     return t
 
 
+def _bounds(values: torch.Tensor) -> Tuple[float, float]:
+    """(min, max) in one pass: these checks run on every forward. A NaN anywhere makes
+    both NaN, which every comparison below refuses."""
+    if values.numel() == 0:
+        return 0.0, 0.0
+    low, high = torch.aminmax(values.float())
+    return float(low), float(high)
+
+
 def _check_decay(name: str, t: torch.Tensor) -> None:
     values = t.detach()
-    if not bool(torch.isfinite(values).all()) or bool(((values < 0) | (values > 1)).any()):
+    low, high = _bounds(values)
+    if not (low >= 0.0 and high <= 1.0):
         raise ValueError(f"{name} must lie in [0, 1], got {_shown(values)}")
 
 
 def _check_threshold(t: torch.Tensor) -> None:
     values = t.detach()
-    if not bool(torch.isfinite(values).all()) or bool((values <= 0).any()):
+    low, high = _bounds(values)
+    if not (low > 0.0 and high < math.inf):
         raise ValueError(f"threshold must be finite and > 0, got {_shown(values)}")
 
 

@@ -34,6 +34,7 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Dict, Optional, Union
 
@@ -199,7 +200,7 @@ class _Layer(nn.Module):
             # isfinite's several over a large weight; the exact test runs only when the
             # sum is not finite, which huge but finite values can also cause.
             p = p.detach()
-            if not bool(torch.isfinite(p.sum(dtype=torch.float32))) and not bool(
+            if not math.isfinite(float(p.sum(dtype=torch.float32))) and not bool(
                 torch.isfinite(p).all()
             ):
                 hint = (

@@ -76,7 +76,7 @@ class TrainConfig:
     overflow: str = "error"
     backend: str = "auto"
     weight_scale: float = 3.0
-    epochs: int = 20
+    epochs: int = 60
     batch_size: int = 64
     lr: float = 3e-3
     lr_schedule: str = "cosine"

@@ -2,6 +2,7 @@
 from the extension, and no Python module writes a code by hand."""
 
 import ast
+import re
 from pathlib import Path
 
 import snn_ipu
@@ -43,4 +44,17 @@ def test_no_module_writes_the_codes_by_hand():
                 items = [e.value for e in node.elts if isinstance(e, ast.Constant)]
                 if len(items) >= 3 and len(items) == len(node.elts) and set(items) <= names:
                     offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
+
+
+def test_no_native_source_writes_the_codes_by_hand():
+    """No C++ source but Codes.hpp declares a run of constants 0, 1, 2, ... (a model,
+    reset, surrogate or policy table of its own): the others include Codes.hpp."""
+    root = Path(snn_ipu.__file__).parent.parent
+    table = re.compile(r"\b\w+\s*=\s*0\s*,\s*\w+\s*=\s*1\s*,\s*\w+\s*=\s*2\b")
+    offenders = []
+    for folder in ("codelets", "popops_ext"):
+        for path in sorted((root / folder).rglob("*.[ch]pp")):
+            if path.name != "Codes.hpp" and table.search(path.read_text()):
+                offenders.append(str(path.relative_to(root)))
     assert offenders == []

@@ -408,3 +408,39 @@ def test_meta_tensors_on_the_emulator_say_which_backends_take_them():
     layer = LIFLayer(20, 8, backend="emulator").to("meta")
     with pytest.raises(ValueError, match="the emulator backend runs on the CPU"):
         layer(torch.zeros(5, 2, 20, device="meta"))
+
+
+# -- 1b. a list edited between two layers ---------------------------------------------
+
+@pytest.mark.parametrize("edit", [None, "counts", "ids"])
+def test_a_list_edited_between_two_layers_trains_as_edited(edit):
+    """Each layer's backward pass reads the lists its own forward pass read: after an
+    in-range edit between two layers, both layers' weight gradients are those of the
+    edited network, held against the reference backend."""
+    def run(backend):
+        torch.manual_seed(0)
+        first = LIFLayer(50, 40, grad_window=0.5, backend=backend)
+        second = LIFLayer(40, 30, grad_window=0.5, backend=backend)
+        with torch.no_grad():
+            first.weight.mul_(5.0)
+            second.weight.mul_(5.0)
+        x = SparseSpikes.from_dense(binary((20, 4, 50), 0.3, 1))
+        hidden = first(x)
+        if edit == "counts":  # drop every eligible-only entry
+            hidden.counts.data[..., 1] = hidden.counts.data[..., 0]
+        elif edit == "ids":  # another eligible neuron where a row lists one
+            rows = hidden.counts[..., 1] > hidden.counts[..., 0]
+            last = (hidden.counts[..., 1] - 1).clamp_min(0).long()
+            row_ids = hidden.ids.data.gather(-1, last.unsqueeze(-1)).squeeze(-1)
+            unused = (row_ids + 1) % 40
+            taken = (hidden.ids.data.unsqueeze(-1) == unused[..., None, None]).any(-2).squeeze(-1)
+            change = rows & ~taken
+            new = torch.where(change, unused, row_ids)
+            hidden.ids.data.scatter_(-1, last.unsqueeze(-1), new.unsqueeze(-1).int())
+        second(hidden).values.sum().backward()
+        return first.weight.grad, second.weight.grad
+
+    ref_first, ref_second = run("reference")
+    emu_first, emu_second = run("emulator")
+    assert_rel_close(emu_second, ref_second, 1e-4, "second layer's weight grad")
+    assert_rel_close(emu_first, ref_first, 1e-4, "first layer's weight grad")

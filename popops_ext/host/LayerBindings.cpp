@@ -22,10 +22,6 @@ namespace snn {
 
 namespace {
 
-const FloatArray kNone{std::vector<py::ssize_t>{0}};
-
-const FloatArray &orNone(const std::optional<FloatArray> &a) { return a ? *a : kNone; }
-
 FloatArray zeros(std::initializer_list<py::ssize_t> shape) {
   FloatArray a{std::vector<py::ssize_t>(shape)};
   std::fill(a.mutable_data(), a.mutable_data() + a.size(), 0.0f);

@@ -14,10 +14,17 @@
 #include <cmath>
 #include <cstdint>
 
+#include "Codes.hpp"
+
 namespace snn {
 namespace plan {
 
-enum class NeuronModel : unsigned { Leaky = 0, Synaptic = 1, Readout = 2 };
+// The model codes of Codes.hpp, scoped for the planner.
+enum class NeuronModel : unsigned {
+  Leaky = MODEL_LEAKY,
+  Synaptic = MODEL_SYNAPTIC,
+  Readout = MODEL_READOUT,
+};
 
 namespace cost {
 

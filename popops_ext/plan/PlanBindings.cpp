@@ -15,16 +15,14 @@ namespace snn {
 namespace {
 
 plan::NeuronModel modelFromCode(int code) {
-  switch (code) {
-  case 0:
-    return plan::NeuronModel::Leaky;
-  case 1:
-    return plan::NeuronModel::Synaptic;
-  case 2:
-    return plan::NeuronModel::Readout;
-  default:
-    throw std::invalid_argument("model must be 0 (leaky), 1 (synaptic) or 2 (readout)");
+  if (code < 0 || code >= int(snn::kNumModels)) {
+    std::string names;
+    for (unsigned m = 0; m < snn::kNumModels; ++m)
+      names += (m ? ", " : "") + std::to_string(m) + " (" + snn::CodeNames::models[m] + ")";
+    throw std::invalid_argument("model must be one of " + names + ", got " +
+                                std::to_string(code));
   }
+  return plan::NeuronModel(unsigned(code));
 }
 
 py::dict memoryDict(const plan::TileMemory &m) {

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "Codes.hpp"
 #include "plan/PerformanceEstimation.hpp"
 
 namespace snn {
@@ -23,8 +24,6 @@ using namespace poplar::program;
 namespace pe = popops::expr;
 
 namespace {
-
-constexpr unsigned kLeaky = 0, kSynaptic = 1, kReadout = 2;
 
 std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
   std::vector<Tensor> out;
@@ -237,7 +236,7 @@ std::vector<Tensor> LayerGraph::gatherSamples(Sequence &prog,
 
 ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const unsigned B = batch_, T = steps_, K = capacityOut_, N = outFeatures_;
-  const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
+  const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
   // Per-sample Vertex instances run one per worker context, in parallel with
@@ -488,7 +487,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   const ForwardOutputs &fo = bin.outputs;
   const unsigned B = batch_, T = steps_, K = capacityOut_, Kin = capacityIn_, N = outFeatures_;
   const unsigned numTiles = unsigned(tiles_.size());
-  const bool readout = config_.model == kReadout, synaptic = config_.model == kSynaptic;
+  const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
   // WeightGradScatter is a MultiVertex over the tile's worker contexts.

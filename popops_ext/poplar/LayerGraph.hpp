@@ -22,8 +22,8 @@ namespace ipu {
 
 // Everything about a layer that is not a tensor (the op's attributes).
 struct NeuronConfig {
-  unsigned model = 0; // 0 leaky, 1 synaptic, 2 readout
-  unsigned reset = 0; // 0 subtract, 1 zero, 2 none
+  unsigned model = 0; // snn::Model (codelets/Codes.hpp)
+  unsigned reset = 0; // snn::ResetKind
   unsigned surrogateKind = 0;
   float surrogateP0 = 2.0f;
   float surrogateP1 = 0.0f;

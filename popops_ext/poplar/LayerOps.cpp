@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "Codes.hpp"
+
 namespace snn {
 namespace ipu {
 
@@ -16,8 +18,6 @@ using namespace poplar;
 using namespace poplar::program;
 
 namespace {
-
-constexpr std::int64_t kLeaky = 0, kSynaptic = 1, kReadout = 2;
 
 [[noreturn]] void fail(const std::string &what) {
   throw std::invalid_argument("snn_ipu op: " + what);
@@ -185,14 +185,14 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   r.surrogateP1 = getFloat("surrogate_p1", r.surrogateP1);
   r.gradWindow = getFloat("grad_window", r.gradWindow);
   r.activity = getFloat("activity", r.activity);
-  checkRange("model", r.model, 0, 2);
-  checkRange("reset", r.reset, 0, 2);
-  checkRange("surrogate_kind", r.surrogateKind, 0, 4);
+  checkRange("model", r.model, 0, snn::kNumModels - 1);
+  checkRange("reset", r.reset, 0, snn::kNumResets - 1);
+  checkRange("surrogate_kind", r.surrogateKind, 0, snn::kNumSurrogates - 1);
   // A readout emits no list: ipu.py sends capacity 0 for it.
-  checkRange("capacity", r.capacity, r.model == kReadout ? 0 : 1,
+  checkRange("capacity", r.capacity, r.model == snn::MODEL_READOUT ? 0 : 1,
              std::numeric_limits<std::int32_t>::max());
   checkRange("has_bias", r.hasBias, 0, 1);
-  checkRange("recurrent", r.recurrent, 0, r.model == kReadout ? 0 : 1);
+  checkRange("recurrent", r.recurrent, 0, r.model == snn::MODEL_READOUT ? 0 : 1);
   checkRange("keep_dense_state", r.keepDenseState, 0, 1);
   checkRange("neurons_per_tile", r.neuronsPerTile, 1, std::numeric_limits<std::int32_t>::max());
   checkRange("first_tile", r.firstTile, 0, std::numeric_limits<std::int32_t>::max());
@@ -245,7 +245,7 @@ plan::LayerPlan layerPlan(const LayerAttributes &a, const Shape &inIds, const Sh
   s.inFeatures = unsigned(weight.at(1));
   s.recurrent = a.recurrent != 0;
   s.model = plan::NeuronModel(unsigned(a.model));
-  s.capacityOut = a.model == kReadout ? 0 : unsigned(a.capacity);
+  s.capacityOut = a.model == snn::MODEL_READOUT ? 0 : unsigned(a.capacity);
   s.activity = a.activity;
   s.weightBytes = halfWeights ? 2 : 4;
   s.denseHistory = a.keepDenseState != 0;
@@ -268,7 +268,7 @@ std::vector<Shape> outputShapes(OpKind kind, const LayerAttributes &a, const Sha
           {T, B, K},
           {T, B, 2},
           denseShape,
-          dense && a.model == kSynaptic ? Shape{T, B, N} : Shape{1},
+          dense && a.model == snn::MODEL_SYNAPTIC ? Shape{T, B, N} : Shape{1},
           {T, B, std::size_t(p.numTiles) * spikeBitWords(p)}};
 }
 
@@ -280,7 +280,7 @@ std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
   const DebugNameAndId dnai(info, signature(kind).name);
   if (kind == OpKind::Readout) {
     using namespace ops::readout;
-    if (a.model != kReadout)
+    if (a.model != snn::MODEL_READOUT)
       fail("SnnReadoutLayer needs model=2 (readout)");
     checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
     const Tensor &w = inputs[kWeight];
@@ -299,7 +299,7 @@ std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
   }
 
   using namespace ops::spiking;
-  if (a.model == kReadout)
+  if (a.model == snn::MODEL_READOUT)
     fail("SnnSpikingLayer needs model=0 (leaky) or 1 (synaptic)");
   checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
   const Tensor &w = inputs[kWeight];
@@ -309,7 +309,7 @@ std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
   checkShape(kind, inputs[kThreshold], kThreshold, {N});
   if (a.recurrent)
     checkShape(kind, inputs[kRecWeight], kRecWeight, {N, N});
-  if (a.model == kSynaptic)
+  if (a.model == snn::MODEL_SYNAPTIC)
     checkShape(kind, inputs[kAlpha], kAlpha, {N});
   const std::vector<Shape> shapes = outputShapes(kind, a, inputs[kInIds].shape(), w.shape());
   LayerGraph layer(graph, layerPlan(a, inputs[kInIds].shape(), w.shape(), w.elementType() == HALF),
@@ -401,7 +401,7 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   bin.outputs.spikeBits = gradInputs[kGradSpikeBits];
   if (a.keepDenseState) {
     bin.outputs.denseMembrane = gradInputs[kGradDenseMembrane];
-    if (a.model == kSynaptic)
+    if (a.model == snn::MODEL_SYNAPTIC)
       bin.outputs.denseSynaptic = gradInputs[kGradDenseSynaptic];
   }
   // No gradient reaches the values where only the ids or counts are used on.

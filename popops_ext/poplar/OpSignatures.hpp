@@ -61,8 +61,8 @@ constexpr int kDomainVersion = 1;
 // Attributes of both ops (ints and floats only, as poptorch.custom_op takes).
 // grad_window < 0 stands for an infinite window (every neuron eligible).
 inline constexpr Attribute kAttributes[] = {
-    {"model", AttributeKind::Int, 0},           // 0 leaky, 1 synaptic, 2 readout
-    {"reset", AttributeKind::Int, 0},           // 0 subtract, 1 zero, 2 none
+    {"model", AttributeKind::Int, 0},           // snn::Model (codelets/Codes.hpp)
+    {"reset", AttributeKind::Int, 0},           // snn::ResetKind
     {"surrogate_kind", AttributeKind::Int, 0},  // codelets/SurrogateDerivative.hpp
     {"surrogate_p0", AttributeKind::Float, 2.0},
     {"surrogate_p1", AttributeKind::Float, 0.0},

@@ -102,8 +102,9 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, in_ids, in_counts, para
     weight = params.weight
     T, B, K = in_ids.shape
     rows = max(1, T * B * weight.shape[1])
-    dense_in = needs.input and float(in_counts[..., 1].sum()) / rows > BACKWARD_DENSE_FRACTION
-    dense_w = needs.weight and float(in_counts[..., 0].sum()) / rows > BACKWARD_DENSE_FRACTION
+    spikes, listed = in_counts.sum((0, 1), dtype=torch.int64).tolist()
+    dense_in = needs.input and listed / rows > BACKWARD_DENSE_FRACTION
+    dense_w = needs.weight and spikes / rows > BACKWARD_DENSE_FRACTION
     wants = {"input": needs.input, "weight": needs.weight}
     needs.input, needs.weight = needs.input and not dense_in, needs.weight and not dense_w
     needs.current = dense_in or dense_w

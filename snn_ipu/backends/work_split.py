@@ -38,7 +38,11 @@ def planning_threads() -> int:
     process may use (taskset, cgroups) nor set_num_threads(). Tiles and sample groups fix
     the order of the gradients' sums, so a plan that followed those would make results
     depend on them; this way they are bit-identical on one machine however it runs."""
-    return os.cpu_count() or 1
+    return _MACHINE_CPUS
+
+
+# Read once: os.cpu_count() scans sysfs on every call, and a plan is looked up per call.
+_MACHINE_CPUS = os.cpu_count() or 1
 
 
 class WorkSplit(NamedTuple):
