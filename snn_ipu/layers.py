@@ -102,11 +102,14 @@ class _Layer(nn.Module):
         self.weight = nn.Parameter(linear.weight.detach().to(dtype))
         self.bias = nn.Parameter(linear.bias.detach().float()) if bias else None
         self.recurrent = False
-        self.rec_weight: Optional[nn.Parameter] = None
+        # Registered here, empty, so that a recurrent layer's parameters keep their order
+        # (weight, bias, rec_weight, rec_bias, beta, threshold): an optimizer's saved state
+        # is matched to parameters by position.
+        self.register_parameter("rec_weight", None)
         # A recurrent layer may keep the bias of its recurrent projection apart (snnTorch's
         # RLeaky / RSynaptic do): the sum is the input bias, but an optimizer such as Adam
         # moves two parameters differently from one.
-        self.rec_bias: Optional[nn.Parameter] = None
+        self.register_parameter("rec_bias", None)
         self._register("beta", decay("beta", beta, out_features), learn_beta)
         self.register_load_state_dict_post_hook(check_loaded_constants)
         # When True, the call keeps its membrane [T, B, out] (detached) in

@@ -329,3 +329,15 @@ def test_a_windowed_layer_that_passes_no_gradient_warns_once(backend):
             exact.weight.fill_(0.01)
             exact.bias.zero_()
         exact(x)  # every neuron listed
+
+
+def test_parameter_order_is_kept_for_saved_optimizer_states():
+    """An optimizer's state dict matches parameters by position: a recurrent layer's
+    order is the one of version 0.1.0 (rec_bias, new, next to rec_weight)."""
+    layer = LIFLayer(4, 3, recurrent=True, rec_bias=True, learn_beta=True,
+                     learn_threshold=True)
+    assert [n for n, _ in layer.named_parameters()] == [
+        "weight", "bias", "rec_weight", "rec_bias", "beta", "threshold"]
+    synaptic = SynapticLayer(4, 3, recurrent=True, learn_alpha=True, learn_beta=True)
+    assert [n for n, _ in synaptic.named_parameters()][:4] == [
+        "weight", "bias", "rec_weight", "beta"]
