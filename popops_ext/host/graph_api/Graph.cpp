@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 
 namespace snn {
 namespace hostgraph {
@@ -82,15 +81,6 @@ void convertScalar(const void *value, char kind, std::size_t size, const poplar:
 
 namespace {
 
-std::string shapeString(poplar::ArrayRef<std::size_t> s) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < s.size(); ++i)
-    os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
-}
-
 std::size_t product(poplar::ArrayRef<std::size_t> s) {
   std::size_t p = 1;
   for (std::size_t d : s)
@@ -162,7 +152,7 @@ Tensor Graph::addConstantValues(const Type &type, ArrayRef<std::size_t> shape, c
   const std::size_t n = product(shape);
   if (count != 1 && count != n)
     throw poplar_error("addConstant '" + debugContext.getPathName() + "' of shape " +
-                       shapeString(shape) + " given " + std::to_string(count) + " values");
+                       snn::hostgraph::shapeString(shape.vec()) + " given " + std::to_string(count) + " values");
   const std::uint32_t var = model_->addVariable(type, n, debugContext.getPathName());
   Variable &v = model_->vars[var];
   v.constant = true;

@@ -37,6 +37,8 @@ std::size_t product(const std::vector<std::size_t> &s, std::size_t from = 0,
   return p;
 }
 
+} // namespace
+
 std::string shapeString(const std::vector<std::size_t> &s) {
   std::ostringstream os;
   os << '[';
@@ -45,8 +47,6 @@ std::string shapeString(const std::vector<std::size_t> &s) {
   os << ']';
   return os.str();
 }
-
-} // namespace
 
 const TypeInfo &typeInfo(const poplar::Type &type) {
   const unsigned id = type.hostTypeId();
