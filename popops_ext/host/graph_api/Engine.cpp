@@ -413,22 +413,8 @@ std::unique_ptr<Executor::Step> Executor::compile(const ProgramNode &node) {
         throw poplar::graph_program_compilation_error(
             "Copy '" + node.name + "' writes " + graph_.describeChunk(sorted[i]) +
             " more than once: its destination aliases itself");
-    std::size_t i = 0, j = 0;
-    std::uint32_t si = 0, dj = 0; // bytes of src[i] / dst[j] already paired
-    while (i < src.size() && j < dst.size()) {
-      const std::uint32_t n = std::min(src[i].bytes - si, dst[j].bytes - dj);
-      step->copy.push_back({{src[i].var, src[i].begin + si, n}, {dst[j].var, dst[j].begin + dj, n}});
-      si += n;
-      dj += n;
-      if (si == src[i].bytes) {
-        ++i;
-        si = 0;
-      }
-      if (dj == dst[j].bytes) {
-        ++j;
-        dj = 0;
-      }
-    }
+    forEachPairedRun(src, dst,
+                     [&](const Chunk &from, const Chunk &to) { step->copy.push_back({from, to}); });
   } else if (node.kind == ProgramNode::Kind::HostOp) {
     step->op = node.op.get();
   }

@@ -9,6 +9,7 @@
 #include <poplar/Tensor.hpp>
 #include <poplar/Type.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -83,6 +84,28 @@ private:
 // The chunks of the flat bytes [from, to) of `view`.
 std::vector<Chunk> chunksOf(const View &view, std::uint64_t from, std::uint64_t to);
 std::vector<Chunk> chunksOf(const poplar::Tensor &t);
+
+// Walks two chunk lists of the same total length side by side, as a Copy moves
+// bytes: f(source, destination) for each run of equal length the two share.
+template <typename F>
+void forEachPairedRun(const std::vector<Chunk> &src, const std::vector<Chunk> &dst, F &&f) {
+  std::size_t i = 0, j = 0;
+  std::uint32_t si = 0, dj = 0; // bytes of src[i] / dst[j] already paired
+  while (i < src.size() && j < dst.size()) {
+    const std::uint32_t n = std::min(src[i].bytes - si, dst[j].bytes - dj);
+    f(Chunk{src[i].var, src[i].begin + si, n}, Chunk{dst[j].var, dst[j].begin + dj, n});
+    si += n;
+    dj += n;
+    if (si == src[i].bytes) {
+      ++i;
+      si = 0;
+    }
+    if (dj == dst[j].bytes) {
+      ++j;
+      dj = 0;
+    }
+  }
+}
 
 // ---------------------------------------------------------------- tile mapping
 

@@ -30,19 +30,16 @@ poplar::Tensor input(poplar::Graph &g, const poplar::Type &type, std::vector<std
 std::vector<std::uint64_t> copyReceived(const GraphModel &g, const ProgramNode &copy) {
   std::vector<std::uint64_t> received(g.target.getNumTiles(), 0);
   const std::vector<Chunk> src = chunksOf(copy.src), dst = chunksOf(copy.dst);
-  std::size_t i = 0, j = 0;
-  std::uint32_t si = 0, dj = 0;
-  while (i < src.size() && j < dst.size()) {
-    const std::uint32_t n = std::min(src[i].bytes - si, dst[j].bytes - dj);
-    const std::uint32_t s0 = src[i].begin + si, d0 = dst[j].begin + dj;
+  forEachPairedRun(src, dst, [&](const Chunk &from, const Chunk &to) {
+    const std::uint32_t s0 = from.begin, d0 = to.begin, n = from.bytes;
     // tiles of the source range, then of the destination range, pairwise
     std::vector<std::pair<std::uint32_t, unsigned>> srcTiles; // (end offset within n, tile)
-    g.vars[src[i].var].tiles.forEach(s0, s0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
+    g.vars[from.var].tiles.forEach(s0, s0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
       srcTiles.push_back({e - s0, t});
     });
     std::size_t k = 0;
     std::uint32_t at = 0;
-    g.vars[dst[j].var].tiles.forEach(d0, d0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
+    g.vars[to.var].tiles.forEach(d0, d0 + n, [&](std::uint32_t, std::uint32_t e, unsigned t) {
       const std::uint32_t end = e - d0;
       while (at < end) {
         while (srcTiles[k].first <= at)
@@ -53,17 +50,7 @@ std::vector<std::uint64_t> copyReceived(const GraphModel &g, const ProgramNode &
         at = stop;
       }
     });
-    si += n;
-    dj += n;
-    if (si == src[i].bytes) {
-      ++i;
-      si = 0;
-    }
-    if (dj == dst[j].bytes) {
-      ++j;
-      dj = 0;
-    }
-  }
+  });
   return received;
 }
 
