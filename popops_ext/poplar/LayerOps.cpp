@@ -356,22 +356,32 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
       }
   };
 
+  // Both grad ops: the layer's graph from the forward's input list and weight, which
+  // with beta are also the first of its backward inputs.
+  auto layerGrad = [&](int inIds, int inCounts, int weight, int beta, const char *name,
+                       BackwardInputs &bin) {
+    const Tensor &w = gradInputs[weight];
+    bin.forward.inIds = gradInputs[inIds];
+    bin.forward.inCounts = gradInputs[inCounts];
+    bin.forward.weight = w;
+    bin.forward.beta = gradInputs[beta];
+    return LayerGraph(graph,
+                      layerPlan(a, gradInputs[inIds].shape(), w.shape(), w.elementType() == HALF),
+                      a.neuronConfig(), w.elementType(), {dnai, name});
+  };
+  // No gradient reaches an output that nothing downstream used.
+  auto gradOrZeros = [&](const Tensor &g, const Tensor &like, const char *name) {
+    return g.valid() ? g : zeros(graph, prog, FLOAT, like.shape(), dnai, name);
+  };
+
   if (kind == OpKind::Readout) {
     using namespace ops::readout;
-    const Tensor &w = gradInputs[kGradWeight];
-    LayerGraph layer(graph,
-                     layerPlan(a, gradInputs[kGradInIds].shape(), w.shape(), w.elementType() == HALF),
-                     a.neuronConfig(), w.elementType(), {dnai, "SnnReadoutLayerGrad"});
     BackwardInputs bin;
-    bin.forward.inIds = gradInputs[kGradInIds];
-    bin.forward.inCounts = gradInputs[kGradInCounts];
-    bin.forward.weight = w;
-    bin.forward.beta = gradInputs[kGradBeta];
+    LayerGraph layer =
+        layerGrad(kGradInIds, kGradInCounts, kGradWeight, kGradBeta, "SnnReadoutLayerGrad", bin);
     bin.outputs.denseMembrane = gradInputs[kGradOutMembrane];
-    const Tensor &g = gradInputs[kGradMembrane];
-    bin.gradValues = g.valid() ? g
-                               : zeros(graph, prog, FLOAT, gradInputs[kGradOutMembrane].shape(),
-                                       dnai, "noGradMembrane");
+    bin.gradValues =
+        gradOrZeros(gradInputs[kGradMembrane], gradInputs[kGradOutMembrane], "noGradMembrane");
     const BackwardOutputs bo = layer.backward(prog, bin);
     put(kInIds, Tensor());
     put(kInCounts, Tensor());
@@ -383,16 +393,10 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   }
 
   using namespace ops::spiking;
-  const Tensor &w = gradInputs[kGradWeight];
-  LayerGraph layer(graph,
-                   layerPlan(a, gradInputs[kGradInIds].shape(), w.shape(), w.elementType() == HALF),
-                   a.neuronConfig(), w.elementType(), {dnai, "SnnSpikingLayerGrad"});
   BackwardInputs bin;
-  bin.forward.inIds = gradInputs[kGradInIds];
-  bin.forward.inCounts = gradInputs[kGradInCounts];
-  bin.forward.weight = w;
+  LayerGraph layer =
+      layerGrad(kGradInIds, kGradInCounts, kGradWeight, kGradBeta, "SnnSpikingLayerGrad", bin);
   bin.forward.recWeight = gradInputs[kGradRecWeight];
-  bin.forward.beta = gradInputs[kGradBeta];
   bin.forward.threshold = gradInputs[kGradThreshold];
   bin.forward.alpha = gradInputs[kGradAlpha];
   bin.outputs.ids = gradInputs[kGradIds];
@@ -404,11 +408,8 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
     if (a.model == snn::MODEL_SYNAPTIC)
       bin.outputs.denseSynaptic = gradInputs[kGradDenseSynaptic];
   }
-  // No gradient reaches the values where only the ids or counts are used on.
-  const Tensor &g = gradInputs[kGradValues];
-  bin.gradValues = g.valid() ? g
-                             : zeros(graph, prog, FLOAT, gradInputs[kGradMembrane].shape(), dnai,
-                                     "noGradValues");
+  // where only the ids or counts are used on, no gradient reaches the values
+  bin.gradValues = gradOrZeros(gradInputs[kGradValues], gradInputs[kGradMembrane], "noGradValues");
   const BackwardOutputs bo = layer.backward(prog, bin);
   put(kInIds, Tensor());
   put(kInCounts, Tensor());
