@@ -274,3 +274,10 @@ def test_auto_never_picks_ipu_graph():
     from snn_ipu.backends import select
 
     assert select("auto").__name__.endswith("emulator")
+
+
+def test_an_unknown_op_attribute_is_named():
+    from snn_ipu import _graph
+
+    with pytest.raises(ValueError, match="unknown attribute bogus"):
+        _graph.run_op("SnnReadoutLayer", {"bogus": 1}, [])

@@ -137,29 +137,27 @@ const ops::OpSignature &signature(OpKind kind) {
   return kind == OpKind::Spiking ? ops::kSpikingLayer : ops::kReadoutLayer;
 }
 
+namespace {
+
+// An attribute given as an int or a float must be one of the table's, of that kind.
+void checkAttributeKind(const std::string &name, ops::AttributeKind given) {
+  for (const ops::Attribute &attr : ops::kAttributes)
+    if (name == attr.name) {
+      if (attr.kind != given)
+        fail("attribute " + name + " must be " +
+             (attr.kind == ops::AttributeKind::Int ? "an int" : "a float"));
+      return;
+    }
+  fail("unknown attribute " + name);
+}
+
+} // namespace
+
 LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
-  for (const auto &kv : map.ints) {
-    bool known = false;
-    for (const ops::Attribute &attr : ops::kAttributes)
-      if (kv.first == attr.name) {
-        if (attr.kind != ops::AttributeKind::Int)
-          fail("attribute " + kv.first + " must be a float");
-        known = true;
-      }
-    if (!known)
-      fail("unknown attribute " + kv.first);
-  }
-  for (const auto &kv : map.floats) {
-    bool known = false;
-    for (const ops::Attribute &attr : ops::kAttributes)
-      if (kv.first == attr.name) {
-        if (attr.kind != ops::AttributeKind::Float)
-          fail("attribute " + kv.first + " must be an int");
-        known = true;
-      }
-    if (!known)
-      fail("unknown attribute " + kv.first);
-  }
+  for (const auto &kv : map.ints)
+    checkAttributeKind(kv.first, ops::AttributeKind::Int);
+  for (const auto &kv : map.floats)
+    checkAttributeKind(kv.first, ops::AttributeKind::Float);
   auto getInt = [&](const char *name, std::int64_t fallback) {
     const auto it = map.ints.find(name);
     return it == map.ints.end() ? fallback : it->second;
