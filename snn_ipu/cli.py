@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 from typing import List, Optional, Sequence
+
+from ._arg_types import at_least, decay, non_negative, positive
 
 __all__ = ["main", "build_parser"]
 
@@ -27,44 +28,6 @@ PROG = "snn-ipu"
 
 # options that may differ from the checkpoint's config on --resume
 RESUME_OVERRIDES = ("epochs", "data_dir", "backend")
-
-
-def _at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
-        return value
-
-    return parse
-
-
-def _number(low: float, inclusive: bool):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and (value >= low if inclusive else value > low)):
-            bound = f">= {low}" if inclusive else f"> {low}"
-            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text}")
-        return value
-
-    return parse
-
-
-_positive = _number(0.0, inclusive=False)
-_non_negative = _number(0.0, inclusive=True)
-
-
-def _decay(text: str) -> float:
-    value = _non_negative(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text}")
-    return value
 
 
 def _data_name(text: str) -> str:
@@ -95,26 +58,26 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         "class)", type=_data_name, metavar="NAME")
     opt(data, "--data-dir", "folder of the shd/ssc .h5 files or of the tonic dataset")
     opt(data, "--steps", "time steps T", "10 for digits, 50 for randman, 100 for event data",
-        dest="num_steps", type=_at_least(1))
+        dest="num_steps", type=at_least(1))
     opt(data, "--duration", "event data: time covered by the steps, in the events' unit "
         "(SHD/SSC: seconds; tonic: microseconds)", "1.4 for shd, 1.0 for ssc",
-        type=_positive)
-    opt(data, "--dt", "event data: bin width instead of --duration", type=_positive)
+        type=positive)
+    opt(data, "--dt", "event data: bin width instead of --duration", type=positive)
     opt(data, "--outside", "event data: events past the time grid", choices=("error", "drop"))
     opt(data, "--tonic-pool", "tonic: pixels per input neuron, KX KY", nargs=2,
-        type=_at_least(1), metavar=("KX", "KY"))
+        type=at_least(1), metavar=("KX", "KY"))
     opt(data, "--merge-polarity", "tonic: one input per pixel for both polarities",
         action="store_const", const=True)
-    opt(data, "--randman-classes", "Randman classes", type=_at_least(2))
-    opt(data, "--randman-inputs", "Randman input neurons", type=_at_least(1))
+    opt(data, "--randman-classes", "Randman classes", type=at_least(2))
+    opt(data, "--randman-inputs", "Randman input neurons", type=at_least(1))
     opt(data, "--randman-samples-per-class", "Randman samples per class (3 or more: the 20%% "
-        "test split of each class needs one)", type=_at_least(3))
-    opt(data, "--randman-dim", "Randman manifold dimension", type=_at_least(1))
-    opt(data, "--randman-alpha", "Randman manifold smoothness", type=_positive)
+        "test split of each class needs one)", type=at_least(3))
+    opt(data, "--randman-dim", "Randman manifold dimension", type=at_least(1))
+    opt(data, "--randman-alpha", "Randman manifold smoothness", type=positive)
 
     net = p.add_argument_group("network")
     opt(net, "--hidden", "hidden layer sizes", " ".join(map(str, d.hidden)), nargs="+",
-        type=_at_least(1), metavar="N")
+        type=at_least(1), metavar="N")
     opt(net, "--neuron", "hidden neuron model: lif (snnTorch Leaky) or synaptic (Synaptic)",
         choices=("lif", "synaptic"))
     opt(net, "--recurrent", "recurrent hidden layers (RLeaky/RSynaptic)",
@@ -123,33 +86,33 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
         "spiking output layer trained on spike counts", choices=("membrane", "spikes"))
     opt(net, "--time-reduction", "membrane readout: the membrane's reduction over time in "
         "the cross-entropy", choices=("max", "mean", "sum", "last", "per_step"))
-    opt(net, "--beta", "membrane decay", type=_decay)
-    opt(net, "--alpha", "synaptic decay (--neuron synaptic)", type=_decay)
-    opt(net, "--threshold", "firing threshold", type=_positive)
+    opt(net, "--beta", "membrane decay", type=decay)
+    opt(net, "--alpha", "synaptic decay (--neuron synaptic)", type=decay)
+    opt(net, "--threshold", "firing threshold", type=positive)
     opt(net, "--grad-window", "surrogate support below threshold in the hidden layers "
-        "(sparse backward pass); none: exact gradients", type=_non_negative)
+        "(sparse backward pass); none: exact gradients", type=non_negative)
     opt(net, "--max-spikes", "spike-list capacity per step and sample; none: fitted per call "
-        "(CPU backends)", type=_at_least(1))
+        "(CPU backends)", type=at_least(1))
     opt(net, "--overflow", "when a list overflows max-spikes", choices=OVERFLOW_POLICIES)
     opt(net, "--backend", "layer backend", choices=("auto", "reference", "emulator", "ipu"))
-    opt(net, "--weight-scale", "initial weights ~ N(0, (scale/sqrt(fan_in))^2)", type=_positive)
+    opt(net, "--weight-scale", "initial weights ~ N(0, (scale/sqrt(fan_in))^2)", type=positive)
 
     fit = p.add_argument_group("training")
-    opt(fit, "--epochs", "epochs", type=_at_least(1))
-    opt(fit, "--batch-size", "samples per batch (over all processes)", type=_at_least(1))
-    opt(fit, "--lr", "Adam learning rate", type=_positive)
+    opt(fit, "--epochs", "epochs", type=at_least(1))
+    opt(fit, "--batch-size", "samples per batch (over all processes)", type=at_least(1))
+    opt(fit, "--lr", "Adam learning rate", type=positive)
     opt(fit, "--lr-schedule", "learning rate over the run", choices=("cosine", "constant"))
     opt(fit, "--seed", "seed of the weights, the data order and the data split", type=int)
     opt(fit, "--reg-l1", "l1_rate_sparsity scale on the hidden spikes (0: off)",
-        type=_non_negative)
+        type=non_negative)
     opt(fit, "--reg-lower", "lower_rate_penalty: min spikes/step per neuron, strength",
-        nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
+        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"))
     opt(fit, "--augment-jitter", "training batches: move each input spike by up to this "
-        "many steps, at random", "1 for digits, 0 otherwise", type=_at_least(0))
+        "many steps, at random", "1 for digits, 0 otherwise", type=at_least(0))
     opt(fit, "--augment-drop", "training batches: delete each input spike with this "
-        "probability", "0.1 for digits, 0 otherwise", type=_decay)
+        "probability", "0.1 for digits, 0 otherwise", type=decay)
     opt(fit, "--reg-upper", "upper_rate_penalty: max mean spikes/step per layer, strength",
-        nargs=2, type=_non_negative, metavar=("RATE", "STRENGTH"))
+        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"))
 
 
 def _config_from(args: argparse.Namespace, base=None):
@@ -179,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: none)")
     run.add_argument("--log", metavar="PATH", help="metrics log, JSON lines (default: next to "
                      "--save, as NAME.metrics.jsonl)")
-    run.add_argument("--workers", type=_at_least(0), default=0,
+    run.add_argument("--workers", type=at_least(0), default=0,
                      help="DataLoader processes reading and binning the data (default: 0)")
     run.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                      help="per-batch progress bar (auto: on a terminal) (default: auto)")
@@ -199,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                           help="(default: test)")
     evaluate.add_argument("--backend", choices=("auto", "reference", "emulator", "ipu"),
                           help="(default: the checkpoint's)")
-    evaluate.add_argument("--batch-size", type=_at_least(1), help="(default: the checkpoint's)")
-    evaluate.add_argument("--workers", type=_at_least(0), default=0, help="(default: 0)")
+    evaluate.add_argument("--batch-size", type=at_least(1), help="(default: the checkpoint's)")
+    evaluate.add_argument("--workers", type=at_least(0), default=0, help="(default: 0)")
 
     plot = commands.add_parser(
         "plot", help="PNGs of a run: curves, activity, spike rasters",
@@ -209,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "exists) a spike raster of one test sample per layer.")
     plot.add_argument("source", metavar="LOG_OR_CKPT")
     plot.add_argument("--out", help="folder of the PNGs (default: next to the source)")
-    plot.add_argument("--sample", type=_at_least(0), default=0,
+    plot.add_argument("--sample", type=at_least(0), default=0,
                       help="test sample of the raster (default: 0)")
     plot.add_argument("--data-dir", help="where the data is now (default: the run's)")
 
@@ -221,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--checkpoint", help="plan this checkpoint's network (default: none)")
     plan.add_argument("--target", choices=("ipu2", "host"), default="ipu2",
                       help="(default: ipu2)")
-    plan.add_argument("--activity", type=_number(0.0, False), default=0.05,
+    plan.add_argument("--activity", type=positive, default=0.05,
                       help="expected fraction of neurons spiking per step (default: 0.05)")
 
     commands.add_parser("bench", help="run the training benchmark (snn-ipu bench --help)",

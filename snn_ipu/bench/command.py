@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .._arg_types import at_least, fraction, positive
 from .configs import BACKENDS, CONFIGS, DEFAULT_ACTIVITIES, FAMILY, QUICK_ACTIVITIES
 from .networks import family_status
 from .report import plot, table
@@ -20,27 +21,6 @@ from .sweep import run_config
 DEFAULT_OUT = Path("bench_results")
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
-    return value
-
-
 def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
@@ -49,33 +29,33 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                     "reference, on the same network, weights and inputs. See "
                     "docs/performance.md.")
     p.add_argument("--configs", nargs="+", default=["S", "L"], choices=sorted(CONFIGS))
-    p.add_argument("--activities", nargs="+", type=_fraction, default=None,
+    p.add_argument("--activities", nargs="+", type=fraction, default=None,
                    help="target fractions of neurons spiking per step, in (0, 1] "
                         f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; "
                         f"{' '.join(map(str, QUICK_ACTIVITIES))} with --quick)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
-    p.add_argument("--repeats", type=_positive_int, default=15,
+    p.add_argument("--repeats", type=at_least(1), default=15,
                    help="timed steps per backend (max)")
-    p.add_argument("--max-seconds", type=_positive_float, default=20.0,
+    p.add_argument("--max-seconds", type=positive, default=20.0,
                    help="stop repeating a backend after this many seconds (>= 1 timed step)")
     p.add_argument("--baseline-timing", choices=("auto", "each", "reuse"), default="auto",
                    help="time dense baselines at each activity, or at 3 and reuse "
                         "(auto: each on S, reuse on L)")
-    p.add_argument("--baseline-activities", nargs="+", type=_fraction, default=None,
+    p.add_argument("--baseline-activities", nargs="+", type=fraction, default=None,
                    help="with reuse: the activities at which dense baselines are timed")
     p.add_argument("--baseline-memory-once", action="store_true",
                    help="measure dense baselines' peak memory at their first activity only")
     p.add_argument("--thread-configs", nargs="*", default=["L"], choices=sorted(CONFIGS),
                    help="configs on which emulator 1 vs 2 threads is timed")
-    p.add_argument("--thread-repeats", type=_positive_int, default=15,
+    p.add_argument("--thread-repeats", type=at_least(1), default=15,
                    help="timed steps per thread count (max): a 2-thread step needs both "
                         "cores free, so a busy spell of one skews a short series")
     p.add_argument("--no-memory", dest="memory", action="store_false",
                    help="skip the per-step peak-memory subprocesses")
-    p.add_argument("--memory-timeout", type=_positive_float, default=300.0)
-    p.add_argument("--steps", type=_positive_int, default=None, help="override T")
-    p.add_argument("--batch", type=_positive_int, default=None, help="override B")
-    p.add_argument("--lr", type=_positive_float, default=1e-5,
+    p.add_argument("--memory-timeout", type=positive, default=300.0)
+    p.add_argument("--steps", type=at_least(1), default=None, help="override T")
+    p.add_argument("--batch", type=at_least(1), default=None, help="override B")
+    p.add_argument("--lr", type=positive, default=1e-5,
                    help="tiny, so that the weights and the activity stay at the calibrated "
                         "point over the repeats (an Adam step's cost does not depend on it)")
     p.add_argument("--adam", choices=("fused", "default"), default="fused",
