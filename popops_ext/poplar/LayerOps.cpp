@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "Codes.hpp"
+#include "ShapeString.hpp"
 
 namespace snn {
 namespace ipu {
@@ -21,15 +22,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string &what) {
   throw std::invalid_argument("snn_ipu op: " + what);
-}
-
-std::string str(const Shape &s) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < s.size(); ++i)
-    os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
 }
 
 void checkRange(const char *name, std::int64_t value, std::int64_t lo, std::int64_t hi) {
@@ -62,7 +54,7 @@ void checkInputs(OpKind kind, const std::vector<Tensor> &inputs) {
 void checkShape(OpKind kind, const Tensor &t, int index, const Shape &want) {
   if (t.shape() != want)
     fail(std::string(signature(kind).name) + ": input " + inputName(kind, index) +
-         " has shape " + str(t.shape()) + ", expected " + str(want));
+         " has shape " + shapeString(t.shape()) + ", expected " + shapeString(want));
 }
 
 // The input list's shapes, against each other and the weight.
@@ -70,12 +62,13 @@ void checkList(OpKind kind, const std::vector<Tensor> &inputs, int ids, int coun
                int weight) {
   const Shape idsShape = inputs[ids].shape();
   if (idsShape.size() != 3)
-    fail(std::string(signature(kind).name) + ": in_ids must be [T, B, K], got " + str(idsShape));
+    fail(std::string(signature(kind).name) + ": in_ids must be [T, B, K], got " +
+         shapeString(idsShape));
   checkShape(kind, inputs[counts], counts, {idsShape[0], idsShape[1], 2});
   checkShape(kind, inputs[values], values, idsShape);
   if (inputs[weight].rank() != 2)
     fail(std::string(signature(kind).name) + ": weight must be [out, in], got " +
-         str(inputs[weight].shape()));
+         shapeString(inputs[weight].shape()));
   const std::size_t in = inputs[weight].dim(1);
   if (idsShape[2] > in)
     fail("the input list's capacity K=" + std::to_string(idsShape[2]) + " exceeds in_features=" +
@@ -94,8 +87,8 @@ Tensor zeros(Graph &graph, Sequence &prog, const Type &type, const Shape &shape,
 Tensor castTo(Graph &graph, Sequence &prog, const Tensor &t, const TensorSpec &spec,
               const DebugNameAndId &dnai, const std::string &name) {
   if (t.shape() != spec.shape)
-    fail("the gradient of " + name + " has shape " + str(t.shape()) + ", its input " +
-         str(spec.shape));
+    fail("the gradient of " + name + " has shape " + shapeString(t.shape()) + ", its input " +
+         shapeString(spec.shape));
   if (t.elementType() == spec.type)
     return t;
   return popops::cast(graph, t, spec.type, prog, {dnai, name});

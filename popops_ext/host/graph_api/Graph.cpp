@@ -152,7 +152,7 @@ Tensor Graph::addConstantValues(const Type &type, ArrayRef<std::size_t> shape, c
   const std::size_t n = product(shape);
   if (count != 1 && count != n)
     throw poplar_error("addConstant '" + debugContext.getPathName() + "' of shape " +
-                       snn::hostgraph::shapeString(shape.vec()) + " given " + std::to_string(count) + " values");
+                       snn::shapeString(shape.vec()) + " given " + std::to_string(count) + " values");
   const std::uint32_t var = model_->addVariable(type, n, debugContext.getPathName());
   Variable &v = model_->vars[var];
   v.constant = true;

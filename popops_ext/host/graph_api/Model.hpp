@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "ShapeString.hpp"
+
 namespace snn {
 namespace hostgraph {
 
@@ -32,8 +34,6 @@ struct TypeInfo {
 };
 const TypeInfo &typeInfo(const poplar::Type &type);
 inline unsigned typeSize(const poplar::Type &type) { return typeInfo(type).size; }
-// "[2, 3]": a shape in an error message.
-std::string shapeString(const std::vector<std::size_t> &shape);
 // Writes `value` (a C++ number: kind 'f', 'i', 'u' or 'b', of `size` bytes)
 // as one element of `type` at `out`.
 void convertScalar(const void *value, char kind, std::size_t size, const poplar::Type &type,

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <numeric>
 #include <ostream>
-#include <sstream>
 
 namespace snn {
 namespace hostgraph {
@@ -38,15 +37,6 @@ std::size_t product(const std::vector<std::size_t> &s, std::size_t from = 0,
 }
 
 } // namespace
-
-std::string shapeString(const std::vector<std::size_t> &s) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < s.size(); ++i)
-    os << (i ? ", " : "") << s[i];
-  os << ']';
-  return os.str();
-}
 
 const TypeInfo &typeInfo(const poplar::Type &type) {
   const unsigned id = type.hostTypeId();
@@ -213,7 +203,7 @@ Tensor Tensor::slice(std::size_t begin, std::size_t end, unsigned dimension) con
   if (dimension >= shape_.size() || begin > end || end > shape_[dimension])
     throw index_error("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
                       ") of dimension " + std::to_string(dimension) + " of a tensor of shape " +
-                      snn::hostgraph::shapeString(shape_));
+                      snn::shapeString(shape_));
   const std::uint64_t esz = snn::hostgraph::typeSize(type_);
   const std::uint64_t inner = snn::hostgraph::product(shape_, dimension + 1) * esz;
   const std::uint64_t outer = snn::hostgraph::product(shape_, 0, dimension);
@@ -248,8 +238,8 @@ Tensor Tensor::index(ArrayRef<std::size_t> indices) const {
 Tensor Tensor::reshape(ArrayRef<std::size_t> shape) const {
   std::vector<std::size_t> s = shape.vec();
   if (snn::hostgraph::product(s) != numElements())
-    throw index_error("reshape of a tensor of shape " + snn::hostgraph::shapeString(shape_) +
-                      " to " + snn::hostgraph::shapeString(s));
+    throw index_error("reshape of a tensor of shape " + snn::shapeString(shape_) +
+                      " to " + snn::shapeString(s));
   return Tensor(type_, std::move(s), view_);
 }
 
@@ -352,7 +342,7 @@ Tensor Tensor::reinterpret(const Type &type) const {
   std::vector<std::size_t> s = shape_;
   if (from != to) {
     if (s.empty() || (s.back() * from) % to != 0)
-      throw index_error("reinterpret of a tensor of shape " + snn::hostgraph::shapeString(s) +
+      throw index_error("reinterpret of a tensor of shape " + snn::shapeString(s) +
                         " from " + type_.toString() + " to " + type.toString());
     s.back() = s.back() * from / to;
     for (const auto &r : hostView().regions)
@@ -395,9 +385,9 @@ Tensor concat(ArrayRef<Tensor> ts, unsigned dimension) {
     for (std::size_t d = 0; same && d < s0.size(); ++d)
       same = d == dimension || t.shape()[d] == s0[d];
     if (!same)
-      throw index_error("concat of tensors of shapes " + snn::hostgraph::shapeString(s0) + " (" +
+      throw index_error("concat of tensors of shapes " + snn::shapeString(s0) + " (" +
                         first.elementType().toString() + ") and " +
-                        snn::hostgraph::shapeString(t.shape()) + " (" +
+                        snn::shapeString(t.shape()) + " (" +
                         t.elementType().toString() + ") along dimension " +
                         std::to_string(dimension));
     shape[dimension] += t.shape()[dimension];
