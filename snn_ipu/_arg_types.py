@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 
-def at_least(low: int) -> Callable[[str], int]:
+def at_least(low: int, high: Optional[int] = None) -> Callable[[str], int]:
+    """An integer >= ``low`` (and <= ``high``, when given)."""
+    bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {text}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {bound}, got {text}")
         return value
 
     return parse

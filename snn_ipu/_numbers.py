@@ -49,6 +49,18 @@ def positive_size(name: str, value, minimum: int = 1) -> int:
     return number
 
 
+# torch's generators take a seed in [-2**63, 2**64); a run's seed is kept in [0, 2**63)
+MAX_SEED = 2**63 - 1
+
+
+def generator_seed(value: int) -> int:
+    """A seed derived from a run's seed (e.g. ``seed * 1_000_003 + epoch``) as torch's
+    generators take it: modulo 2**64, the two's complement torch itself applies to a
+    negative seed. Values that fitted before keep their generator (and so their runs);
+    larger ones wrap instead of raising "Overflow when unpacking" mid-run."""
+    return int(value) % 2**64
+
+
 def flag(name: str, value) -> bool:
     """A bool (Python or numpy), never a truthy stand-in such as ``"no"`` or ``1``."""
     if isinstance(value, (bool, np.bool_)):

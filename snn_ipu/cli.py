@@ -43,7 +43,7 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     TrainConfig (shown in the help), so that an option given on the command line can
     be told from one left out (``--resume`` refuses to change most of them)."""
     from .overflow import OVERFLOW_POLICIES
-    from .training import TrainConfig
+    from .training import MAX_SEED, TrainConfig
 
     d = TrainConfig()
 
@@ -102,7 +102,8 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     opt(fit, "--batch-size", "samples per batch (over all processes)", type=at_least(1))
     opt(fit, "--lr", "Adam learning rate", type=positive)
     opt(fit, "--lr-schedule", "learning rate over the run", choices=("cosine", "constant"))
-    opt(fit, "--seed", "seed of the weights, the data order and the data split", type=int)
+    opt(fit, "--seed", "seed of the weights, the data order and the data split",
+        type=at_least(0, MAX_SEED))
     opt(fit, "--reg-l1", "l1_rate_sparsity scale on the hidden spikes (0: off)",
         type=non_negative)
     opt(fit, "--reg-lower", "lower_rate_penalty: min spikes/step per neuron, strength",
@@ -144,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "--save, as NAME.metrics.jsonl)")
     run.add_argument("--workers", type=at_least(0), default=0,
                      help="DataLoader processes reading and binning the data (default: 0)")
+    run.add_argument("--download", action="store_true",
+                     help="tonic:NAME: download the dataset into --data-dir when its files are "
+                          "missing (without it nothing is downloaded) (default: off)")
     run.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                      help="per-batch progress bar (auto: on a terminal) (default: auto)")
     run.add_argument("--quick", action="store_true",
@@ -164,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="(default: the checkpoint's)")
     evaluate.add_argument("--batch-size", type=at_least(1), help="(default: the checkpoint's)")
     evaluate.add_argument("--workers", type=at_least(0), default=0, help="(default: 0)")
+    evaluate.add_argument("--download", action="store_true",
+                          help="tonic:NAME: download missing files into --data-dir "
+                               "(default: off)")
 
     plot = commands.add_parser(
         "plot", help="PNGs of a run: curves, activity, spike rasters",
@@ -193,11 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, require_entries
     from .training import TrainConfig, train
 
     if args.resume:
-        saved = TrainConfig.from_dict(load_checkpoint(args.resume)["config"])
+        state = load_checkpoint(args.resume)
+        require_entries(state, args.resume, ("config",), "resume training")
+        saved = TrainConfig.from_dict(state["config"])
         config, given = _config_from(args, saved)
         refused = sorted(set(given) - set(RESUME_OVERRIDES))
         if refused:
@@ -219,28 +228,29 @@ def _run_train(args: argparse.Namespace) -> int:
         from .data.tasks import load_task
         from .poptorch_training import train_config
 
-        train_config(config, load_task(config), checkpoint=args.save)
+        train_config(config, load_task(config, download=args.download), checkpoint=args.save)
         return 0
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,
-          workers=args.workers)
+          workers=args.workers, download=args.download)
     return 0
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, require_entries
     from .data.tasks import load_task
-    from .training import TrainConfig, _layer_text, build_model, evaluate
+    from .training import TrainConfig, _layer_text, build_model, evaluate, load_weights
 
     state = load_checkpoint(args.checkpoint)
+    require_entries(state, args.checkpoint, ("config", "model", "epoch"), "evaluate it")
     config = TrainConfig.from_dict(state["config"])
     changes = {k: v for k, v in (("data", args.data), ("data_dir", args.data_dir),
                                  ("backend", args.backend), ("batch_size", args.batch_size))
                if v is not None}
     config = dataclasses.replace(config, **changes)
-    task = load_task(config)
+    task = load_task(config, download=args.download)
     model = build_model(config, task.num_inputs, task.num_classes)
-    model.load_state_dict(state["model"])
+    load_weights(model, state, args.checkpoint)
     model.eval()
     dataset = task.test if args.split == "test" else task.train
     result = evaluate(model, task, config, workers=args.workers, dataset=dataset)
@@ -261,19 +271,21 @@ def _run_plot(args: argparse.Namespace) -> int:
 
 def _run_plan(args: argparse.Namespace) -> int:
     from .planning import plan
-    from .training import TrainConfig, build_model
+    from .training import TrainConfig, model_layers
 
     if args.checkpoint:
-        from .checkpoint import load_checkpoint
+        from .checkpoint import load_checkpoint, require_entries
 
         state = load_checkpoint(args.checkpoint)
+        require_entries(state, args.checkpoint, ("config",), "plan its network")
         config, _ = _config_from(args, TrainConfig.from_dict(state["config"]))
     else:
         config, _ = _config_from(args)
     from .data.tasks import task_shape
 
     shape = task_shape(config)
-    model = build_model(config, shape.num_inputs, shape.num_classes)
+    # planned from the layers' sizes and settings: no weights are allocated
+    model = model_layers(config, shape.num_inputs, shape.num_classes)
     print(f"network {shape.num_inputs}-{'-'.join(map(str, config.hidden))}-{shape.num_classes}"
           f", batch {config.batch_size}, T={shape.num_steps}, target {args.target}")
     print(plan(model, config.batch_size, shape.num_steps, target=args.target,
@@ -292,13 +304,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] == "bench":
         return _run_bench(argv[1:])
     from .backends.ipu import IPUUnavailableError
+    from .overflow import SpikeOverflowError
 
     args = build_parser().parse_args(argv)
     try:
         return {"train": _run_train, "eval": _run_eval, "plot": _run_plot,
                 "plan": _run_plan}[args.command](args)
-    except (ValueError, FileNotFoundError, ImportError, IPUUnavailableError) as exc:
-        # a user's mistake (data, paths, options): one line, not a traceback
+    except SpikeOverflowError as exc:
+        print(f"{PROG} {args.command}: error: {exc} (command line: raise --max-spikes, leave "
+              "it out to fit the lists per call, or pass --overflow drop)", file=sys.stderr)
+        return 2
+    except (ValueError, OSError, OverflowError, ImportError, MemoryError,
+            IPUUnavailableError) as exc:
+        # a user's mistake (data, paths, options, sizes): one line, not a traceback
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

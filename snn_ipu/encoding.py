@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from ._devices import values_readable
-from ._numbers import whole_number
+from ._numbers import flag, whole_number
 
 __all__ = ["rate", "latency", "latency_times", "delta"]
 
@@ -101,6 +101,7 @@ def latency_times(
     The arguments after ``num_steps`` are keyword-only: snnTorch takes ``threshold``
     before ``tau``, so the same positional call would mean something else here.
     """
+    linear, normalize = flag("linear", linear), flag("normalize", normalize)
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
     if not (math.isfinite(tau) and tau > 0):
@@ -195,6 +196,7 @@ def delta(
     :param off_spike: emit -1 for decreases (the output is then not 0/1)
     :return: float ``[T, ...]``
     """
+    padding, off_spike = flag("padding", padding), flag("off_spike", off_spike)
     if data.dim() == 0 or data.shape[0] == 0:
         raise ValueError("delta needs time-major data with at least one step")
     if not (math.isfinite(threshold) and threshold > 0):

@@ -19,7 +19,8 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ._numbers import whole_number
+from ._memory import require
+from ._numbers import MAX_SIZE, whole_number
 from .lists import _lists_from_entries
 from .overflow import check_overflow_policy, raise_or_warn_overflow
 from .spikes import SparseSpikes, capacity_or_none
@@ -127,6 +128,7 @@ def _num_steps_of(dt: float, duration: float) -> int:
     """Bins of width dt that cover duration (a ratio a rounding step above a whole
     number counts as that number: 0.7 / 0.07 is 10.000000000000002)."""
     ratio = duration / dt
+    _check_steps(ratio, f"duration={duration} with dt={dt}")
     nearest = round(ratio)
     if nearest >= 1 and math.isclose(ratio, nearest, rel_tol=1e-9):
         return int(nearest)
@@ -150,7 +152,7 @@ def events_to_spikes(
     num_steps: Optional[int] = None,
     dt: Optional[float] = None,
     duration: Optional[float] = None,
-    t_start: float = 0.0,
+    t_start: Union[float, str] = 0.0,
     max_spikes: Optional[int] = None,
     overflow: str = "error",
     outside: str = "error",
@@ -168,7 +170,9 @@ def events_to_spikes(
             ``num_steps``, or both). ``dt`` alone makes as many steps as the latest
             event of the batch needs (then ``T`` varies between batches; the IPU
             needs a fixed ``num_steps``).
-        t_start: time of the start of bin 0.
+        t_start: time of the start of bin 0, or ``"first"``: each sample's own first
+            event (tonic's ``ToFrame`` starts its frames there; docs/data.md,
+            "Matching tonic's ToFrame").
         max_spikes, overflow: list capacity and its policy, as in
             :meth:`SparseSpikes.from_dense`.
         outside: events before ``t_start`` or at/after the end of the last bin:
@@ -199,14 +203,20 @@ def events_to_spikes(
         num_steps = whole_number(num_steps, 1)
         if num_steps is None:
             raise ValueError("num_steps must be a positive integer")
-    if not isinstance(t_start, (int, float, np.number)) or not math.isfinite(t_start):
-        raise ValueError(f"t_start must be a finite number, got {t_start!r}")
+    from_first = isinstance(t_start, str) and t_start == "first"
+    if from_first:
+        t_start = 0.0
+    elif isinstance(t_start, (bool, np.bool_)) or not isinstance(
+            t_start, (int, float, np.number)) or not math.isfinite(t_start):
+        raise ValueError(f"t_start must be a finite number or 'first', got {t_start!r}")
 
     per_sample = [_times_and_ids(s, num_neurons, sensor_size, f"sample {b}")
                   for b, s in enumerate(samples)]
     for b, (times, _) in enumerate(per_sample):
         if times.size and not np.all(np.isfinite(times)):
             raise ValueError(f"sample {b}: event times contain NaN or inf")
+    if from_first:  # each sample's grid starts at its own first event
+        per_sample = [(t - t.min() if t.size else t, ids) for t, ids in per_sample]
 
     if dt is None and duration is None:
         raise ValueError("give the time grid: dt, or duration (with num_steps), in the "
@@ -223,9 +233,14 @@ def events_to_spikes(
         num_steps = steps
     elif num_steps is None:
         latest = max((float(t.max()) for t, _ in per_sample if t.size), default=t_start)
-        num_steps = max(1, int(math.floor((latest - t_start) / dt)) + 1)
+        steps = (latest - t_start) / dt
+        _check_steps(steps, f"the latest event (t={latest}) with dt={dt} from t_start={t_start}")
+        num_steps = max(1, int(math.floor(steps)) + 1)
         while t_start + num_steps * dt <= latest:  # the edges as the binning draws them
             num_steps += 1
+    _check_steps(num_steps, "the time grid")
+    num_events = sum(int(t.size) for t, _ in per_sample)
+    _require_memory(num_steps, len(per_sample), num_events)
     edges = t_start + np.arange(num_steps + 1, dtype=np.float64) * dt
 
     batch = len(per_sample)
@@ -256,6 +271,29 @@ def events_to_spikes(
     out.events_outside = dropped_outside
     out.dt = dt
     return out
+
+
+def _check_steps(steps: float, what: str) -> None:
+    """Time grids reach the layers as int32 step counts: a longer one (an event time
+    in another unit, a garbage float such as 1e25) is refused before anything is
+    allocated."""
+    if not steps < MAX_SIZE:
+        raise ValueError(
+            f"{what} needs {steps:.4g} time steps, more than the 2**31 - 1 a list can hold; "
+            "check the unit of the event times (tonic: microseconds; SHD: seconds) and of "
+            "dt/duration, or give num_steps and outside='drop'"
+        )
+
+
+def _require_memory(num_steps: int, batch: int, num_events: int) -> None:
+    """Memory pre-flight of the binning (as the layers' own, snn_ipu._memory): the bin
+    edges (8 bytes a step); each event's key through np.unique and its row and neuron
+    (48 bytes); and per (step, sample) the row counts and the int32 counts [T, B, 2]
+    (48 bytes) and at least one list entry (id, value and mask: 16 bytes)."""
+    needed = 8 * (num_steps + 1) + 48 * num_events + 64 * num_steps * batch
+    require("SparseSpikes.from_events", needed,
+            f"{num_steps} steps of {batch} samples; use a coarser dt, a shorter duration or "
+            "fewer samples per batch")
 
 
 def _as_batch(events) -> list:

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ._devices import values_readable
-from ._numbers import whole_number
+from ._numbers import flag, whole_number
 
 __all__ = [
     "spike_count",
@@ -77,6 +77,7 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False,
            time_first: bool = True) -> torch.Tensor:
     """Time-major dense view [T, B, N] of either input form, floating point. ``binary``:
     dense spikes must be 0/1 (a membrane passed where spikes belong is an error)."""
+    time_first = flag("time_first", time_first)
     if _is_sparse(spikes):
         _sparse_is_time_major(time_first, name)
         dense = spikes.to_dense()
@@ -106,7 +107,7 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False,
 
 
 def _sparse_is_time_major(time_first: bool, name: str) -> None:
-    if not time_first:
+    if not flag("time_first", time_first):
         raise ValueError(f"{name}: a SparseSpikes is always time-major; time_first=False is "
                          "for batch-first dense tensors")
 

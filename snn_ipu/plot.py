@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from ._paths import output_folder
+
 __all__ = ["raster", "plot_run"]
 
 
@@ -39,6 +41,9 @@ def raster(spikes, sample: int = 0, ax=None, title: Optional[str] = None, time_f
     :param sample: which sample of the batch
     :param ax: matplotlib axes to draw into (default: a new figure)
     """
+    from ._numbers import flag
+
+    time_first = flag("time_first", time_first)
     if hasattr(spikes, "ids") and hasattr(spikes, "counts"):
         if not time_first:
             raise ValueError("a SparseSpikes is always time-major; time_first=False is for "
@@ -75,7 +80,7 @@ def raster(spikes, sample: int = 0, ax=None, title: Optional[str] = None, time_f
 
 def _load_run(source: Path) -> Dict[str, Any]:
     """{"epochs": [...], "checkpoint": path or None, "config": dict}."""
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, require_entries
     from .training import read_metrics
 
     if source.suffix == ".jsonl":
@@ -84,6 +89,7 @@ def _load_run(source: Path) -> Dict[str, Any]:
         return {"epochs": log["epochs"], "config": log["start"]["config"],
                 "checkpoint": Path(checkpoint) if checkpoint else None}
     state = load_checkpoint(source)
+    require_entries(state, source, ("metrics", "config"), "plot its run")
     return {"epochs": state["metrics"], "config": state["config"], "checkpoint": source}
 
 
@@ -96,8 +102,7 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
     epochs = run["epochs"]
     if not epochs:
         raise ValueError(f"{source}: no finished epoch to plot")
-    out = source.parent if out is None else Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = source.parent if out is None else output_folder(out, "--out")
     stem = source.name.split(".")[0]
     plt = _pyplot()
     written = []
@@ -144,7 +149,7 @@ def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt) 
 
     from .checkpoint import load_checkpoint
     from .data.tasks import load_task
-    from .training import TrainConfig, build_model
+    from .training import TrainConfig, build_model, load_weights
 
     state = load_checkpoint(checkpoint)
     config = TrainConfig.from_dict(state["config"])
@@ -154,7 +159,7 @@ def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt) 
     if not 0 <= sample < len(task.test):
         raise ValueError(f"--sample {sample}: the test set has {len(task.test)} samples")
     model = build_model(config, task.num_inputs, task.num_classes)
-    model.load_state_dict(state["model"])
+    load_weights(model, state, checkpoint)
     x, y = task.collate([task.test[sample]])
     panels = [("input", x)]
     with torch.no_grad():

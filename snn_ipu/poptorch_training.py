@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from . import ipu_overflow
+from ._numbers import flag
 from .spikes import SparseSpikes
 
 __all__ = ["PopTorchConfig", "WithLoss", "evaluate", "predict_class", "size_lists", "train"]
@@ -61,6 +62,8 @@ class PopTorchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PopTorchConfig.{name} must be a positive int, got {value!r}")
+        if self.ipu_model is not None:
+            flag("PopTorchConfig.ipu_model", self.ipu_model)
 
     def options(self, poptorch, training: bool):
         """A ``poptorch.Options`` for the training model or (``training=False``) the

@@ -31,6 +31,7 @@ import math
 
 import torch
 
+from ._numbers import flag
 from .losses import SpikesLike, _is_sparse, spike_count
 
 __all__ = ["l1_rate_sparsity", "lower_rate_penalty", "upper_rate_penalty", "spike_rates"]
@@ -39,7 +40,7 @@ __all__ = ["l1_rate_sparsity", "lower_rate_penalty", "upper_rate_penalty", "spik
 def _steps(spikes: SpikesLike, time_first: bool) -> int:
     if _is_sparse(spikes):
         return spikes.num_steps
-    return spikes.shape[0 if time_first else 1]
+    return spikes.shape[0 if flag("time_first", time_first) else 1]
 
 
 def spike_rates(spikes: SpikesLike, time_first: bool = True) -> torch.Tensor:
@@ -68,7 +69,7 @@ def lower_rate_penalty(spikes: SpikesLike, min_rate: float, per_neuron: bool = T
     ``per_neuron=False`` bounds the layer's mean rate instead."""
     _non_negative("min_rate", min_rate)
     rates = spike_rates(spikes, time_first)
-    if not per_neuron:
+    if not flag("per_neuron", per_neuron):
         rates = rates.mean(1)
     return torch.relu(min_rate - rates).pow(2).mean()
 
@@ -79,6 +80,6 @@ def upper_rate_penalty(spikes: SpikesLike, max_rate: float, per_neuron: bool = F
     docstring); ``per_neuron=True`` bounds every neuron's rate instead."""
     _non_negative("max_rate", max_rate)
     rates = spike_rates(spikes, time_first)
-    if not per_neuron:
+    if not flag("per_neuron", per_neuron):
         rates = rates.mean(1)
     return torch.relu(rates - max_rate).pow(2).mean()

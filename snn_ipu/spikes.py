@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 import torch
 
 from ._devices import values_readable
-from ._numbers import MAX_SIZE, whole_number
+from ._numbers import MAX_SIZE, flag, whole_number
 from .lists import listed_mask, listed_only, lists_by_nonzero, lists_by_rank
 from .overflow import check_overflow_policy, raise_or_warn_overflow
 
@@ -79,7 +79,7 @@ class SparseSpikes:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
                 self.values_checked = True  # right by construction
         self.values = values
-        if validate:
+        if flag("validate", validate):
             self.validate()
 
     values_checked = False
@@ -229,6 +229,7 @@ class SparseSpikes:
         nonzero is listed as a spike with its value): check inputs on the host.
         """
         check_overflow_policy(overflow)
+        time_first = flag("time_first", time_first)
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"spikes must be a torch.Tensor, got {type(x).__name__}")
         if x.dim() != 3:

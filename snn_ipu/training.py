@@ -38,10 +38,11 @@ import torch
 from torch import nn
 
 from . import losses, regularizers
+from ._numbers import MAX_SEED, flag, generator_seed
 from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 
-__all__ = ["TrainConfig", "build_model", "train", "evaluate", "epoch_order", "metrics_path",
-           "Distributed"]
+__all__ = ["TrainConfig", "build_model", "model_layers", "train", "evaluate", "epoch_order",
+           "metrics_path", "Distributed", "MAX_SEED", "check_seed", "load_weights"]
 
 TIME_REDUCTIONS = ("max", "mean", "sum", "last", "per_step")
 
@@ -143,6 +144,13 @@ def build_model(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Se
     return model
 
 
+def model_layers(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Sequential:
+    """The network of :func:`build_model` with its sizes and settings but no weights
+    (tensors on the ``meta`` device: no memory), for planning (``snn-ipu plan``)."""
+    with torch.device("meta"):
+        return build_model(config, num_inputs, num_classes)
+
+
 def _spiking(model: nn.Sequential) -> List[nn.Module]:
     return [m for m in model if hasattr(m, "threshold")]
 
@@ -185,9 +193,18 @@ def _regularisation(config: TrainConfig, hidden: Sequence[Any]):
 
 # -- data order and processes ------------------------------------------------------------
 
+def check_seed(seed) -> int:
+    """A seed every generator of a run takes: a whole number in [0, MAX_SEED] (the
+    seeds derived from it wrap modulo 2**64, :func:`snn_ipu._numbers.generator_seed`)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    return seed
+
+
 def epoch_order(num_samples: int, seed: int, epoch: int) -> torch.Tensor:
     """The training samples' order in ``epoch``: the same on every process and on resume."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    check_seed(seed)
+    generator = torch.Generator().manual_seed(generator_seed(seed * 1_000_003 + epoch))
     return torch.randperm(num_samples, generator=generator)
 
 
@@ -381,6 +398,7 @@ def train(
     workers: int = 0,
     log: Callable[[str], None] = print,
     task=None,
+    download: bool = False,
 ) -> Dict[str, Any]:
     """Trains as ``config`` says; returns the last epoch's metrics (with the model).
 
@@ -390,14 +408,79 @@ def train(
     :param progress: a tqdm bar per epoch (None: when stderr is a terminal)
     :param workers: DataLoader worker processes for reading and binning
     :param task: the loaded :class:`~snn_ipu.data.tasks.Task` (default: from ``config``)
+    :param download: let a tonic dataset download its missing files
+
+    Before any work: the seed, the checkpoint to resume (its entries, its config, an
+    ``epochs`` beyond the epochs it holds), the paths written (files, not folders; no
+    two the same file, but ``resume`` may be ``save``); while training, the checkpoint
+    and the log are locked against a second run.
     """
+    from ._paths import FileLocks, distinct_files, writable_file
+
+    # everything a user can get wrong is checked before any work
+    if progress is not None:
+        flag("progress", progress)
+    check_seed(config.seed)
+    state = _resume_state(resume, config) if resume is not None else None
+    if save is not None and log_path is None:
+        log_path = metrics_path(save)
+    for what, path in (("--save", save), ("--log", log_path)):
+        if path is not None:
+            writable_file(path, what)
+    distinct_files([("--resume", resume), ("--save", save), ("--log", log_path)],
+                   allowed=[("--resume", "--save")])  # resuming in place is fine
+    dist = Distributed()
+    # one writer per checkpoint and log: a second run is refused, not interleaved
+    with FileLocks([save, log_path] if dist.main else []):
+        return _train(config, save, resume, log_path, progress, workers, log, task, state,
+                      dist, download)
+
+
+def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:
+    """The checkpoint to resume, checked against ``config``: its config, its entries,
+    and an ``epochs`` that leaves something to train."""
+    from .checkpoint import require_entries
+
+    state = load_checkpoint(resume)
+    require_entries(state, resume, ("config",), "resume training")
+    saved = TrainConfig.from_dict(state["config"])
+    if dataclasses.replace(saved, epochs=config.epochs, data_dir=config.data_dir,
+                           backend=config.backend) != config:
+        raise ValueError(f"{resume} was trained with another config; resume it with its "
+                         "own (snn-ipu train --resume takes the checkpoint's)")
+    require_entries(state, resume, ("model", "optimizer", "scheduler", "epoch", "metrics",
+                                    "rng"), "resume training")
+    done = state["epoch"]
+    if config.epochs <= done:
+        raise ValueError(f"{resume} has already trained {done} epochs; --epochs "
+                         f"{config.epochs} leaves nothing to train (nothing was trained or "
+                         f"written): give --epochs above {done} to continue")
+    return state
+
+
+def load_weights(model: nn.Module, state: Dict[str, Any], path: os.PathLike) -> None:
+    """Loads a checkpoint's weights into ``model``, with a ValueError naming both sizes
+    when they were trained for another network or dataset."""
+    from .checkpoint import require_entries
+
+    require_entries(state, path, ("model",), "load its weights")
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError, TypeError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()
+        raise ValueError(f"{path}: its weights do not fit this network (another network or "
+                         f"a dataset of other sizes; --data and --data-dir must give data "
+                         f"of the sizes it was trained on): {' '.join(first[:3])}") from None
+
+
+def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, task, state,
+           dist: Distributed, download: bool) -> Dict[str, Any]:
     from .data.tasks import load_task
 
-    dist = Distributed()
     torch.manual_seed(config.seed)
     np.random.seed(config.seed % 2**32)
     random.seed(config.seed)
-    task = load_task(config) if task is None else task
+    task = load_task(config, download=download) if task is None else task
     model = build_model(config, task.num_inputs, task.num_classes)
     dist.broadcast_(model)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -406,14 +489,9 @@ def train(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(config, steps_per_epoch))
     history: List[Dict[str, Any]] = []
     first_epoch = 1
-    if resume is not None:
-        state = load_checkpoint(resume)
+    if state is not None:
         saved = TrainConfig.from_dict(state["config"])
-        if dataclasses.replace(saved, epochs=config.epochs, data_dir=config.data_dir,
-                               backend=config.backend) != config:
-            raise ValueError(f"{resume} was trained with another config; resume it with its "
-                             "own (snn-ipu train --resume takes the checkpoint's)")
-        model.load_state_dict(state["model"])
+        load_weights(model, state, resume)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if saved.epochs != config.epochs:  # a longer or shorter run: the schedule follows
@@ -421,8 +499,6 @@ def train(
         set_rng_state(state["rng"])
         history = list(state["metrics"])
         first_epoch = state["epoch"] + 1
-    if save is not None and log_path is None:
-        log_path = metrics_path(save)
     logger = _MetricsLog(log_path if dist.main else None, config, save, history, dist.world)
 
     augment = _augment(config, task)
@@ -557,7 +633,7 @@ class _MetricsLog:
 def read_metrics(path: os.PathLike) -> Dict[str, Any]:
     """A metrics log's ``start`` record and its ``epoch`` records."""
     start, epochs = None, []
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -565,10 +641,51 @@ def read_metrics(path: os.PathLike) -> Dict[str, Any]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: a record must be a JSON object, got "
+                                 f"{type(record).__name__}")
+            problem = _record_problem(record)
+            if problem:
+                raise ValueError(f"{path}:{number}: {problem}; not an snn-ipu metrics log "
+                                 "record")
             if record.get("event") == "start":
                 start = record
             elif record.get("event") == "epoch":
                 epochs.append(record)
     if start is None:
         raise ValueError(f"{path}: no 'start' record; not an snn-ipu metrics log")
+    if len({tuple(sorted(e["layers"])) for e in epochs}) > 1:
+        raise ValueError(f"{path}: the epochs name different layers (two runs wrote this log)")
+    if len({e["epoch"] for e in epochs}) != len(epochs):
+        raise ValueError(f"{path}: epochs {[e['epoch'] for e in epochs]} repeat (two runs "
+                         "wrote this log)")
     return {"start": start, "epochs": epochs}
+
+
+_EPOCH_NUMBERS = ("loss", "train_acc", "test_loss", "test_acc")
+
+
+def _record_problem(record: Dict[str, Any]) -> Optional[str]:
+    """What a metrics-log record lacks for ``plot`` (None: nothing)."""
+    event = record.get("event")
+    if event == "start":
+        if not isinstance(record.get("config"), dict):
+            return "the 'start' record has no 'config' object"
+        if not isinstance(record.get("checkpoint"), (str, type(None))):
+            return "the 'start' record's 'checkpoint' is not a path"
+        return None
+    if event != "epoch":
+        return None  # other events are for other readers
+    epoch = record.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int):
+        return f"an 'epoch' record needs an integer 'epoch', got {epoch!r}"
+    for name in _EPOCH_NUMBERS:
+        value = record.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"epoch {epoch}: {name!r} must be a number, got {value!r}"
+    layers = record.get("layers")
+    if not isinstance(layers, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("activity"), (int, float))
+            for v in layers.values()):
+        return f"epoch {epoch}: 'layers' must map layer names to their activity"
+    return None

@@ -241,6 +241,29 @@ void judge(LayerPlan &p, const Target &t) {
 
 } // namespace
 
+// The estimates count bytes and cycles in uint64. Their largest products are the op's
+// tensors over T (T x B x the entries of a step) and the cycles of the dense worst case
+// (T x B x fan-in x neurons, at most 16 cycles each with the vertices' overheads);
+// sizes whose bound passes 2^63 are refused here, computed in long double, so that no
+// count wraps around (batch x timesteps near 2^50 did).
+static void checkCountsFit(const LayerSpec &s) {
+  const long double T = s.timesteps, B = s.batch, out = s.outFeatures;
+  const long double fanIn = (long double)s.inFeatures + (s.recurrent ? out : 0.0L);
+  const long double entries = fanIn + out + s.capacityIn + s.capacityOut + 64.0L;
+  const long double bytes = T * B * entries * 64.0L + (fanIn + 64.0L) * (out + 64.0L) * 64.0L;
+  const long double cycles = T * B * (fanIn + 64.0L) * (out + 64.0L) * 16.0L;
+  const long double limit = 9223372036854775808.0L; // 2^63
+  if (bytes >= limit || cycles >= limit) {
+    std::ostringstream os;
+    os << "plan: batch " << s.batch << " x timesteps " << s.timesteps << " on a layer of "
+       << s.inFeatures << "->" << s.outFeatures
+       << " is too large to count: its bytes or cycles could pass 2**63 (about "
+       << double(std::max(bytes, cycles)) << "); plan a smaller batch, fewer timesteps or "
+       << "smaller layers";
+    throw std::overflow_error(os.str());
+  }
+}
+
 LayerSpec resolveSpec(const LayerSpec &in) {
   LayerSpec s = in;
   if (s.inFeatures == 0 || s.outFeatures == 0)
@@ -263,6 +286,7 @@ LayerSpec resolveSpec(const LayerSpec &in) {
       s.capacityOut = autoCapacity(s.activity, s.outFeatures);
     s.capacityOut = std::min(s.capacityOut, s.outFeatures);
   }
+  checkCountsFit(s);
   return s;
 }
 

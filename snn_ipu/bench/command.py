@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .._arg_types import at_least, fraction, positive
+from .._paths import output_folder
 from .configs import BACKENDS, CONFIGS, DEFAULT_ACTIVITIES, FAMILY, QUICK_ACTIVITIES
 from .networks import family_status
 from .report import plot, table
@@ -101,8 +102,11 @@ def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
     """Runs the benchmark; writes ``bench_<config>.json`` and ``.png`` per config and,
     for the whole run, ``summary.md`` (the README's table) and ``summary.png``."""
     args = parse_args(argv, prog)
-    out = results_dir(args, default_out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out = output_folder(results_dir(args, default_out), "--out")
+    except ValueError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     status = {fam: family_status(fam) for fam in sorted(set(FAMILY.values()))}
     for fam, err in status.items():
         if err:

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from .._numbers import generator_seed
 from ..lists import _lists_from_entries
 from ..spikes import SparseSpikes
 
@@ -55,7 +56,8 @@ class SpikeAugment:
         per_sample = torch.bincount(b, minlength=B).tolist()
         new_t, keep = [], []
         for sample, count, chunk in zip(sample_ids, per_sample, torch.split(t, per_sample)):
-            g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_033 + int(sample))
+            g = torch.Generator().manual_seed(
+                generator_seed((seed * 1_000_003 + epoch) * 1_000_033 + int(sample)))
             shift = torch.randint(-self.jitter, self.jitter + 1, (count,), generator=g)
             kept = torch.rand(count, generator=g) >= self.drop
             new_t.append((chunk + shift).clamp(0, T - 1))

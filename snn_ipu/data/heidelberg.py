@@ -97,6 +97,17 @@ class HeidelbergDataset(torch.utils.data.Dataset):
             if name not in f:
                 raise ValueError(f"{where}: no '{name}' dataset; not an SHD/SSC file in the "
                                  "official layout (spikes/times, spikes/units, labels, extra/...)")
+        for name in ("spikes/times", "spikes/units"):
+            # a padded [N, L] array would read its padding as events at t=0, unit 0
+            if f[name].ndim != 1 or _h5py().check_vlen_dtype(f[name].dtype) is None:
+                raise ValueError(
+                    f"{where}: '{name}' is a {f[name].ndim}-d {f[name].dtype} array of shape "
+                    f"{f[name].shape}, not the official layout's one variable-length array "
+                    "per sample; write each sample's events without padding (h5py.vlen_dtype)"
+                )
+        if f["labels"].ndim != 1:
+            raise ValueError(f"{where}: 'labels' has shape {f['labels'].shape}; the official "
+                             "layout has one label per sample, shape [N] (reshape it)")
         lengths = {n: len(f[n]) for n in ("spikes/times", "spikes/units", "labels")}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"{where}: datasets of different lengths {lengths}")

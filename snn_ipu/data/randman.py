@@ -32,6 +32,8 @@ from typing import Iterator, Optional, Tuple
 import torch
 import torch.utils.data
 
+from .._numbers import flag
+
 __all__ = ["make_randman", "randman_times", "SpikeDataset", "split", "batches"]
 
 
@@ -139,6 +141,7 @@ def make_randman(
     :param shuffle: interleave the classes randomly (otherwise grouped by class)
     :return: (spikes float 0/1 ``[N, T, num_inputs]``, labels int64 ``[N]``)
     """
+    shuffle = flag("shuffle", shuffle)
     if num_steps < 1:
         raise ValueError(f"num_steps must be >= 1, got {num_steps}")
     if not (math.isfinite(jitter) and jitter >= 0):
@@ -237,6 +240,7 @@ def batches(
     :param drop_last: skip a final batch smaller than ``batch_size`` (keeps shapes
         static, which the IPU needs)
     """
+    shuffle, drop_last = flag("shuffle", shuffle), flag("drop_last", drop_last)
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if spikes.dim() != 3 or labels.shape != (spikes.shape[0],):

@@ -62,9 +62,11 @@ def _tonic_class(name: str):
         import tonic.datasets
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("--data tonic:NAME needs tonic: pip install 'snn_ipu[tonic]'") from exc
-    cls = getattr(tonic.datasets, name, None)
-    if not isinstance(cls, type):
-        raise ValueError(f"tonic.datasets has no dataset {name!r} (e.g. NMNIST, DVSGesture, SHD)")
+    cls = None if name.startswith("_") else getattr(tonic.datasets, name, None)
+    # a dataset is a public class with a sensor (not __class__, a function, a module)
+    if not isinstance(cls, type) or getattr(cls, "sensor_size", None) is None:
+        raise ValueError(f"tonic.datasets has no dataset {name!r} (a class with a "
+                         "sensor_size, e.g. NMNIST, DVSGesture, SHD)")
     return cls
 
 
@@ -123,9 +125,13 @@ def _event_steps(config, name: str) -> int:
     return _num_steps_of(grid["dt"], grid["duration"])
 
 
-def load_task(config) -> Task:
+def load_task(config, download: bool = False) -> Task:
     """Loads ``config.data`` (see the module docstring); event data from
-    ``config.data_dir``."""
+    ``config.data_dir``. Nothing is downloaded unless ``download`` (tonic datasets
+    only): missing files are a FileNotFoundError naming where they were looked for."""
+    from .._numbers import flag
+
+    download = flag("download", download)
     name = config.data
     shape = task_shape(config)
     if name == "randman":
@@ -152,7 +158,8 @@ def load_task(config) -> Task:
     elif name.startswith("tonic:"):
         root = _data_dir(config, name)
         cls = _tonic_class(name[len("tonic:"):])
-        train, test = (TonicEvents(_make_tonic(cls, root, is_train), pool=config.tonic_pool,
+        train, test = (TonicEvents(_make_tonic(cls, root, is_train, download),
+                                   pool=config.tonic_pool,
                                    merge_polarity=config.merge_polarity)
                        for is_train in (True, False))
         grid = _event_grid(config, name)
@@ -174,11 +181,39 @@ def _data_dir(config, name: str) -> str:
     return config.data_dir
 
 
-def _make_tonic(cls, root: str, train: bool):
+def _make_tonic(cls, root: str, train: bool, download: bool = False):
     params = inspect.signature(cls).parameters
     if "train" in params:
-        return cls(save_to=root, train=train)
-    if "split" in params:
-        return cls(save_to=root, split="train" if train else "test")
-    raise ValueError(f"tonic.datasets.{cls.__name__} takes neither train= nor split=; wrap it "
-                     "in snn_ipu.data.TonicEvents and train it from Python")
+        split = {"train": train}
+    elif "split" in params:
+        split = {"split": "train" if train else "test"}
+    else:
+        raise ValueError(f"tonic.datasets.{cls.__name__} takes neither train= nor split=; wrap "
+                         "it in snn_ipu.data.TonicEvents and train it from Python")
+    if download:
+        return cls(save_to=root, **split)
+    # tonic downloads (and creates folders) from its constructor when its files are
+    # missing; its download() is replaced for the constructor's time by an error that
+    # says what is missing and where it was looked for
+    had_own = "download" in vars(cls)
+    own = vars(cls).get("download")
+    cls.download = _refuse_download
+    try:
+        return cls(save_to=root, **split)
+    finally:
+        if had_own:
+            cls.download = own
+        else:
+            del cls.download
+
+
+def _refuse_download(dataset) -> None:
+    where = getattr(dataset, "location_on_system", None) or "its save_to folder"
+    wanted = [str(n) for n in (getattr(dataset, "filename", None),
+                               getattr(dataset, "folder_name", None)) if n]
+    what = f" ({' and '.join(wanted)})" if wanted else ""
+    raise FileNotFoundError(
+        f"tonic.datasets.{type(dataset).__name__}: its files{what} are not in {where}; "
+        "nothing is downloaded implicitly: check --data-dir, or pass --download "
+        "(snn_ipu.data.tasks.load_task(config, download=True)) to fetch them"
+    )

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 import numpy as np
 import torch.utils.data
 
-from .._numbers import whole_number
+from .._numbers import flag, whole_number
 from ..events import flat_neuron_ids
 
 __all__ = ["TonicEvents"]
@@ -66,7 +66,7 @@ class TonicEvents(torch.utils.data.Dataset):
         if len(pool) != 2 or any(whole_number(k, 1) is None for k in pool):
             raise ValueError(f"pool must be (kx, ky) of positive ints, got {pool!r}")
         self.pool = (int(pool[0]), int(pool[1]))
-        self.merge_polarity = bool(merge_polarity)
+        self.merge_polarity = flag("merge_polarity", merge_polarity)
         width, height, polarities = self.source_size
         self.sensor_size = (
             math.ceil(width / self.pool[0]),

@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 from .. import surrogate as surrogate_mod
+from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
 
 __all__ = ["from_snntorch", "to_snntorch"]
@@ -133,6 +134,7 @@ def from_snntorch(
     """An snn_ipu ``nn.Sequential`` with the weights and settings of an snnTorch network
     (module docstring). ``backend``, ``grad_window``, ``max_spikes`` and ``overflow``
     go to every spiking layer (``grad_window=None``: exact gradients, as snnTorch's)."""
+    readout = flag("readout", readout)
     snn = _snntorch()
     leaves = [(n, m) for n, m in _leaves(module)
               if not isinstance(m, (nn.Identity, nn.Flatten))]
