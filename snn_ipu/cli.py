@@ -271,7 +271,7 @@ def _run_plot(args: argparse.Namespace) -> int:
 
 def _run_plan(args: argparse.Namespace) -> int:
     from .planning import plan
-    from .training import TrainConfig, model_layers
+    from .training import TrainConfig, model_shapes
 
     if args.checkpoint:
         from .checkpoint import load_checkpoint, require_entries
@@ -285,7 +285,7 @@ def _run_plan(args: argparse.Namespace) -> int:
 
     shape = task_shape(config)
     # planned from the layers' sizes and settings: no weights are allocated
-    model = model_layers(config, shape.num_inputs, shape.num_classes)
+    model = model_shapes(config, shape.num_inputs, shape.num_classes)
     print(f"network {shape.num_inputs}-{'-'.join(map(str, config.hidden))}-{shape.num_classes}"
           f", batch {config.batch_size}, T={shape.num_steps}, target {args.target}")
     print(plan(model, config.batch_size, shape.num_steps, target=args.target,

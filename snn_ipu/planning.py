@@ -361,6 +361,9 @@ def plan(
 
     if isinstance(model_or_sizes, torch.nn.Module):
         shapes = _shapes_from_module(model_or_sizes)
+    elif isinstance(model_or_sizes, Sequence) and model_or_sizes and all(
+            isinstance(s, _LayerShape) for s in model_or_sizes):
+        shapes = list(model_or_sizes)  # snn_ipu.training.model_shapes: no weights built
     else:
         shapes = _shapes_from_sizes(model_or_sizes)
     if target not in ("ipu2", "host"):

@@ -41,7 +41,7 @@ from . import losses, regularizers
 from ._numbers import MAX_SEED, flag, generator_seed
 from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 
-__all__ = ["TrainConfig", "build_model", "model_layers", "train", "evaluate", "epoch_order",
+__all__ = ["TrainConfig", "build_model", "model_shapes", "train", "evaluate", "epoch_order",
            "metrics_path", "Distributed", "MAX_SEED", "check_seed", "load_weights"]
 
 TIME_REDUCTIONS = ("max", "mean", "sum", "last", "per_step")
@@ -102,6 +102,35 @@ class TrainConfig:
 
 # -- model ---------------------------------------------------------------------------------
 
+def _layer_specs(config: TrainConfig, num_inputs: int, num_classes: int) -> List[tuple]:
+    """``(layer class, in, out, keyword arguments)`` of each layer of the network: one
+    description for :func:`build_model` and :func:`model_shapes`."""
+    from .layers import LIFLayer, ReadoutLayer, SynapticLayer
+
+    if config.neuron not in ("lif", "synaptic"):
+        raise ValueError(f"neuron must be 'lif' or 'synaptic', got {config.neuron!r}")
+    common = dict(beta=config.beta, threshold=config.threshold, backend=config.backend,
+                  max_spikes=config.max_spikes, overflow=config.overflow)
+    specs = []
+    sizes = [num_inputs, *config.hidden]
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), 1):
+        kw = dict(common, grad_window=config.grad_window, recurrent=config.recurrent,
+                  name=f"hidden{i}")
+        if config.neuron == "synaptic":
+            specs.append((SynapticLayer, n_in, n_out, dict(kw, alpha=config.alpha)))
+        else:
+            specs.append((LIFLayer, n_in, n_out, kw))
+    if config.readout == "membrane":
+        specs.append((ReadoutLayer, sizes[-1], num_classes,
+                      dict(beta=config.beta, backend=config.backend, name="readout")))
+    elif config.readout == "spikes":
+        # exact gradients: output neurons far below threshold would get none in a window
+        specs.append((LIFLayer, sizes[-1], num_classes, dict(common, name="output")))
+    else:
+        raise ValueError(f"readout must be 'membrane' or 'spikes', got {config.readout!r}")
+    return specs
+
+
 def build_model(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Sequential:
     """inputs -> hidden layers -> readout, as ``config`` says.
 
@@ -109,30 +138,9 @@ def build_model(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Se
     (uniform, +-1/sqrt(fan_in)) leaves the hidden layers silent on sparse input (one
     spike per input neuron per sample), which starves the next layer.
     """
-    from .layers import LIFLayer, ReadoutLayer, SynapticLayer
-
-    if config.neuron not in ("lif", "synaptic"):
-        raise ValueError(f"neuron must be 'lif' or 'synaptic', got {config.neuron!r}")
-    common = dict(beta=config.beta, threshold=config.threshold, backend=config.backend,
-                  max_spikes=config.max_spikes, overflow=config.overflow)
-    layers: List[nn.Module] = []
-    sizes = [num_inputs, *config.hidden]
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), 1):
-        kw = dict(common, grad_window=config.grad_window, recurrent=config.recurrent,
-                  name=f"hidden{i}")
-        if config.neuron == "synaptic":
-            layers.append(SynapticLayer(n_in, n_out, alpha=config.alpha, **kw))
-        else:
-            layers.append(LIFLayer(n_in, n_out, **kw))
-    if config.readout == "membrane":
-        layers.append(ReadoutLayer(sizes[-1], num_classes, beta=config.beta,
-                                   backend=config.backend, name="readout"))
-    elif config.readout == "spikes":
-        # exact gradients: output neurons far below threshold would get none in a window
-        layers.append(LIFLayer(sizes[-1], num_classes, name="output", **common))
-    else:
-        raise ValueError(f"readout must be 'membrane' or 'spikes', got {config.readout!r}")
-    model = nn.Sequential(*layers)
+    model = nn.Sequential(*(cls(n_in, n_out, **kw)
+                            for cls, n_in, n_out, kw in _layer_specs(config, num_inputs,
+                                                                     num_classes)))
     with torch.no_grad():
         for layer in model:
             nn.init.normal_(layer.weight, 0.0, config.weight_scale / math.sqrt(layer.in_features))
@@ -144,11 +152,16 @@ def build_model(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Se
     return model
 
 
-def model_layers(config: TrainConfig, num_inputs: int, num_classes: int) -> nn.Sequential:
-    """The network of :func:`build_model` with its sizes and settings but no weights
-    (tensors on the ``meta`` device: no memory), for planning (``snn-ipu plan``)."""
-    with torch.device("meta"):
-        return build_model(config, num_inputs, num_classes)
+def model_shapes(config: TrainConfig, num_inputs: int, num_classes: int) -> list:
+    """The layers of :func:`build_model` as the planner sees them (sizes, neuron model,
+    recurrence, capacity; float32 weights), without allocating any weights: what
+    ``snn-ipu plan`` plans (``snn_ipu.plan`` takes the list)."""
+    from .backends.work_split import model_code
+    from .planning import _LayerShape
+
+    return [_LayerShape(kw["name"], n_in, n_out, model_code(cls.neuron_model),
+                        bool(kw.get("recurrent", False)), kw.get("max_spikes"), 4)
+            for cls, n_in, n_out, kw in _layer_specs(config, num_inputs, num_classes)]
 
 
 def _spiking(model: nn.Sequential) -> List[nn.Module]:

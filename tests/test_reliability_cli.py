@@ -82,6 +82,7 @@ def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path, capsys):
     """The first run holds the checkpoint's lock (here a process that holds it as a run
     does); the second is refused instead of interleaving its epochs with the first's."""
     save = tmp_path / "run" / "model.pt"
+    save.parent.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys
