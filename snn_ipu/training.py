@@ -93,6 +93,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> TrainConfig:
+        if not isinstance(values, dict):
+            raise ValueError(f"a config must be a dict of settings, got {type(values).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -435,11 +437,12 @@ def train(
         flag("progress", progress)
     check_seed(config.seed)
     state = _resume_state(resume, config) if resume is not None else None
-    if save is not None and log_path is None:
-        log_path = metrics_path(save)
-    for what, path in (("--save", save), ("--log", log_path)):
-        if path is not None:
-            writable_file(path, what)
+    if save is not None:
+        writable_file(save, "--save")
+        if log_path is None:
+            log_path = metrics_path(save)
+    if log_path is not None:
+        writable_file(log_path, "--log")
     distinct_files([("--resume", resume), ("--save", save), ("--log", log_path)],
                    allowed=[("--resume", "--save")])  # resuming in place is fine
     dist = Distributed()
@@ -480,10 +483,10 @@ def load_weights(model: nn.Module, state: Dict[str, Any], path: os.PathLike) -> 
     try:
         model.load_state_dict(state["model"])
     except (RuntimeError, KeyError, TypeError, AttributeError) as exc:
-        first = str(exc).strip().splitlines()
+        lines = [" ".join(line.split()) for line in str(exc).strip().splitlines()]
         raise ValueError(f"{path}: its weights do not fit this network (another network or "
                          f"a dataset of other sizes; --data and --data-dir must give data "
-                         f"of the sizes it was trained on): {' '.join(first[:3])}") from None
+                         f"of the sizes it was trained on): {' '.join(lines[:3])}") from None
 
 
 def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, task, state,

@@ -36,12 +36,13 @@ def run(capsys, argv, code=0):
 
 def one_line_error(capsys, argv, *fragments):
     """The command fails with exit status 2 and a one-line message holding
-    ``fragments`` (a traceback would have escaped cli.main)."""
-    err = run(capsys, argv, 2).err.strip()
+    ``fragments`` (a traceback would have escaped cli.main); returns everything printed."""
+    captured = run(capsys, argv, 2)
+    err = captured.err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("snn-ipu "), err
     for fragment in fragments:
         assert fragment in err, err
-    return err
+    return captured.out + err
 
 
 def python(code, timeout=120):
@@ -100,7 +101,7 @@ def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path, capsys):
         assert holder.stdout.readline().strip() == "held"
         out = one_line_error(capsys, TINY + ["--epochs", "1", "--save", str(save)],
                              "being written by another run", f"process {holder.pid}")
-        assert "epoch" not in out
+        assert "epoch " not in out
         assert not save.exists()
     finally:
         holder.communicate("", timeout=60)
@@ -123,9 +124,10 @@ def test_leftovers_of_a_killed_save_are_removed_at_the_next_save(tmp_path, capsy
 
 
 def test_a_folder_as_save_path_is_refused_before_training(tmp_path, capsys):
-    err = one_line_error(capsys, TINY + ["--epochs", "1", "--save", str(tmp_path)],
-                         "is a folder")
-    assert "epoch" not in err
+    for folder in (tmp_path, "."):
+        err = one_line_error(capsys, TINY + ["--epochs", "1", "--save", str(folder)],
+                             "is a folder")
+        assert "epoch " not in err
     blocker = tmp_path / "file"
     blocker.write_text("x")
     one_line_error(capsys, TINY + ["--epochs", "1", "--save", str(blocker / "m.pt")],
@@ -349,9 +351,10 @@ def test_shd_labels_of_shape_n_by_1_are_refused(tmp_path):
 def test_plan_counts_that_would_wrap_raise():
     from snn_ipu import plan
 
-    with pytest.raises(OverflowError, match=r"batch 33554432 x timesteps 33554432 .* too "
+    # before, 2**27 x 2**27 gave fewer cycles than 2**26 x 2**26: uint64 wrapped around
+    with pytest.raises(OverflowError, match=r"batch 134217728 x timesteps 134217728 .* too "
                                             r"large to count"):
-        plan([700, 256, 20], 2**25, 2**25)
+        plan([700, 256, 20], 2**27, 2**27)
     big = plan([700, 256, 20], 2**14, 2**12)  # large, and counted exactly
     small = plan([700, 256, 20], 2**13, 2**12)
     assert big.layers[0].details["bytes_total"] > small.layers[0].details["bytes_total"]
