@@ -228,7 +228,13 @@ def _run_train(args: argparse.Namespace) -> int:
         from .data.tasks import load_task
         from .poptorch_training import train_config
 
-        train_config(config, load_task(config, download=args.download), checkpoint=args.save)
+        from ._paths import FileLocks, writable_file
+
+        if args.save is not None:
+            writable_file(args.save, "--save")
+        with FileLocks([args.save]):
+            train_config(config, load_task(config, download=args.download),
+                         checkpoint=args.save)
         return 0
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from . import ipu_overflow
+from .checkpoint import save_checkpoint
 from ._numbers import flag
 from .spikes import SparseSpikes
 
@@ -184,9 +185,9 @@ def train(
         # The IPU holds the weights; the host copy is what checkpoints and the
         # inference model (which reloads changed host weights) read.
         training_model.copyWeightsToHost()
-        if checkpoint is not None:
-            torch.save({"epoch": epoch, "model": net.state_dict(),
-                        "optimizer": optimizer.state_dict()}, checkpoint)
+        if checkpoint is not None:  # atomic, locked, CRC-checked on load (checkpoint.py)
+            save_checkpoint(checkpoint, {"epoch": epoch, "model": net.state_dict(),
+                                         "optimizer": optimizer.state_dict()})
         training_model.detachFromDevice()  # free the IPU(s) for the inference model
         test_acc = evaluate(inference_model, test_loader, net) if len(test_loader) else math.nan
         inference_model.detachFromDevice()
