@@ -225,10 +225,9 @@ def _run_train(args: argparse.Namespace) -> int:
             if "randman_samples_per_class" not in given:
                 config.randman_samples_per_class = 50
     if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
+        from ._paths import FileLocks, writable_file
         from .data.tasks import load_task
         from .poptorch_training import train_config
-
-        from ._paths import FileLocks, writable_file
 
         if args.save is not None:
             writable_file(args.save, "--save")

@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from . import ipu_overflow
-from .checkpoint import save_checkpoint
 from ._numbers import flag
+from .checkpoint import save_checkpoint
 from .spikes import SparseSpikes
 
 __all__ = ["PopTorchConfig", "WithLoss", "evaluate", "predict_class", "size_lists", "train"]
