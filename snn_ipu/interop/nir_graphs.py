@@ -13,6 +13,7 @@ so that graphs pass between the two unchanged); only the ratios ``dt / tau`` mat
                                             tau_mem = dt / (1 - beta), r = tau_mem / dt,
                                             w_in = tau_syn / dt, ...)
     ReadoutLayer(beta)                  LI(tau = dt / (1 - beta), r = tau / dt, v_leak = 0)
+    (SynapticLayer: only with synaptic_as_cubalif=True, see below)
     recurrent=True                      an Affine/Linear "w_rec" node from the neuron back to it
 
 Reading a node back is the forward Euler step of its equation,
@@ -22,12 +23,20 @@ Reading a node back is the forward Euler step of its equation,
 ``(dt/tau) v_leak`` joins the bias (LIF, LI; a CubaLIF's ``v_leak`` must be 0). Gains
 within 1e-6 of 1 are taken as 1 (they are float32 roundings of ``r = tau/dt``).
 
-Resets: NIR's LIF and CubaLIF set the membrane to ``v_reset`` after a spike, which is
-``reset="zero"`` with ``v_reset = 0``. A layer that resets by subtraction (the default)
-or not at all has no NIR form and :func:`export_to_nir` refuses it. The zero-reset step
-of a CubaLIF is snnTorch's ``Synaptic``'s, ``U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t])``,
-which both snnTorch's import and ours use (a literal Euler step would keep
-``syn[t]`` out of the reset).
+Resets: NIR's LIF and CubaLIF set the membrane to ``v_reset`` after a spike, which for
+a LIF is ``reset="zero"`` with ``v_reset = 0``. A layer that resets by subtraction (the
+default) or not at all has no NIR form and :func:`export_to_nir` refuses it.
+
+A CubaLIF, as snnTorch's and SpikingJelly's importers step it (a literal Euler step),
+resets the membrane alone, ``U[t] = beta (1 - S[t-1]) U[t-1] + syn[t]``; a
+SynapticLayer's zero reset (snnTorch's ``Synaptic``) also drops the step's current,
+``U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t])``. No layer steps NIR's form, so a
+SynapticLayer is exported, and a CubaLIF imported, only when asked
+(``synaptic_as_cubalif=True``, ``cubalif_as_synaptic=True``: snnTorch's exporter's
+reading), and refused otherwise.
+
+One rule for ``dt`` both ways: positive, finite, a normal float32. Every node must lie
+on the chain from Input to Output (a neuron's recurrent Affine/Linear is the one cycle).
 """
 
 from __future__ import annotations

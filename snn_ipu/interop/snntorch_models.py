@@ -17,8 +17,12 @@ optimizer moves the two biases as snnTorch's does and training follows snnTorch'
 for step. What snn_ipu cannot express raises a ValueError naming the option:
 ``all_to_all=False`` and convolutional recurrence, ``inhibition``, ``reset_delay=False``,
 ``state_quant``, graded spikes, ``surrogate_disable``, surrogates other than the four
-above, and ``RLeaky`` with ``reset_mechanism="zero"`` (snnTorch's RLeaky zeroes that
-step's input too, the recurrent LIFLayer does not).
+above, ``RLeaky`` with ``reset_mechanism="zero"`` (snnTorch's RLeaky zeroes that
+step's input too, the recurrent LIFLayer does not), a module registered twice (each
+layer has its own weights and state), and ``nn.Dropout`` (use
+:class:`snn_ipu.SpikeDropout` between the converted layers). ``requires_grad`` is
+carried both ways; a layer without ``rec_bias`` becomes a neuron whose
+``recurrent.bias`` is None.
 
 ``from_snntorch(net, readout=True)`` turns the last neuron, a ``Leaky`` with
 ``reset_mechanism="none"``, into a :class:`~snn_ipu.ReadoutLayer` whose output is the
