@@ -154,16 +154,17 @@ def from_snntorch(
               if not isinstance(m, (nn.Identity, nn.Flatten))]
     if not leaves:
         raise ValueError("from_snntorch: the module holds no layers")
+    for name, leaf in leaves:
+        if isinstance(leaf, nn.modules.dropout._DropoutNd):
+            raise ValueError(
+                f"from_snntorch: {name} ({type(leaf).__name__}): dropout is not a layer of "
+                "snn_ipu's; convert the network without it and put "
+                f"snn_ipu.SpikeDropout(p={leaf.p}) between the converted layers (it drops "
+                "spikes from the lists, in training only)")
     layers: List[nn.Module] = []
     i = 0
     while i < len(leaves):
         name, linear = leaves[i]
-        if isinstance(linear, nn.modules.dropout._DropoutNd):
-            raise ValueError(
-                f"from_snntorch: {name} ({type(linear).__name__}): dropout is not a layer "
-                "of snn_ipu's; convert the network without it and put "
-                f"snn_ipu.SpikeDropout(p={linear.p}) between the converted layers "
-                "(it drops spikes from the lists, in training only)")
         if not isinstance(linear, nn.Linear):
             raise ValueError(f"from_snntorch: {name} ({type(linear).__name__}) where an "
                              "nn.Linear belongs: the network must be nn.Linear followed by "
