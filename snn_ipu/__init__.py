@@ -11,6 +11,7 @@ emulator (``emulator``, the default on a CPU) or Poplar on an IPU (``ipu``).
 import torch  # noqa: F401, I001
 
 from . import data, encoding, events, losses, plot, regularizers, surrogate
+from .dropout import SpikeDropout
 from .interop import export_to_nir, from_snntorch, import_from_nir, to_snntorch
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
 from .planning import PlanError, PlanReport, place, plan
@@ -26,6 +27,7 @@ __all__ = [
     "PlanReport",
     "ReadoutLayer",
     "SparseSpikes",
+    "SpikeDropout",
     "SpikeOverflowError",
     "SynapticLayer",
     "data",

@@ -26,7 +26,9 @@ class SpikeCounts(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, ids, counts, values, num_neurons):
-        ctx.save_for_backward(ids, counts)
+        # private copies, as the layers keep (docs/reliability.md): the user holds ids
+        # and counts, and an in-range edit before backward would move the gradient
+        ctx.save_for_backward(ids.clone(), counts.clone())
         try:
             counted = _C.spike_counts(
                 numpy_view(ids), numpy_view(counts), numpy_view(values), num_neurons

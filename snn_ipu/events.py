@@ -266,7 +266,7 @@ def events_to_spikes(
     ids, counts, ovf = _lists_from_entries(num_steps, batch, (rows, neurons), None, capacity,
                                            overflow)
     raise_or_warn_overflow("SparseSpikes.from_events", ids.shape[-1], ovf, overflow)
-    out = SparseSpikes(ids, counts, num_neurons, validate=False)
+    out = SparseSpikes._made(ids, counts, num_neurons)  # one entry per (bin, neuron)
     out.dropped = ovf.spikes_dropped
     out.events_outside = dropped_outside
     out.dt = dt

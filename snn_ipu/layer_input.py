@@ -20,13 +20,23 @@ def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:
         )
 
 
-def _check_values_once(spikes: SparseSpikes, where: str) -> None:
-    """The values at the listed entries of a list whose values were never checked
-    (built with ``validate=False``): every backend takes spikes as 1s (the emulator
-    adds whole weight rows, where the reference's dense product would scale by a
-    graded value), so a graded value is refused, once per list."""
-    if spikes.values_checked or not values_readable(spikes.values, spikes.counts):
+def _check_once(spikes: SparseSpikes, where: str) -> None:
+    """A list not checked since its ids, counts or values were set (built with
+    ``validate=False``, or any of them replaced) is checked in full here, the same on
+    every backend: shapes, counts, ids in range and unique, and the values at the
+    listed entries. Every backend takes spikes as 1s (the emulator adds whole weight
+    rows, where the reference's dense product would scale by a graded value), so a
+    graded value, or a spike whose value a mask set to 0, is refused."""
+    if spikes.values_checked:
         return
+    try:
+        spikes._check_shapes()
+        if not values_readable(spikes.ids, spikes.values, spikes.counts):
+            return
+        spikes._check_counts_and_ids()
+        spikes._check_unique()
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{where}: input list: {exc}") from None
     counts = spikes.counts.long()
     spike = listed_mask(counts, spikes.capacity, 0)
     off = listed_mask(counts, spikes.capacity, 1) & (spikes.values.detach() != spike.to(
@@ -37,9 +47,10 @@ def _check_values_once(spikes: SparseSpikes, where: str) -> None:
                 "(eligible-only): eligible-only entries must have value 0")
         raise ValueError(
             f"{where}: input list value {float(spikes.values[t, b, k]):f} at t={t}, b={b}, "
-            f"k={k} {what} (graded spikes are not supported)"
+            f"k={k} {what} (graded spikes are not supported; to drop spikes, "
+            "snn_ipu.SpikeDropout or SparseSpikes.from_dense(x.to_dense() * mask))"
         )
-    spikes.values_checked = True
+    spikes._checked = True
 
 
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
@@ -49,8 +60,8 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
             raise ValueError(
                 f"{where}: input has {x.num_neurons} neurons but in_features={num_neurons}"
             )
+        _check_once(x, where)
         _require_steps_and_samples(x.num_steps, x.batch_size, where)
-        _check_values_once(x, where)
         return x
     if isinstance(x, torch.Tensor):
         if x.dim() != 3:

@@ -57,6 +57,7 @@ from .layer_settings import (
     one_of,
     threshold_value,
 )
+from .losses import RECORDED_MEMBRANE
 from .overflow import check_overflow_policy, raise_or_warn_overflow
 from .spikes import SparseSpikes, capacity_or_none
 
@@ -66,6 +67,70 @@ BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph")
 PLAN_TARGETS = ("host", "ipu2")
 
 
+# snnTorch's names for the options of its neurons, and what the layers call them.
+SNNTORCH_OPTIONS = {
+    "spike_grad": "surrogate= (snn_ipu.surrogate.ATan(2) is snntorch.surrogate.atan(2); "
+                  "also FastSigmoid, Sigmoid, StraightThrough)",
+    "reset_mechanism": "reset= ('subtract', 'zero' or 'none')",
+    "init_hidden": "nothing: a layer runs the whole sequence in one call; carry_state = True "
+                   "starts the next call where this one ended",
+    "output": "nothing: a layer returns its spikes; for its membrane use record_membrane = "
+              "True, or a ReadoutLayer for a loss on the membrane",
+    "linear_features": "out_features (with recurrent=True)",
+    "all_to_all": "recurrent=True (all-to-all; one-to-one recurrence is not supported)",
+    "learn_recurrent": "rec_weight.requires_grad_(False) after construction",
+    "reset_delay": "nothing: the reset follows the spike one step later, as reset_delay=True",
+    "graded_spikes_factor": "nothing: spikes are 1 (graded spikes are not supported)",
+}
+
+
+def refuse_unknown_options(layer: str, options: dict) -> None:
+    """A TypeError for keyword arguments the layers do not take, naming snn_ipu's
+    equivalent of snnTorch's."""
+    if not options:
+        return
+    name = next(iter(options))
+    if name in SNNTORCH_OPTIONS:
+        raise TypeError(f"{layer}() got {name}=, snnTorch's name; snn_ipu's is "
+                        f"{SNNTORCH_OPTIONS[name]}")
+    raise TypeError(f"{layer}() got an unexpected keyword argument {name!r}")
+
+
+def _layer_state(where: str, value) -> LayerState:
+    """A state as assigned to ``layer.state``: a LayerState, or a tuple of its three
+    fields (membrane, synaptic, spikes), each a tensor or None (membrane: a tensor)."""
+    if not isinstance(value, tuple) or len(value) != 3:
+        raise TypeError(f"{where}: state must be None or a LayerState (membrane, synaptic, "
+                        f"spikes), got {type(value).__name__}")
+    state = LayerState(*value)
+    for field, v in zip(LayerState._fields, state):
+        if v is None and field != "membrane":
+            continue
+        if not isinstance(v, torch.Tensor) or not (v.is_floating_point()
+                                                   or v.dtype == torch.bool):
+            raise TypeError(f"{where}: the state's {field} must be a float tensor"
+                            + ("" if field == "membrane" else " or None")
+                            + f", got {v.dtype if isinstance(v, torch.Tensor) else v!r}")
+    return state
+
+
+def _check_state_values(where: str, state: LayerState) -> None:
+    """A carried state's values, before any backend reads them: a NaN membrane would
+    silently stop the layer, and spikes other than 0 or 1 would give each backend
+    another answer."""
+    if not values_readable(*(v for v in state if v is not None)):
+        return
+    for field in ("membrane", "synaptic"):
+        v = getattr(state, field)
+        if v is not None and not bool(torch.isfinite(v).all()):
+            raise ValueError(f"{where}: the carried state's {field} contains NaN or inf; "
+                             "call reset_state() to start from zero")
+    if state.spikes is not None and not bool(((state.spikes == 0) | (state.spikes == 1)).all()):
+        bad = state.spikes[(state.spikes != 0) & (state.spikes != 1)][0]
+        raise ValueError(f"{where}: the carried state's spikes must be 0 or 1, found "
+                         f"{float(bad)}")
+
+
 class _Layer(nn.Module):
     """Weights, decay, backend selection and the bookkeeping of calls, shared by every
     layer type."""
@@ -73,6 +138,9 @@ class _Layer(nn.Module):
     neuron_model = "leaky"
     backend = Setting(one_of("backend", BACKENDS))
     plan_target = Setting(one_of("plan_target", PLAN_TARGETS))
+    # real bools: a string reached the bindings as "incompatible function arguments"
+    record_membrane = Setting(lambda value: flag("record_membrane", value))
+    carry_state = Setting(lambda value: flag("carry_state", value))
 
     def __init__(
         self,
@@ -86,8 +154,10 @@ class _Layer(nn.Module):
         dtype: torch.dtype = torch.float32,
         plan_target: str = "host",
         name: Optional[str] = None,
+        **unknown,
     ) -> None:
         super().__init__()
+        refuse_unknown_options(type(self).__name__, unknown)
         self.in_features = positive_size("in_features", in_features)
         self.out_features = positive_size("out_features", out_features)
         self.backend = backend
@@ -119,7 +189,7 @@ class _Layer(nn.Module):
         # When True, each call starts from the state the last one ended in (``state``)
         # instead of zero: a long sequence in chunks, as truncated BPTT or streaming.
         self.carry_state = False
-        self.state: Optional[LayerState] = None
+        self.state = None
         # The tiles of this layer's IPU op (snn_ipu.planning.place); None: from tile 0.
         self.ipu_tiles = None
         self.last_call: Optional[CallRecord] = None
@@ -226,6 +296,17 @@ class _Layer(nn.Module):
                 " <= 0; it must stay > 0 (lower the learning rate, or clamp it after each step)"
             )
 
+    @property
+    def state(self) -> Optional[LayerState]:
+        """Where the last call ended (``carry_state``), or None: the next call starts
+        from it. Assigned a state, it is checked here for its form and on every call for
+        its shapes and values (finite; spikes 0 or 1), the same on every backend."""
+        return self.__dict__["_state"]
+
+    @state.setter
+    def state(self, value) -> None:
+        self.__dict__["_state"] = None if value is None else _layer_state(self.name, value)
+
     def reset_state(self) -> None:
         """The next call starts from zero state (with ``carry_state``)."""
         self.state = None
@@ -244,8 +325,10 @@ class _Layer(nn.Module):
                     f"{self.name}: the carried state's {field} is {got}, this call needs "
                     f"{shape} (batch {shape[0]}); call reset_state() to start from zero"
                 )
-        return LayerState(*(None if v is None else v.detach().float().contiguous()
-                            for v in self.state))
+        state = LayerState(*(None if v is None else v.detach().float().contiguous()
+                             for v in self.state))
+        _check_state_values(self.name, state)
+        return state
 
     def _backend(self):
         from .backends import select
@@ -264,6 +347,10 @@ class _Layer(nn.Module):
             self._dropped_totals["total_spikes_dropped"] += record.overflow.spikes_dropped
             self._dropped_totals["total_eligible_dropped"] += record.overflow.eligible_dropped
         self.last_membrane = record.membrane if self.record_membrane else None
+        if self.last_membrane is not None and self.neuron_model != "readout":
+            # detached: the membrane losses refuse it in a call that trains, naming
+            # ReadoutLayer, instead of training nothing
+            setattr(self.last_membrane, RECORDED_MEMBRANE, self.name)
         if self.carry_state and record.final_state is not None:
             self.state = record.final_state
 
@@ -358,6 +445,7 @@ class _SpikingLayer(_Layer):
             warn=not self.overflow_warned,
             note=" (warned once per layer; see the layer's stats for running totals)",
             stacklevel=5,  # past forward() and nn.Module's call
+            planned=self.max_spikes is None,  # CPU backends size such lists to fit
         )
         if record.overflow.first is not None and self.overflow == "drop":
             self.overflow_warned = True

@@ -106,6 +106,31 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False,
     return spikes
 
 
+# The attribute a spiking layer's recorded membrane (``last_membrane``) carries: the
+# layer's name. It is detached, so a loss on it would train nothing.
+RECORDED_MEMBRANE = "_snn_ipu_recorded_membrane_of"
+
+_READOUT_HINT = (
+    "a loss on the membrane needs a ReadoutLayer as the network's last layer: its output "
+    "is the membrane, differentiable (from_snntorch(net, readout=True) makes one of a "
+    "last Leaky(reset_mechanism='none')); or use a spike loss such as ce_count_loss")
+
+
+def _membrane(membrane, time_first: bool) -> torch.Tensor:
+    """A membrane loss's input, dense and time-major: spikes, or a spiking layer's
+    recorded membrane in a call that trains, are refused, pointing to ReadoutLayer."""
+    if _is_sparse(membrane):
+        raise TypeError(f"membrane: got a spiking layer's output spikes (SparseSpikes); "
+                        f"{_READOUT_HINT}")
+    layer = getattr(membrane, RECORDED_MEMBRANE, None)
+    if layer is not None and torch.is_grad_enabled():
+        raise ValueError(
+            f"membrane: this is {layer}'s last_membrane (record_membrane), recorded detached: "
+            f"no gradient flows through it, so the loss would train nothing; {_READOUT_HINT} "
+            "(to compute it for monitoring, run under torch.no_grad())")
+    return _dense(membrane, "membrane", time_first=time_first)
+
+
 def _sparse_is_time_major(time_first: bool, name: str) -> None:
     if not flag("time_first", time_first):
         raise ValueError(f"{name}: a SparseSpikes is always time-major; time_first=False is "
@@ -317,7 +342,7 @@ def ce_membrane_loss(
     :return: scalar loss (``[B]`` for ``reduction="none"``)
     """
     _check_reduction(reduction)
-    membrane = _dense(membrane, "membrane", time_first=time_first)
+    membrane = _membrane(membrane, time_first)
     num_steps, batch_size, num_classes = membrane.shape
     if time_reduction == "per_step":
         targets = _check_targets(targets, batch_size, num_classes)
@@ -367,7 +392,7 @@ def mse_membrane_loss(
     for name, value in (("on_target", on_target), ("off_target", off_target)):
         if isinstance(value, bool) or not math.isfinite(value):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
-    membrane = _dense(membrane, "membrane", time_first=time_first)
+    membrane = _membrane(membrane, time_first)
     targets = _check_targets(targets, membrane.shape[1], membrane.shape[2])
     target = torch.full_like(membrane[0], float(off_target))
     target.scatter_(1, targets.unsqueeze(1), float(on_target))

@@ -39,24 +39,31 @@ def check_overflow_policy(policy: str) -> str:
 
 def raise_or_warn_overflow(
     where: str, capacity: int, overflow: Overflow, policy: str, warn: bool = True,
-    note: str = "", stacklevel: int = 3,
+    note: str = "", stacklevel: int = 3, planned: bool = False,
 ) -> None:
     """Applies the overflow policy for a list whose entries did not all fit; ``note``
     ends the warning (how often it comes, where the totals are); ``stacklevel`` points
-    the warning at the caller's caller (the user's code)."""
+    the warning at the caller's caller (the user's code). ``planned``: the capacity was
+    not the user's but the planner's estimate (a layer with ``max_spikes=None`` on a
+    backend whose lists have a static size)."""
     if overflow.first is None:
         return
     t, b, spikes, needed = overflow.first
+    what = (f"the planner's estimated capacity {capacity} (the layer's max_spikes is None; "
+            "the IPU's lists have a static size)" if planned
+            else f"spike list capacity max_spikes={capacity}")
     detail = (
-        f"{where}: spike list capacity max_spikes={capacity} exceeded at timestep {t}, "
+        f"{where}: {what} exceeded at timestep {t}, "
         f"sample {b}: {spikes} spikes and {needed - spikes} gradient-eligible neurons "
         f"need {needed} entries"
     )
     if policy == "error":
-        raise SpikeOverflowError(
-            detail + ". Raise max_spikes, use overflow='grow' (CPU backends) or "
-            "overflow='drop' to discard the excess."
-        )
+        raise SpikeOverflowError(detail + (
+            f". Set the layer's max_spikes (at least {needed} here: layer.max_spikes = "
+            f"{needed}, or max_spikes= in its constructor), or overflow='drop' to discard "
+            "the excess." if planned else
+            ". Raise max_spikes, use overflow='grow' (CPU backends) or "
+            "overflow='drop' to discard the excess."))
     if policy == "drop" and warn:
         warnings.warn(
             detail + f"; dropped {overflow.spikes_dropped} spikes and "

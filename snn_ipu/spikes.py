@@ -50,10 +50,12 @@ class SparseSpikes:
     validation (also through ``.data`` or ``.numpy()``) raises a ValueError there,
     not a crash. The backward pass reads private copies of the lists, so an edit
     between a forward pass and its backward changes nothing there.
-    The values of a list whose values were not checked (``validate=False``) are
-    checked by the first layer that takes it: layers take spikes as 1s, and refuse
-    graded values. ``values_checked`` says whether that has happened (an edit of the
-    values through ``.data`` after it is not seen).
+    A list built with ``validate=False``, or whose ``ids``, ``counts`` or ``values``
+    were replaced, is checked in full by the first layer that takes it (the same
+    checks as ``validate``, on every backend): layers take spikes as 1s, and refuse
+    graded values (to drop spikes, see :class:`snn_ipu.SpikeDropout`).
+    ``values_checked`` says whether that has happened (an edit through ``.data`` after
+    it is not seen).
     """
 
     def __init__(
@@ -77,20 +79,54 @@ class SparseSpikes:
         if values is None and isinstance(ids, torch.Tensor) and isinstance(counts, torch.Tensor):
             if ids.dim() == 3 and counts.dim() == 3:
                 values = listed_mask(counts.long(), ids.shape[-1], 0).float()
-                self.values_checked = True  # right by construction
         self.values = values
         if flag("validate", validate):
             self.validate()
 
-    values_checked = False
+    # Whether the list was checked (``validate``, or the first layer that took it): its
+    # counts, ids (in range, each at most once per (t, b)) and values (1 at spikes, 0 at
+    # eligible-only entries). Replacing ``ids``, ``counts`` or ``values`` clears it, so
+    # that the next layer checks the list again, on every backend. An in-place edit
+    # (``.data``, ``.numpy()``) is not seen here: every layer call still scans the counts
+    # and ids (the emulator natively, the other backends in torch).
+    _checked = False
+
+    @property
+    def values_checked(self) -> bool:
+        """Whether the list was checked since its ids, counts and values were set."""
+        return self._checked
+
+    @property
+    def ids(self) -> torch.Tensor:
+        return self._ids
+
+    @ids.setter
+    def ids(self, value: torch.Tensor) -> None:
+        self._ids, self._checked = value, False
+
+    @property
+    def counts(self) -> torch.Tensor:
+        return self._counts
+
+    @counts.setter
+    def counts(self, value: torch.Tensor) -> None:
+        self._counts, self._checked = value, False
+
+    @property
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    @values.setter
+    def values(self, value: torch.Tensor) -> None:
+        self._values, self._checked = value, False
 
     @classmethod
     def _made(cls, ids: torch.Tensor, counts: torch.Tensor, num_neurons: int,
-              values: torch.Tensor) -> SparseSpikes:
-        """A list a backend built (a layer's output): not validated
-        again, and its values known to be 1 at spikes and 0 elsewhere."""
+              values: Optional[torch.Tensor] = None) -> SparseSpikes:
+        """A list a backend or converter built (a layer's output, binned events): not
+        validated again, its values known to be 1 at spikes and 0 elsewhere."""
         out = cls(ids, counts, num_neurons, values, validate=False)
-        out.values_checked = True
+        out._checked = True
         return out
 
     # -- shape ---------------------------------------------------------------
@@ -110,6 +146,43 @@ class SparseSpikes:
     def dense_shape(self) -> Tuple[int, int, int]:
         return (self.num_steps, self.batch_size, self.num_neurons)
 
+    # -- what snnTorch code reaches for on a spike record ----------------------
+    @property
+    def shape(self) -> torch.Size:
+        """The dense shape ``[T, B, N]``, as an snnTorch spike record's ``.shape``."""
+        return torch.Size(self.dense_shape)
+
+    def size(self, dim: Optional[int] = None):
+        """``shape``, or its ``dim``-th size, as ``torch.Tensor.size``."""
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return 3
+
+    def sum(self, dim: Optional[int] = None) -> torch.Tensor:
+        """Spikes summed as ``to_dense().sum(dim)`` would (differentiable): ``dim=0``
+        is each neuron's spikes over time, ``[B, N]`` (``spike_counts()``, read from the
+        lists), ``None`` all spikes; other dims go through the dense tensor."""
+        if dim is None:
+            return listed_only(self.values, self.counts).sum()
+        if dim in (0, -3):
+            return self.spike_counts()
+        return self.to_dense().sum(dim)
+
+    def __getitem__(self, index):
+        raise TypeError(
+            "SparseSpikes is a list of spikes, not a tensor: index its dense form, "
+            "spikes.to_dense()[...] ([T, B, N]), or read ids/counts/values")
+
+    def __getattr__(self, name: str):
+        # Only reached where normal lookup fails: a torch.Tensor method on a list.
+        if not name.startswith("_") and hasattr(torch.Tensor, name):
+            raise AttributeError(
+                f"SparseSpikes has no .{name}: it is a list of spikes, not a tensor; call "
+                f".to_dense() for the [T, B, N] tensor (spike_counts() and sum(0) count "
+                "spikes per neuron without it)")
+        raise AttributeError(f"'SparseSpikes' object has no attribute {name!r}")
+
     def __repr__(self) -> str:
         if not values_readable(self.counts):
             spikes = "?"  # not known while the model is traced
@@ -128,6 +201,17 @@ class SparseSpikes:
         their values can be read: not on the tensors PopTorch traces a model with
         (device ``ipu``), whose list must be checked before it goes in (on the host,
         or by running the model on the emulator)."""
+        self._check_shapes()
+        if values_readable(self.ids, self.counts, self.values):
+            self._check_counts_and_ids()
+            self._check_unique()
+            self._check_values()
+            self._checked = True
+        return self
+
+    def _check_shapes(self) -> None:
+        """Types and shapes: a list whose ids are not [T, B, K] would fail far from
+        its cause (an IndexError in a backend)."""
         ids, counts, values = self.ids, self.counts, self.values
         for name, t in (("ids", ids), ("counts", counts)):
             if not isinstance(t, torch.Tensor):
@@ -156,12 +240,11 @@ class SparseSpikes:
             )
         if not values.is_floating_point():
             raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
-        if values_readable(ids, counts, values):
-            self._validate_values()
-        return self
 
-    def _validate_values(self) -> None:
-        ids, counts, values = self.ids, self.counts, self.values
+    def _check_counts_and_ids(self) -> None:
+        """0 <= counts[..., 0] <= counts[..., 1] <= K and every id in range: what the
+        emulator's native scan checks on every call, and the other backends with this."""
+        ids, counts = self.ids, self.counts
         K = ids.shape[-1]
         c0, c1 = counts[..., 0], counts[..., 1]
         if bool((c0 < 0).any()) or bool((c1 < c0).any()):
@@ -183,6 +266,13 @@ class SparseSpikes:
                 f"SparseSpikes.ids out of range at [t={t}, b={b}, k={k}]: id "
                 f"{int(ids[t, b, k])} not in [0, {self.num_neurons}){padding}"
             )
+
+    def _check_unique(self) -> None:
+        """Each listed id at most once per (t, b): a neuron listed twice would count
+        twice on every backend."""
+        ids, counts = self.ids, self.counts
+        K = ids.shape[-1]
+        listed = listed_mask(counts.long(), K, 1)
         if K > 1:
             # Listed ids must be unique per (t, b): padding gets distinct negative keys.
             pad = -1 - torch.arange(K, device=ids.device, dtype=torch.int32).expand_as(ids)
@@ -192,6 +282,10 @@ class SparseSpikes:
             if bool(dup.any()):
                 t, b, _ = (int(i) for i in dup.nonzero()[0])
                 raise ValueError(f"SparseSpikes.ids has duplicate neuron ids at t={t}, b={b}")
+
+    def _check_values(self) -> None:
+        counts, values = self.counts, self.values
+        K = values.shape[-1]
         v = values.detach()
         if not bool(torch.isfinite(v).all()):
             raise ValueError("SparseSpikes.values contains NaN or inf")
@@ -201,7 +295,6 @@ class SparseSpikes:
                 "SparseSpikes.values must be 1 at spike entries and 0 at eligible-only and "
                 "padding entries (graded spikes are not supported)"
             )
-        self.values_checked = True
 
     # -- conversions ---------------------------------------------------------
     @classmethod
@@ -264,7 +357,7 @@ class SparseSpikes:
         # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
         values = listed_only(torch.gather(xf, -1, ids.long()), counts)
         out = cls(ids, counts, x.shape[-1], values, validate=False)
-        out.values_checked = readable  # the static lists take x's values unchecked
+        out._checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped
         return out
 
@@ -302,5 +395,5 @@ class SparseSpikes:
 
     def detach(self) -> SparseSpikes:
         out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
-        out.values_checked = self.values_checked
+        out._checked = self.values_checked
         return out

@@ -382,20 +382,25 @@ def test_inference_mode_runs_and_matches_no_grad(recurrent):
 
 
 def test_corrupted_ids_raise_not_crash():
+    """Lists edited in place after their check reach the native scan, which names the
+    entry; unchecked lists are checked in full before (tests/test_reliability_lists.py)."""
     layer = LIFLayer(IN, HID, backend="emulator")
     s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
     assert int(s.counts[3, 1, 0]) > 0, "the test needs a spike at t=3, b=1"
     for bad in (10**6, -5, IN):
-        ids = s.ids.clone()
-        ids[3, 1, 0] = bad
-        hostile = SparseSpikes(ids, s.counts, IN, s.values, validate=False)
+        hostile = SparseSpikes(s.ids.clone(), s.counts, IN, s.values)
+        hostile.ids.data[3, 1, 0] = bad  # after the check: not seen by the list's flag
         with pytest.raises(ValueError, match=re.escape(
                 f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {IN})")):
             layer(hostile)
-    counts = s.counts.clone()
-    counts[0, 0, 1] = s.capacity + 7
+        unchecked = SparseSpikes(hostile.ids, s.counts, IN, s.values, validate=False)
+        with pytest.raises(ValueError, match=re.escape(
+                f"{layer.name}: input list: SparseSpikes.ids out of range at [t=3, b=1, k=0]")):
+            layer(unchecked)
+    hostile = SparseSpikes(s.ids, s.counts.clone(), IN, s.values)
+    hostile.counts.data[0, 0, 1] = s.capacity + 7
     with pytest.raises(ValueError, match="exceed capacity"):
-        layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
+        layer(hostile)
 
 
 @pytest.mark.parametrize("backend", ["reference", "emulator"])

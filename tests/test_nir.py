@@ -54,11 +54,12 @@ def run(model, x):
 
 def test_round_trip_gives_identical_outputs(tmp_path, backend):
     model = our_model(0)
-    graph = export_to_nir(model, data(0))
+    graph = export_to_nir(model, data(0), synaptic_as_cubalif=True)
     assert {type(n).__name__ for n in graph.nodes.values()} >= {"Affine", "Linear", "LIF",
                                                                 "CubaLIF", "LI"}
     nir.write(tmp_path / "model.nir", graph)  # through NIR's file format too
-    back = import_from_nir(nir.read(tmp_path / "model.nir"), backend=backend)
+    back = import_from_nir(nir.read(tmp_path / "model.nir"), backend=backend,
+                           cubalif_as_synaptic=True)
     assert [type(m) for m in back] == [type(m) for m in model]
     x = data(1)
     expected, got = run(model, x), run(back, x)
@@ -122,7 +123,7 @@ def snntorch_spikes(net, x):
 def test_snntorch_export_imports_with_snntorchs_outputs(make, backend):
     net = make(2)
     graph = snntorch_export(net, torch.zeros(IN))
-    ours = import_from_nir(graph, backend=backend)
+    ours = import_from_nir(graph, backend=backend, cubalif_as_synaptic=True)
     assert len(ours) == 2 and ours[0].recurrent == (make is snntorch_recurrent)
     x = data(3)
     expected = snntorch_spikes(net, x)
@@ -192,4 +193,4 @@ def test_import_refuses_what_it_cannot_express():
     ]:
         graph = nir.NIRGraph(nodes={**base, "n": node}, edges=edges)
         with pytest.raises(ValueError, match=match):
-            import_from_nir(graph)
+            import_from_nir(graph, cubalif_as_synaptic=True)

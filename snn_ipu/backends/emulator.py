@@ -17,6 +17,7 @@ the IPU's tiling on the CPU).
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple
@@ -94,6 +95,18 @@ def _as(array, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(array).to(like.dtype).reshape(like.shape)
 
 
+# The executor's own torch ops (its dense GEMM paths) compute in float32 whatever autocast
+# region the user's model runs in: their results go to native code, which takes float32
+# (a bfloat16 GEMM result was refused by numpy once an input was dense enough).
+def _float32(fn):
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with torch.autocast(device_type="cpu", enabled=False):
+            return fn(*args, **kwargs)
+    return run
+
+
+@_float32
 def _backward(cfg: LayerConfig, ctx, record: CallRecord, in_ids, in_counts, params, needs,
               **call_args):
     """Runs the executor's backward, taking the dense GEMM path for the input side
@@ -158,6 +171,7 @@ def _check_unchanged(where: str, shapes: dict, params: LayerParams) -> None:
             )
 
 
+@_float32
 def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, initial,
              keep_dense: bool):
     """Runs the executor's forward on a checked input list; keeps what the backward

@@ -74,7 +74,15 @@ def _preflight(cfg: LayerConfig, spikes: SparseSpikes) -> None:
                     "fewer timesteps T or samples B per call, or use backend='emulator'")
 
 
-def _input_current(spikes: SparseSpikes, weight, bias) -> torch.Tensor:
+def _input_current(spikes: SparseSpikes, weight, bias, where: str) -> torch.Tensor:
+    if values_readable(spikes.ids, spikes.counts):
+        # The emulator's native scan of every call, here in torch: a list edited in
+        # place after its check (counts past K, negative, out-of-range ids) is refused
+        # by both backends alike, not read by one and refused by the other.
+        try:
+            spikes._check_counts_and_ids()
+        except ValueError as exc:
+            raise ValueError(f"{where}: input list: {exc}") from None
     dtype = _compute_dtype(weight)
     x = spikes.to_dense().to(dtype)
     current = x @ weight.to(dtype).t()
@@ -87,7 +95,7 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     T, B, _ = spikes.dense_shape
     N = cfg.out_features
     beta, threshold, alpha = params.beta, params.threshold, params.alpha
-    current = _input_current(spikes, params.weight, params.bias)
+    current = _input_current(spikes, params.weight, params.bias, cfg.name)
     record = CallRecord("reference", T, B, N, paths={"path": "dense"})
     window = cfg.window
     drop_per_step = cfg.recurrent and cfg.capacity is not None and cfg.overflow == "drop"
@@ -169,7 +177,7 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
     _preflight(cfg, spikes)
     beta = params.beta
-    current = _input_current(spikes, params.weight, params.bias)
+    current = _input_current(spikes, params.weight, params.bias, cfg.name)
     # From zero state, as the spiking layers: beta then takes part from step 0 on, and
     # gets a zero gradient (not none) from a one-step call, as on the emulator.
     U = current.new_zeros(current.shape[1:]) if initial is None else initial.membrane.to(

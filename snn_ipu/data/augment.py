@@ -45,6 +45,10 @@ class SpikeAugment:
         """``spikes`` with each sample ``b`` (dataset index ``sample_ids[b]``) augmented."""
         if not self.active:
             return spikes
+        if not spikes.values_checked:
+            # Entries are keyed by (t, b, neuron): an id out of range would land in
+            # another sample as a valid spike there, so the list is checked first.
+            spikes.validate()
         T, B, K = spikes.ids.shape
         if len(sample_ids) != B:
             raise ValueError(f"{len(sample_ids)} sample ids for a batch of {B}")
@@ -68,4 +72,4 @@ class SpikeAugment:
         n = spikes.num_neurons
         keys = torch.unique((t * B + b) * n + neurons)  # sorted by (t, b, neuron), merged
         ids, counts, _ = _lists_from_entries(T, B, (keys // n, keys % n), None, None, "error")
-        return SparseSpikes(ids, counts, n, validate=False)
+        return SparseSpikes._made(ids, counts, n)

@@ -13,6 +13,7 @@ so that graphs pass between the two unchanged); only the ratios ``dt / tau`` mat
                                             tau_mem = dt / (1 - beta), r = tau_mem / dt,
                                             w_in = tau_syn / dt, ...)
     ReadoutLayer(beta)                  LI(tau = dt / (1 - beta), r = tau / dt, v_leak = 0)
+    (SynapticLayer: only with synaptic_as_cubalif=True, see below)
     recurrent=True                      an Affine/Linear "w_rec" node from the neuron back to it
 
 Reading a node back is the forward Euler step of its equation,
@@ -22,22 +23,33 @@ Reading a node back is the forward Euler step of its equation,
 ``(dt/tau) v_leak`` joins the bias (LIF, LI; a CubaLIF's ``v_leak`` must be 0). Gains
 within 1e-6 of 1 are taken as 1 (they are float32 roundings of ``r = tau/dt``).
 
-Resets: NIR's LIF and CubaLIF set the membrane to ``v_reset`` after a spike, which is
-``reset="zero"`` with ``v_reset = 0``. A layer that resets by subtraction (the default)
-or not at all has no NIR form and :func:`export_to_nir` refuses it. The zero-reset step
-of a CubaLIF is snnTorch's ``Synaptic``'s, ``U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t])``,
-which both snnTorch's import and ours use (a literal Euler step would keep
-``syn[t]`` out of the reset).
+Resets: NIR's LIF and CubaLIF set the membrane to ``v_reset`` after a spike, which for
+a LIF is ``reset="zero"`` with ``v_reset = 0``. A layer that resets by subtraction (the
+default) or not at all has no NIR form and :func:`export_to_nir` refuses it.
+
+A CubaLIF, as snnTorch's and SpikingJelly's importers step it (a literal Euler step),
+resets the membrane alone, ``U[t] = beta (1 - S[t-1]) U[t-1] + syn[t]``; a
+SynapticLayer's zero reset (snnTorch's ``Synaptic``) also drops the step's current,
+``U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t])``. No layer steps NIR's form, so a
+SynapticLayer is exported, and a CubaLIF imported, only when asked
+(``synaptic_as_cubalif=True``, ``cubalif_as_synaptic=True``: snnTorch's exporter's
+reading), and refused otherwise.
+
+One rule for ``dt`` both ways: positive, finite, a normal float32. Every node must lie
+on the chain from Input to Output (a neuron's recurrent Affine/Linear is the one cycle).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
 
 __all__ = ["export_to_nir", "import_from_nir", "DEFAULT_DT"]
@@ -60,22 +72,53 @@ def _per_neuron(t: torch.Tensor, n: int) -> np.ndarray:
     return t.expand(n).numpy().copy() if t.numel() == 1 else t.numpy().copy()
 
 
+_F32 = np.finfo(np.float32)
+
+# What NIR's CubaLIF means, as snnTorch's and SpikingJelly's importers step it, and how
+# SynapticLayer differs: the reason neither direction maps one onto the other unasked.
+_CUBALIF_RESET = (
+    "NIR's CubaLIF, as snnTorch's and SpikingJelly's import_from_nir step it, resets the "
+    "membrane alone: U[t] = beta (1 - S[t-1]) U[t-1] + syn[t]; a SynapticLayer's zero "
+    "reset (snnTorch's Synaptic, whose exporter writes it as a CubaLIF) also drops that "
+    "step's current: U[t] = (1 - S[t-1]) (beta U[t-1] + syn[t]), so spikes differ")
+
+
+def _time_step(dt, where: str) -> float:
+    """The time step both directions take: a number whose float32 is a normal positive
+    float (the time constants are float32 multiples of it; dt=0 or 1e-300 would give
+    decays of 1 and gains of 0)."""
+    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, numbers.Real):
+        raise TypeError(f"{where}: dt must be a number, got {dt!r}")
+    dt = float(dt)
+    if not (math.isfinite(dt) and _F32.tiny <= dt <= _F32.max):
+        raise ValueError(f"{where}: dt must be a positive finite time step, representable "
+                         f"in float32 (>= {_F32.tiny:.3g}), got {dt!r}")
+    return dt
+
+
 def _time_constant(decay: np.ndarray, dt: float, what: str, where: str) -> np.ndarray:
     if np.any(decay >= 1.0):
         raise ValueError(f"export_to_nir: {where}: {what} = 1 has no NIR time constant "
                          f"(tau = dt / (1 - {what}) is infinite)")
-    return (dt / (1.0 - decay.astype(np.float64))).astype(np.float32)
+    tau = (dt / (1.0 - decay.astype(np.float64))).astype(np.float32)
+    if not np.all(np.isfinite(tau / np.float32(dt))):
+        raise ValueError(f"export_to_nir: {where}: {what} too close to 1 for dt={dt}: "
+                         "tau / dt overflows float32")
+    return tau
 
 
 def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
-                  dt: float = DEFAULT_DT):
+                  dt: float = DEFAULT_DT, *, synaptic_as_cubalif: bool = False):
     """The ``nir.NIRGraph`` of an snn_ipu model (an ``nn.Sequential`` of layers, or an
     iterable of them). ``sample_data`` (optional, ``[T, B, in]`` or ``[in]``) is only
     checked against the first layer's input size: the graph comes from the layers'
-    settings, not from tracing."""
+    settings, not from tracing. A ``SynapticLayer`` has no exact NIR form (see the module
+    docstring) and is refused unless ``synaptic_as_cubalif=True``, which writes it as a
+    CubaLIF as snnTorch's exporter writes a ``Synaptic``: NIR's other importers then
+    step another model."""
     nir = _nir()
-    if not (isinstance(dt, float) and dt > 0):
-        raise ValueError(f"dt must be a positive float, got {dt!r}")
+    dt = _time_step(dt, "export_to_nir")
+    synaptic_as_cubalif = flag("synaptic_as_cubalif", synaptic_as_cubalif)
     layers = list(model)
     if not layers:
         raise ValueError("export_to_nir: the model holds no layers")
@@ -91,18 +134,23 @@ def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
     for i, layer in enumerate(layers):
         where = layer.name
         n = layer.out_features
+        # Node names sort after "input" and before "output": nir.read returns the nodes
+        # sorted by name, and snnTorch's importer takes the first node for the input.
+        key = f"layer{i}"
+        # The constants as the layer steps them: learned decays clamped to [0, 1].
+        params = layer._params()
         weight = layer.weight.detach().float().numpy().copy()
         if layer.bias is not None:
-            nodes[f"{i}.affine"] = nir.Affine(weight=weight,
-                                              bias=layer.bias.detach().float().numpy().copy())
+            nodes[f"{key}.affine"] = nir.Affine(
+                weight=weight, bias=layer.bias.detach().float().numpy().copy())
         else:
-            nodes[f"{i}.affine"] = nir.Linear(weight=weight)
-        edges.append((previous, f"{i}.affine"))
-        beta = _per_neuron(layer.beta, n)
+            nodes[f"{key}.affine"] = nir.Linear(weight=weight)
+        edges.append((previous, f"{key}.affine"))
+        beta = _per_neuron(params.beta, n)
         tau = _time_constant(beta, dt, "beta", where)
         zeros = np.zeros(n, dtype=np.float32)
         if isinstance(layer, ReadoutLayer):
-            name = f"{i}.li"
+            name = f"{key}.li"
             nodes[name] = nir.LI(tau=tau, r=(tau / dt).astype(np.float32), v_leak=zeros)
         else:
             if layer.reset != "zero":
@@ -110,27 +158,33 @@ def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
                     f"export_to_nir: {where} resets by {layer.reset!r}; NIR's neurons reset "
                     "to v_reset after a spike, which is reset='zero' (set layer.reset = "
                     "'zero' if the model was trained that way, or train it so)")
-            threshold = _per_neuron(layer.threshold, n)
+            threshold = _per_neuron(params.threshold, n)
             if isinstance(layer, SynapticLayer):
-                tau_syn = _time_constant(_per_neuron(layer.alpha, n), dt, "alpha", where)
-                name = f"{i}.cubalif"
+                if not synaptic_as_cubalif:
+                    raise ValueError(
+                        f"export_to_nir: {where} is a SynapticLayer, which has no NIR form: "
+                        f"{_CUBALIF_RESET}. Pass synaptic_as_cubalif=True to write it as a "
+                        "CubaLIF anyway (as snnTorch's exporter does; import_from_nir(..., "
+                        "cubalif_as_synaptic=True) reads it back exactly)")
+                tau_syn = _time_constant(_per_neuron(params.alpha, n), dt, "alpha", where)
+                name = f"{key}.cubalif"
                 nodes[name] = nir.CubaLIF(
                     tau_syn=tau_syn, tau_mem=tau, r=(tau / dt).astype(np.float32),
                     v_leak=zeros, v_threshold=threshold, v_reset=zeros.copy(),
                     w_in=(tau_syn / dt).astype(np.float32))
             else:
-                name = f"{i}.lif"
+                name = f"{key}.lif"
                 nodes[name] = nir.LIF(tau=tau, r=(tau / dt).astype(np.float32), v_leak=zeros,
                                       v_threshold=threshold, v_reset=zeros.copy())
             if layer.recurrent:
                 rec = layer.rec_weight.detach().float().numpy().copy()
                 if layer.rec_bias is not None:
-                    nodes[f"{i}.w_rec"] = nir.Affine(
+                    nodes[f"{key}.w_rec"] = nir.Affine(
                         weight=rec, bias=layer.rec_bias.detach().float().numpy().copy())
                 else:
-                    nodes[f"{i}.w_rec"] = nir.Linear(weight=rec)
-                edges += [(name, f"{i}.w_rec"), (f"{i}.w_rec", name)]
-        edges.append((f"{i}.affine", name))
+                    nodes[f"{key}.w_rec"] = nir.Linear(weight=rec)
+                edges += [(name, f"{key}.w_rec"), (f"{key}.w_rec", name)]
+        edges.append((f"{key}.affine", name))
         previous = name
     nodes["output"] = nir.Output(output_type=np.array([layers[-1].out_features]))
     edges.append((previous, "output"))
@@ -183,10 +237,19 @@ def _array(x, n: int) -> np.ndarray:
 
 def _decay_of(tau, dt: float, n: int, what: str, where: str) -> np.ndarray:
     tau = _array(tau, n)
-    if np.any(~np.isfinite(tau)) or np.any(tau < dt):
+    # tau = dt (a decay of 0) is written in float32, which can round it just below dt
+    if np.any(~np.isfinite(tau)) or np.any(tau.astype(np.float32) < np.float32(dt)):
         raise ValueError(f"import_from_nir: {where}: {what} must be finite and >= dt={dt} "
                          "(a decay 1 - dt/tau in [0, 1])")
-    return 1.0 - dt / tau
+    decay = np.maximum(1.0 - dt / tau, 0.0)
+    if np.any(np.float32(decay) >= 1.0):
+        # export refuses a decay of 1 (no finite tau); a tau that gives one in float32
+        # means dt is not the graph's time step (dt=1e-300 gave beta=1, zero weights)
+        raise ValueError(f"import_from_nir: {where}: {what}={float(tau.max()):g} is over "
+                         f"2**24 times dt={dt}: its decay 1 - dt/{what} rounds to 1 in "
+                         "float32, which has no finite time constant; pass the graph's "
+                         "time step as dt")
+    return decay
 
 
 def _value(x: np.ndarray):
@@ -194,12 +257,19 @@ def _value(x: np.ndarray):
     return float(x[0]) if np.all(x == x[0]) else torch.tensor(x, dtype=torch.float32)
 
 
-def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto") -> nn.Sequential:
+def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto", *,
+                    cubalif_as_synaptic: bool = False) -> nn.Sequential:
     """An snn_ipu ``nn.Sequential`` from a ``nir.NIRGraph`` that chains Affine/Linear
     nodes into LIF, CubaLIF or LI nodes (LIF and CubaLIF optionally with a recurrent
     Affine/Linear back onto themselves), from one Input to one Output; see the module
-    docstring for the parameter mapping."""
+    docstring for the parameter mapping. A CubaLIF is refused unless
+    ``cubalif_as_synaptic=True``, which reads it as snnTorch's exporter writes a
+    ``Synaptic`` (a SynapticLayer with reset="zero"), not as NIR's other importers step
+    it (module docstring). Every node and edge must be part of the chain: a cycle other
+    than a neuron's recurrent Affine/Linear, or a node off the chain, is refused."""
     nir = _nir()
+    dt = _time_step(dt, "import_from_nir")
+    cubalif_as_synaptic = flag("cubalif_as_synaptic", cubalif_as_synaptic)
     if not isinstance(graph, nir.NIRGraph):
         raise TypeError(f"import_from_nir takes a nir.NIRGraph, got {type(graph).__name__}")
     nodes, edges = _inline_subgraphs(nir, graph.nodes, graph.edges)
@@ -224,7 +294,13 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto") -> nn.
 
     layers: List[nn.Module] = []
     current = only_successor(inputs[0])
+    visited = [inputs[0]]
     while current != outputs[0]:
+        if current in visited:  # the walk came back: it would never reach the Output
+            loop = visited[visited.index(current):] + [current]
+            raise ValueError(f"import_from_nir: the graph has a cycle {' -> '.join(loop)}; "
+                             "the only cycle snn_ipu imports is a neuron's recurrent "
+                             "Affine/Linear (neuron -> w_rec -> neuron)")
         projection = nodes[current]
         if not isinstance(projection, (nir.Affine, nir.Linear)):
             raise ValueError(f"import_from_nir: node {current!r} is a "
@@ -239,11 +315,23 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto") -> nn.
             raise ValueError(f"import_from_nir: {neuron_key!r} has several recurrent nodes "
                              f"{recurrent_keys}")
         recurrent = nodes[recurrent_keys[0]] if recurrent_keys else None
+        if isinstance(neuron, nir.CubaLIF) and not cubalif_as_synaptic:
+            raise ValueError(
+                f"import_from_nir: {neuron_key!r} is a CubaLIF, which no snn_ipu layer steps "
+                f"as NIR does: {_CUBALIF_RESET}. Pass cubalif_as_synaptic=True to read it "
+                "as snnTorch's Synaptic (right for graphs snnTorch's or snn_ipu's exporter "
+                "wrote from Synaptic layers)")
+        visited += [current, neuron_key, *recurrent_keys]
         layers.append(_layer_from_nodes(nir, neuron_key, projection, neuron, recurrent, dt,
                                         backend))
         current = only_successor(neuron_key, skip=recurrent_keys)
     if not layers:
         raise ValueError("import_from_nir: the graph holds no layer between Input and Output")
+    off_chain = sorted(set(nodes) - set(visited) - {outputs[0]})
+    if off_chain:
+        raise ValueError(f"import_from_nir: nodes {off_chain} are not on the chain from "
+                         f"{inputs[0]!r} to {outputs[0]!r}; snn_ipu imports chains of "
+                         "Affine/Linear -> neuron")
     return nn.Sequential(*layers)
 
 

@@ -17,8 +17,12 @@ optimizer moves the two biases as snnTorch's does and training follows snnTorch'
 for step. What snn_ipu cannot express raises a ValueError naming the option:
 ``all_to_all=False`` and convolutional recurrence, ``inhibition``, ``reset_delay=False``,
 ``state_quant``, graded spikes, ``surrogate_disable``, surrogates other than the four
-above, and ``RLeaky`` with ``reset_mechanism="zero"`` (snnTorch's RLeaky zeroes that
-step's input too, the recurrent LIFLayer does not).
+above, ``RLeaky`` with ``reset_mechanism="zero"`` (snnTorch's RLeaky zeroes that
+step's input too, the recurrent LIFLayer does not), a module registered twice (each
+layer has its own weights and state), and ``nn.Dropout`` (use
+:class:`snn_ipu.SpikeDropout` between the converted layers). ``requires_grad`` is
+carried both ways; a layer without ``rec_bias`` becomes a neuron whose
+``recurrent.bias`` is None.
 
 ``from_snntorch(net, readout=True)`` turns the last neuron, a ``Leaky`` with
 ``reset_mechanism="none"``, into a :class:`~snn_ipu.ReadoutLayer` whose output is the
@@ -53,18 +57,30 @@ def _snntorch():
     return snntorch
 
 
-def _leaves(module: nn.Module, prefix: str = "") -> List[tuple]:
+def _leaves(module: nn.Module, prefix: str = "", seen: Optional[dict] = None) -> List[tuple]:
     """(name, module) of the network's layers in registration order: containers
     (Sequential, ModuleList, plain modules) are opened, snnTorch neurons and torch
-    layers are leaves."""
+    layers are leaves. A module registered twice is refused by name: torch's
+    ``named_children`` lists it once, which dropped a layer of ``Sequential(fc, lif,
+    fc, lif)``, and one neuron's state, or one Linear's weights, cannot be two layers'."""
     snn = _snntorch()
+    seen = {} if seen is None else seen
     leaves = []
-    for name, child in module.named_children():
+    for name, child in module._modules.items():  # duplicates too, unlike named_children
+        if child is None:
+            continue
         path = f"{prefix}{name}"
+        if id(child) in seen:
+            raise ValueError(
+                f"from_snntorch: {path} is the module {seen[id(child)]} again "
+                f"({type(child).__name__}); snn_ipu gives every layer its own weights and "
+                "state: use a separate module at each position (copy.deepcopy for the same "
+                "initial weights)")
+        seen[id(child)] = path
         if isinstance(child, (nn.Linear, snn.SpikingNeuron)) or not list(child.children()):
             leaves.append((path, child))
         else:
-            leaves.extend(_leaves(child, path + "."))
+            leaves.extend(_leaves(child, path + ".", seen))
     return leaves
 
 
@@ -140,6 +156,13 @@ def from_snntorch(
               if not isinstance(m, (nn.Identity, nn.Flatten))]
     if not leaves:
         raise ValueError("from_snntorch: the module holds no layers")
+    for name, leaf in leaves:
+        if isinstance(leaf, nn.modules.dropout._DropoutNd):
+            raise ValueError(
+                f"from_snntorch: {name} ({type(leaf).__name__}): dropout is not a layer of "
+                "snn_ipu's; convert the network without it and put "
+                f"snn_ipu.SpikeDropout(p={leaf.p}) between the converted layers (it drops "
+                "spikes from the lists, in training only)")
     layers: List[nn.Module] = []
     i = 0
     while i < len(leaves):
@@ -152,10 +175,24 @@ def from_snntorch(
             raise ValueError(f"from_snntorch: {name} (nn.Linear) is last; every nn.Linear "
                              "needs a neuron after it")
         neuron_name, neuron = leaves[i + 1]
+        if isinstance(neuron, nn.Linear):
+            raise ValueError(
+                f"from_snntorch: {neuron_name} (nn.Linear) follows {name} (nn.Linear) where "
+                "a neuron belongs: the modules are read in the order they were registered "
+                "(assigned in __init__), which must be the order forward uses them: "
+                "register each neuron right after its nn.Linear (fc1, lif1, fc2, lif2), or "
+                "pass an nn.Sequential in that order")
         last = i + 2 == len(leaves)
-        layers.append(_convert_pair(snn, linear, neuron, neuron_name, last and readout,
-                                    dict(backend=backend, grad_window=grad_window,
-                                         max_spikes=max_spikes, overflow=overflow)))
+        try:
+            layers.append(_convert_pair(snn, linear, neuron, neuron_name, last and readout,
+                                        dict(backend=backend, grad_window=grad_window,
+                                             max_spikes=max_spikes, overflow=overflow)))
+        except ValueError as exc:
+            if str(exc).startswith("from_snntorch"):
+                raise
+            # a setting the layers refuse (beta=1.2, threshold=0): say which neuron has it
+            raise ValueError(f"from_snntorch: {neuron_name} ({type(neuron).__name__}): "
+                             f"{exc}") from None
         i += 2
     return nn.Sequential(*layers)
 
@@ -215,9 +252,9 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
                 layer.rec_weight.requires_grad_(False)
                 if layer.rec_bias is not None:
                     layer.rec_bias.requires_grad_(False)
-    layer.weight.requires_grad_(linear.weight.requires_grad)
-    if has_bias:
-        layer.bias.requires_grad_(linear.bias.requires_grad)
+    for ours, theirs in _paired_parameters(layer, linear, neuron):
+        if not theirs.requires_grad:  # frozen there (requires_grad=False): frozen here
+            ours.requires_grad_(False)
     return layer
 
 
@@ -288,9 +325,25 @@ def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
                     neuron.recurrent.weight.copy_(layer.rec_weight)
                     if layer.rec_bias is not None:
                         neuron.recurrent.bias.copy_(layer.rec_bias)
-                    else:
-                        neuron.recurrent.bias.zero_()
+                if layer.rec_bias is None:
+                    # no recurrent bias, as in the layer: a zero one would be trained
+                    neuron.recurrent.register_parameter("bias", None)
             else:
                 neuron = (snn.Synaptic if synaptic else snn.Leaky)(**common)
+        for ours, theirs in _paired_parameters(layer, fc, neuron):
+            theirs.requires_grad_(ours.requires_grad)  # frozen stays frozen
         out += [fc, neuron]
     return nn.Sequential(*out)
+
+
+def _paired_parameters(layer: nn.Module, fc: nn.Linear, neuron: nn.Module) -> List[tuple]:
+    """(ours, snnTorch's) for each parameter of a layer that its nn.Linear and neuron
+    hold as parameters too: their ``requires_grad`` is carried both ways."""
+    theirs = {"weight": fc.weight, "bias": fc.bias}
+    recurrent = getattr(neuron, "recurrent", None)
+    if isinstance(recurrent, nn.Linear):
+        theirs.update(rec_weight=recurrent.weight, rec_bias=recurrent.bias)
+    for pname in ("beta", "threshold", "alpha"):
+        theirs[pname] = getattr(neuron, pname, None)
+    return [(ours, theirs[pname]) for pname, ours in layer.named_parameters(recurse=False)
+            if isinstance(theirs.get(pname), nn.Parameter)]

@@ -1,0 +1,74 @@
+"""Dropout between spiking layers: ``nn.Dropout``'s place in an snnTorch network.
+
+The layers take spikes as 1s (graded values are refused), so ``nn.Dropout``, which
+scales what it keeps by ``1/(1-p)``, cannot go between them, and a mask written into a
+list's ``values`` is refused too (a spike of value 0 is no spike on the emulator). A
+:class:`SpikeDropout` removes the dropped spikes from the list itself.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import torch
+from torch import nn
+
+from ._numbers import real_number
+from .lists import listed_mask, listed_only
+from .spikes import SparseSpikes
+
+__all__ = ["SpikeDropout"]
+
+
+class SpikeDropout(nn.Module):
+    """Drops each input spike with probability ``p`` in training (``model.train()``);
+    passes the input unchanged in evaluation (``model.eval()``).
+
+    Takes a :class:`~snn_ipu.SparseSpikes` (the dropped spikes leave its list: the
+    kept spikes come first, then its gradient-eligible entries, as a layer lists them)
+    or dense binary spikes ``[T, B, N]`` (multiplied by a 0/1 mask). The gradient is
+    ``nn.Dropout``'s: 0 at a dropped spike, passed on at a kept one.
+
+    Unlike ``nn.Dropout`` the kept spikes are not scaled by ``1/(1-p)`` (a spike is 1),
+    so in training the next layer receives ``(1 - p)`` of the spikes it receives in
+    evaluation; where that shift matters, scale the next layer's weights by ``1 - p``
+    for evaluation, or raise its threshold in training.
+    """
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        p = real_number("p", p)
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"SpikeDropout: p must lie in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> Union[SparseSpikes, torch.Tensor]:
+        if not self.training or self.p == 0.0:
+            return x
+        if isinstance(x, torch.Tensor):
+            return x * (torch.rand(x.shape, device=x.device) >= self.p).to(x.dtype)
+        if not isinstance(x, SparseSpikes):
+            raise TypeError(f"SpikeDropout takes SparseSpikes or a torch.Tensor, got "
+                            f"{type(x).__name__}")
+        if not x.values_checked:
+            x.validate()  # the entries are reordered below: only a valid list may be
+        K = x.capacity
+        counts = x.counts.long()
+        spike = listed_mask(counts, K, 0)
+        kept = spike & (torch.rand(x.ids.shape, device=x.ids.device) >= self.p)
+        dropped = spike & ~kept
+        # Order of each (t, b)'s entries: kept spikes, eligible-only entries, dropped
+        # spikes, padding; a stable sort keeps each part's order.
+        eligible = listed_mask(counts, K, 1) & ~spike
+        key = torch.full(x.ids.shape, 3, dtype=torch.int8, device=x.ids.device)
+        key[kept], key[eligible], key[dropped] = 0, 1, 2
+        order = torch.sort(key, dim=-1, stable=True).indices
+        n_kept = kept.sum(-1, dtype=torch.int32)
+        n_dropped = dropped.sum(-1, dtype=torch.int32)
+        new_counts = torch.stack([n_kept, x.counts[..., 1] - n_dropped], -1)
+        ids = torch.gather(x.ids, -1, order)
+        values = listed_only(torch.gather(x.values, -1, order), new_counts)
+        return SparseSpikes._made(ids, new_counts, x.num_neurons, values)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

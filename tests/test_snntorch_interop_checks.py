@@ -1,0 +1,74 @@
+"""from_snntorch / to_snntorch: what they once dropped, added or said unclearly
+(issue 30), held against snnTorch itself."""
+
+import pytest
+import snntorch as snn
+import torch
+from torch import nn
+
+from snn_ipu import LIFLayer, SynapticLayer, from_snntorch, to_snntorch
+
+IN, HID, OUT = 8, 6, 4
+
+
+def test_a_module_used_twice_is_refused_by_name():
+    """named_children lists a module once: Sequential(fc, lif, fc, lif) gave one layer."""
+    fc, lif = nn.Linear(IN, IN), snn.Leaky(beta=0.9, init_hidden=True)
+    with pytest.raises(ValueError, match=r"from_snntorch: 2 is the module 0 again \(Linear\)"):
+        from_snntorch(nn.Sequential(fc, lif, fc, lif))
+    with pytest.raises(ValueError, match=r"3 is the module 1 again \(Leaky\)"):
+        from_snntorch(nn.Sequential(fc, lif, nn.Linear(IN, IN), lif))
+
+
+def test_to_snntorch_keeps_a_missing_recurrent_bias_missing_and_frozen_parameters_frozen():
+    """A recurrent layer without rec_bias gained a trainable recurrent.bias in snnTorch
+    (2,164 output mismatches after 20 Adam steps); requires_grad=False was dropped."""
+    torch.manual_seed(0)
+    ours = nn.Sequential(LIFLayer(IN, HID, recurrent=True),
+                         SynapticLayer(HID, OUT, learn_beta=True, recurrent=True,
+                                       rec_bias=True))
+    ours[0].weight.requires_grad_(False)
+    ours[1].beta.requires_grad_(False)
+    ours[1].rec_bias.requires_grad_(False)
+    net = to_snntorch(ours)
+    assert net[1].recurrent.bias is None
+    assert "1.recurrent.bias" not in dict(net.named_parameters())
+    trainable = {n for n, p in net.named_parameters() if p.requires_grad}
+    expected = {n for n, p in ours.named_parameters() if p.requires_grad}
+    assert len(trainable) == len(expected) == 5
+    assert not net[0].weight.requires_grad and not net[3].beta.requires_grad
+    assert not net[3].recurrent.bias.requires_grad and net[3].recurrent.weight.requires_grad
+    back = from_snntorch(net)  # and back: the same parameters, frozen alike
+    assert back[0].rec_bias is None
+    assert [(n, p.requires_grad) for n, p in back.named_parameters()] == \
+        [(n, p.requires_grad) for n, p in ours.named_parameters()]
+
+
+def test_from_snntorch_carries_frozen_decays_and_thresholds():
+    neuron = snn.Leaky(beta=0.9, learn_beta=True, learn_threshold=True)
+    neuron.beta.requires_grad_(False)
+    layer = from_snntorch(nn.Sequential(nn.Linear(IN, HID), neuron))[0]
+    assert isinstance(layer.beta, nn.Parameter) and not layer.beta.requires_grad
+    assert layer.threshold.requires_grad
+
+
+def test_messages_say_what_to_do():
+    with pytest.raises(ValueError, match=r"1 \(Dropout\): .*snn_ipu.SpikeDropout\(p=0.2\)"):
+        from_snntorch(nn.Sequential(nn.Linear(IN, HID), nn.Dropout(0.2),
+                                    snn.Leaky(beta=0.9)))
+
+    class Grouped(nn.Module):  # Linears registered before their neurons
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(IN, HID), nn.Linear(HID, OUT)
+            self.lif1, self.lif2 = snn.Leaky(beta=0.9), snn.Leaky(beta=0.9)
+
+    with pytest.raises(ValueError, match=r"fc2 \(nn.Linear\) follows fc1 .* register each "
+                                         r"neuron right after its nn.Linear"):
+        from_snntorch(Grouped())
+    with pytest.raises(ValueError, match=r"from_snntorch: 1 \(Leaky\): beta must lie in "
+                                         r"\[0, 1\], got 1.2"):
+        from_snntorch(nn.Sequential(nn.Linear(IN, HID), snn.Leaky(beta=1.2)))
+    with pytest.raises(ValueError, match=r"from_snntorch: 3 \(Leaky\): threshold must be"):
+        from_snntorch(nn.Sequential(nn.Linear(IN, HID), snn.Leaky(beta=0.9),
+                                    nn.Linear(HID, OUT), snn.Leaky(beta=0.9, threshold=0.0)))
