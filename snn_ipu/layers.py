@@ -62,7 +62,7 @@ from .spikes import SparseSpikes, capacity_or_none
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
 
-BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph")
+BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph", "triton")
 PLAN_TARGETS = ("host", "ipu2")
 
 
@@ -91,8 +91,9 @@ class _Layer(nn.Module):
         self.in_features = positive_size("in_features", in_features)
         self.out_features = positive_size("out_features", out_features)
         self.backend = backend
-        if dtype not in (torch.float32, torch.float16):
-            raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
+        if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ValueError("dtype must be torch.float32, torch.float16 or torch.bfloat16 "
+                             f"(backend='triton' or 'reference'), got {dtype}")
         self.plan_target = plan_target
         if name is not None and not isinstance(name, str):
             raise ArgumentTypeError(f"name must be a string or None, got {name!r}")
@@ -250,7 +251,7 @@ class _Layer(nn.Module):
     def _backend(self):
         from .backends import select
 
-        return select(self.backend)
+        return select(self.backend, self.weight.device)
 
     def _keep(self, record: CallRecord) -> None:
         """Takes over a call's record: its state, membrane and stats, and the warnings
