@@ -8,9 +8,9 @@ list made inside it); the backward pass runs BPTT over the listed entries, then 
 weight gradient as outer products of the lists and the input gradient at the listed
 inputs alone. No Python loop runs over timesteps.
 
-CUDA tensors run the compiled kernels. CPU tensors run them through Triton's
-interpreter, for the tests, when ``TRITON_INTERPRET=1`` was set before ``triton`` was
-first imported; otherwise a CPU tensor is refused with that advice.
+CUDA tensors run the compiled kernels. CPU tensors run the same kernels through
+Triton's interpreter (slowly: for the tests) where ``TRITON_INTERPRET=1`` is set;
+otherwise a CPU tensor is refused with that advice.
 
 What the layer gets back is what the emulator gives (the contract,
 :mod:`.contract`): the same lists, the same overflow record (the kernels count every
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from typing import Optional, Tuple
 
 import torch
@@ -41,8 +42,7 @@ def available() -> bool:
 
 
 def kernels():
-    """The kernel module, imported on first use (so that ``TRITON_INTERPRET`` set by a
-    test before it applies)."""
+    """The kernel module, imported on first use (Triton takes a second to import)."""
     if not available():
         raise ImportError("the triton backend needs Triton: pip install 'snn-ipu[gpu]' "
                           "(or pip install triton)")
@@ -51,13 +51,19 @@ def kernels():
     return triton_kernels
 
 
-def _interpreted() -> bool:
-    k = kernels()
-    return not hasattr(k.spike_matmul_kernel, "cache_key")
+def _interpreter_on() -> bool:
+    """Whether CPU tensors may run the kernels through Triton's interpreter: with
+    ``TRITON_INTERPRET=1`` set (read at each call)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState]) -> torch.device:
+    for w in (params.weight, params.rec_weight):
+        if w is not None and w.dtype not in _WEIGHT_DTYPES:
+            raise TypeError(
+                f"{where}: the triton backend takes float32, float16 or bfloat16 weights, "
+                f"got {w.dtype} (the reference backend runs float64)")
     device = spikes.ids.device
     tensors = [spikes.counts, spikes.values, *params]
     if initial is not None:
@@ -67,18 +73,13 @@ def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams,
             raise ValueError(f"{where}: the triton backend needs every tensor on one device; "
                              f"the input list is on {device}, a parameter or state on {t.device}")
     if device.type == "cpu":
-        if not _interpreted():
+        if not _interpreter_on():
             raise ValueError(
                 f"{where}: the triton backend runs on CUDA tensors, got CPU tensors (Triton's "
                 "interpreter runs it on the CPU, slowly, for tests, with TRITON_INTERPRET=1 "
-                "set before triton is imported); on a CPU use backend='emulator'")
+                "set); on a CPU use backend='emulator'")
     elif device.type != "cuda":
         raise ValueError(f"{where}: the triton backend runs on CUDA tensors, got {device}")
-    for w in (params.weight, params.rec_weight):
-        if w is not None and w.dtype not in _WEIGHT_DTYPES:
-            raise TypeError(
-                f"{where}: the triton backend takes float32, float16 or bfloat16 weights, "
-                f"got {w.dtype} (the reference backend runs float64)")
     return device
 
 
@@ -123,7 +124,7 @@ def _currents(in_ids, in_counts, wt: torch.Tensor, bias: Optional[torch.Tensor])
     T, B, K = in_ids.shape
     N = wt.shape[1]
     out = torch.empty(T, B, N, dtype=torch.float32, device=wt.device)
-    opts = k.launch_options(k.spike_matmul_kernel)
+    opts = k.launch_options(k.spike_matmul_kernel, interpreted=wt.device.type == "cpu")
     k.spike_matmul_kernel[(T * B, _cdiv(N, opts["BLOCK_N"]))](
         in_ids, in_counts, wt, out if bias is None else bias.detach().float().contiguous(), out,
         K, N, int(bias is not None), **opts)
@@ -140,7 +141,7 @@ def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: t
     grad_in = grad_w = None
     if need_in:
         grad_in = torch.zeros(T, B, K, dtype=torch.float32, device=di.device)
-        opts = k.launch_options(k.spike_gather_dot_kernel)
+        opts = k.launch_options(k.spike_gather_dot_kernel, interpreted=di.device.type == "cpu")
         k.spike_gather_dot_kernel[(T * B, _cdiv(K, opts["BLOCK_K"]))](
             in_ids, in_counts, di, _transposed(weight), grad_in, K, N, **opts)
         grad_in = grad_in.to(values_dtype)
@@ -158,7 +159,7 @@ def _outer(ids: torch.Tensor, counts: torch.Tensor, di: torch.Tensor, n_in: int)
     dwt = torch.zeros(n_in, N, dtype=torch.float32, device=di.device)
     if R == 0:
         return dwt
-    opts = k.launch_options(k.spike_outer_kernel)
+    opts = k.launch_options(k.spike_outer_kernel, interpreted=di.device.type == "cpu")
     rows_per_program = max(1, _cdiv(R, 1024))
     k.spike_outer_kernel[(_cdiv(R, rows_per_program), _cdiv(N, opts["BLOCK_N"]))](
         ids, counts, di, dwt, R, K, N, rows_per_program, **opts)
@@ -213,7 +214,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         dense_u = torch.empty(T, B, N, device=dev) if keep_dense else zeros
         dense_syn = torch.empty(T, B, N, device=dev) if keep_dense and alpha is not None \
             else zeros
-        opts = k.launch_options(k.neuron_scan_kernel, RECURRENT=cfg.recurrent)
+        opts = k.launch_options(k.neuron_scan_kernel, RECURRENT=cfg.recurrent,
+                                interpreted=dev.type == "cpu")
         k.neuron_scan_kernel[(B,)](
             cur, vt, beta.detach().float().contiguous(), threshold.detach().float().contiguous(),
             (alpha if alpha is not None else beta).detach().float().contiguous(),
@@ -273,7 +275,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         vt = _transposed(params.rec_weight) if cfg.recurrent else row
         sg = cfg.surrogate
         p0, p1 = surrogate_constants(sg)
-        opts = k.launch_options(k.neuron_scan_backward_kernel, RECURRENT=cfg.recurrent)
+        opts = k.launch_options(k.neuron_scan_backward_kernel, RECURRENT=cfg.recurrent,
+                                interpreted=dev.type == "cpu")
         k.neuron_scan_backward_kernel[(B,)](
             grad_values.float().contiguous(), ids, counts, mem, flags, s0, u0, syn0,
             dense_u, dense_syn, vt, params.beta.detach().float().contiguous(),
@@ -313,7 +316,7 @@ class _ReadoutFn(torch.autograd.Function):
         membrane = _currents(in_ids, in_counts, _transposed(weight), bias)
         u0 = torch.zeros(B, N, dtype=torch.float32, device=in_ids.device) if initial is None \
             else initial.membrane.float().contiguous()
-        opts = k.launch_options(k.readout_scan_kernel)
+        opts = k.launch_options(k.readout_scan_kernel, interpreted=membrane.device.type == "cpu")
         k.readout_scan_kernel[(B, _cdiv(N, opts["BLOCK_N"]))](
             membrane, beta.detach().float().contiguous(), u0, T, B, N, **opts)
         record.paths["path"] = "sparse"
@@ -338,7 +341,8 @@ class _ReadoutFn(torch.autograd.Function):
         T, B, N = membrane.shape
         di = torch.empty_like(membrane)
         dbeta = torch.zeros(B, N, dtype=torch.float32, device=membrane.device)
-        opts = k.launch_options(k.readout_scan_backward_kernel)
+        opts = k.launch_options(k.readout_scan_backward_kernel,
+                                interpreted=membrane.device.type == "cpu")
         k.readout_scan_backward_kernel[(B, _cdiv(N, opts["BLOCK_N"]))](
             grad_membrane.float().contiguous(), membrane, u0,
             beta.detach().float().contiguous(), di, dbeta, T, B, N, **opts)

@@ -23,10 +23,15 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import triton
 import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
 
 from .._codes import RESETS, SURROGATES
 
-__all__ = ["SPECIALISATIONS", "Specialisation", "WEIGHT_TYPES", "launch_options"]
+__all__ = ["SPECIALISATIONS", "Kernel", "Specialisation", "WEIGHT_TYPES", "launch_options"]
+
+# tl.sum and tl.cumsum are this reduction and this scan; called directly, the interpreter
+# runs them as one numpy call each instead of a nested kernel call (~20 ms apiece).
+_add = tl.standard._sum_combine
 
 _RESET_SUBTRACT = tl.constexpr(RESETS["subtract"])
 _RESET_ZERO = tl.constexpr(RESETS["zero"])
@@ -43,33 +48,43 @@ SCAN_BLOCK_N = 1024
 #: Warps of a per-sample scan program: 8 x 32 threads, 4 neurons each per block.
 SCAN_WARPS = 8
 
+#: The tiles the interpreter runs the same source with: small, so that the tests' tiny
+#: layers (a dozen neurons) cross tile and block boundaries, which GPU-sized tiles would
+#: never show them, and so that each interpreted op (a numpy call behind ~1 ms of
+#: Python) stays cheap.
+INTERPRETER_TILES = {"BLOCK_K": 4, "BLOCK_N": 8}
+
 #: Triton's names of the weight dtypes the kernels read (torch dtype name -> type).
 WEIGHT_TYPES: Dict[str, str] = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
-# --------------------------------------------------------------------------- helpers
-@triton.jit
-def _surrogate(x, kind, p0, p1):
-    """dS/dU at x = U - threshold; ``p0, p1`` as :func:`surrogate_constants` packs them."""
-    ax = tl.abs(x)
-    if kind == _SG_ATAN:  # p0 = alpha / 2, p1 = pi / 2 * alpha
-        y = p1 * x
-        d = p0 / (1.0 + y * y)
-    elif kind == _SG_FAST_SIGMOID:  # p0 = slope
-        q = p0 * ax + 1.0
-        d = 1.0 / (q * q)
-    elif kind == _SG_SIGMOID:  # p0 = slope
-        e = tl.exp(-p0 * ax)
-        d = p0 * e / ((1.0 + e) * (1.0 + e))
-    elif kind == _SG_TRIANGLE:  # p0 = width, p1 = height
-        d = p1 * tl.maximum(1.0 - ax / p0, 0.0)
-    else:  # straight through
-        d = ax * 0.0 + 1.0
-    return d
+class Kernel:
+    """A kernel as Triton's JIT compiles it for the GPU (``jit``) and as its interpreter
+    runs it on CPU tensors (``interpreted``), from one source. ``kernel[grid](...)``
+    launches the one for the device of the first argument. Building the interpreted
+    one here, rather than through ``TRITON_INTERPRET=1`` at import, keeps both whatever
+    imported Triton first (torch.compile does); the kernels call no other jit function
+    (``tl.reduce`` and ``tl.associative_scan`` with :data:`_add` are builtins) because
+    those would be the compiled kind."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.jit = triton.jit(fn)
+        self.interpreted = InterpretedFunction(fn)
+        self.arg_names = self.interpreted.arg_names
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            on_cpu = args[0].device.type == "cpu"
+            if on_cpu:
+                kwargs.pop("num_warps", None)
+            return (self.interpreted if on_cpu else self.jit)[grid](*args, **kwargs)
+
+        return launch
 
 
 # --------------------------------------------------------------------------- forward
-@triton.jit
+@Kernel
 def spike_matmul_kernel(ids_ptr, counts_ptr, wt_ptr, bias_ptr, out_ptr, K, N, has_bias,
                         BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """out[r, n] = sum over the spikes j of row r of wt[j, n] (+ bias[n]): every (t, b)
@@ -78,20 +93,20 @@ def spike_matmul_kernel(ids_ptr, counts_ptr, wt_ptr, bias_ptr, out_ptr, K, N, ha
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mn = offs < N
     n_spk = tl.load(counts_ptr + r * 2)
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc = tl.full([BLOCK_N], 0, tl.float32)
     for k0 in range(0, n_spk, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         mk = ks < n_spk
         j = tl.load(ids_ptr + r * K + ks, mask=mk, other=0).to(tl.int64)
         rows = tl.load(wt_ptr + j[:, None] * N + offs[None, :], mask=mk[:, None] & mn[None, :],
                        other=0.0)
-        acc += tl.sum(rows.to(tl.float32), 0)
+        acc += tl.reduce(rows.to(tl.float32), 0, _add)
     if has_bias:
         acc += tl.load(bias_ptr + offs, mask=mn, other=0.0)
     tl.store(out_ptr + r * N + offs, acc, mask=mn)
 
 
-@triton.jit
+@Kernel
 def neuron_scan_kernel(
     cur_ptr, vt_ptr, beta_ptr, thr_ptr, alpha_ptr,
     u_ptr, syn_ptr, s_ptr,
@@ -150,30 +165,30 @@ def neuron_scan_kernel(
                 tl.store(dense_u_ptr + row * N + offs, u, mask=mn)
         tl.debug_barrier()
         # 2. the step's list: spikes, then eligible-only neurons
-        n_spk = tl.sum(tl.zeros([BLOCK_N], dtype=tl.int32), 0)
+        n_spk = tl.reduce(tl.full([BLOCK_N], 0, tl.int32), 0, _add)
         for n0 in range(0, N, BLOCK_N):
             offs = n0 + ar
             mn = offs < N
             f = tl.load(flags_ptr + row * N + offs, mask=mn, other=0).to(tl.int32)
             hit = (f & 1) != 0
-            rank = n_spk + tl.cumsum(hit.to(tl.int32), 0) - 1
+            rank = n_spk + tl.associative_scan(hit.to(tl.int32), 0, _add) - 1
             keep = hit & (rank < KS)
             tl.store(ids_ptr + row * KS + rank, offs, mask=keep)
             tl.store(mem_ptr + row * KS + rank,
                      tl.load(u_ptr + b * N + offs, mask=mn, other=0.0), mask=keep)
-            n_spk += tl.sum(hit.to(tl.int32), 0)
+            n_spk += tl.reduce(hit.to(tl.int32), 0, _add)
         n_all = n_spk
         for n0 in range(0, N, BLOCK_N):
             offs = n0 + ar
             mn = offs < N
             f = tl.load(flags_ptr + row * N + offs, mask=mn, other=0).to(tl.int32)
             hit = f == 2
-            rank = n_all + tl.cumsum(hit.to(tl.int32), 0) - 1
+            rank = n_all + tl.associative_scan(hit.to(tl.int32), 0, _add) - 1
             keep = hit & (rank < KS)
             tl.store(ids_ptr + row * KS + rank, offs, mask=keep)
             tl.store(mem_ptr + row * KS + rank,
                      tl.load(u_ptr + b * N + offs, mask=mn, other=0.0), mask=keep)
-            n_all += tl.sum(hit.to(tl.int32), 0)
+            n_all += tl.reduce(hit.to(tl.int32), 0, _add)
         tl.store(need_ptr + row * 2, n_spk)
         tl.store(need_ptr + row * 2 + 1, n_all)
         tl.store(counts_ptr + row * 2, tl.minimum(n_spk, KS))
@@ -181,7 +196,7 @@ def neuron_scan_kernel(
         tl.debug_barrier()
 
 
-@triton.jit
+@Kernel
 def readout_scan_kernel(cur_ptr, beta_ptr, u_ptr, T, B, N, BLOCK_N: tl.constexpr):
     """U[t] = beta U[t-1] + I[t] in place over ``cur`` [T, B, N]; ``u`` [B, N] holds
     the initial membrane. One program per sample and block of neurons."""
@@ -197,7 +212,7 @@ def readout_scan_kernel(cur_ptr, beta_ptr, u_ptr, T, B, N, BLOCK_N: tl.constexpr
 
 
 # --------------------------------------------------------------------------- backward
-@triton.jit
+@Kernel
 def neuron_scan_backward_kernel(
     gval_ptr, ids_ptr, counts_ptr, mem_ptr, flags_ptr, s0_ptr, u0_ptr, syn0_ptr,
     dense_u_ptr, dense_syn_ptr, vt_ptr, beta_ptr, thr_ptr, alpha_ptr,
@@ -228,7 +243,23 @@ def neuron_scan_backward_kernel(
                 g += tl.load(recg_ptr + b * K + ks, mask=mk, other=0.0)
             x = tl.load(mem_ptr + row * K + ks, mask=mk, other=0.0) - tl.load(
                 thr_ptr + j, mask=mk, other=0.0)
-            gd = g * _surrogate(x, sg_kind, sg_p0, sg_p1)
+            # dS/dU at x = U - threshold (p0, p1: surrogate_constants in triton.py); a
+            # branch on a uniform value, inline: a nested jit call costs the interpreter
+            ax = tl.abs(x)
+            if sg_kind == _SG_ATAN:  # p0 = alpha / 2, p1 = pi / 2 * alpha
+                y = sg_p1 * x
+                d = sg_p0 / (1.0 + y * y)
+            elif sg_kind == _SG_FAST_SIGMOID:  # p0 = slope
+                q = sg_p0 * ax + 1.0
+                d = 1.0 / (q * q)
+            elif sg_kind == _SG_SIGMOID:  # p0 = slope
+                e = tl.exp(-sg_p0 * ax)
+                d = sg_p0 * e / ((1.0 + e) * (1.0 + e))
+            elif sg_kind == _SG_TRIANGLE:  # p0 = width, p1 = height
+                d = sg_p1 * tl.maximum(1.0 - ax / sg_p0, 0.0)
+            else:  # straight through
+                d = ax * 0.0 + 1.0
+            gd = g * d
             tl.store(gsrc_ptr + b * N + j, gd, mask=mk)
             dthr = tl.load(dthr_ptr + b * N + j, mask=mk, other=0.0)
             tl.store(dthr_ptr + b * N + j, dthr - gd, mask=mk)
@@ -240,7 +271,7 @@ def neuron_scan_backward_kernel(
             p = b * N + offs
             du = tl.load(gsrc_ptr + p, mask=mn, other=0.0) + tl.load(cu_ptr + p, mask=mn,
                                                                      other=0.0)
-            tl.store(gsrc_ptr + p, tl.zeros([BLOCK_N], dtype=tl.float32), mask=mn)
+            tl.store(gsrc_ptr + p, tl.full([BLOCK_N], 0, tl.float32), mask=mn)
             if t > 0:
                 s_prev = (tl.load(flags_ptr + (row - B) * N + offs, mask=mn, other=0)
                           & 1).to(tl.float32)
@@ -286,19 +317,19 @@ def neuron_scan_backward_kernel(
                     ks = k0 + ak
                     mk = ks < n_prev
                     j = tl.load(ids_ptr + (row - B) * K + ks, mask=mk, other=0).to(tl.int64)
-                    acc = tl.zeros([BLOCK_K], dtype=tl.float32)
+                    acc = tl.full([BLOCK_K], 0, tl.float32)
                     for n0 in range(0, N, BLOCK_N):
                         offs = n0 + ar
                         mn = offs < N
                         cols = tl.load(vt_ptr + j[:, None] * N + offs[None, :],
                                        mask=mk[:, None] & mn[None, :], other=0.0)
                         d = tl.load(di_ptr + row * N + offs, mask=mn, other=0.0)
-                        acc += tl.sum(cols.to(tl.float32) * d[None, :], 1)
+                        acc += tl.reduce(cols.to(tl.float32) * d[None, :], 1, _add)
                     tl.store(recg_ptr + b * K + ks, acc, mask=mk)
             tl.debug_barrier()
 
 
-@triton.jit
+@Kernel
 def readout_scan_backward_kernel(g_ptr, u_ptr, u0_ptr, beta_ptr, di_ptr, dbeta_ptr, T, B, N,
                                  BLOCK_N: tl.constexpr):
     """dL/dI[t] = g[t] + beta dL/dI[t+1], steps T-1 .. 0, and the per-sample partial
@@ -307,8 +338,8 @@ def readout_scan_backward_kernel(g_ptr, u_ptr, u0_ptr, beta_ptr, di_ptr, dbeta_p
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mn = offs < N
     beta = tl.load(beta_ptr + offs, mask=mn, other=0.0)
-    carry = tl.zeros([BLOCK_N], dtype=tl.float32)
-    dbeta = tl.zeros([BLOCK_N], dtype=tl.float32)
+    carry = tl.full([BLOCK_N], 0, tl.float32)
+    dbeta = tl.full([BLOCK_N], 0, tl.float32)
     for tt in range(0, T):
         t = T - 1 - tt
         row = t * B + b
@@ -323,7 +354,7 @@ def readout_scan_backward_kernel(g_ptr, u_ptr, u0_ptr, beta_ptr, di_ptr, dbeta_p
     tl.store(dbeta_ptr + b * N + offs, dbeta, mask=mn)
 
 
-@triton.jit
+@Kernel
 def spike_outer_kernel(ids_ptr, counts_ptr, di_ptr, dwt_ptr, R, K, N, rows_per_program,
                        BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """dwt[j, n] += di[r, n] for every spike j of every row r: the weight gradient as
@@ -331,11 +362,11 @@ def spike_outer_kernel(ids_ptr, counts_ptr, di_ptr, dwt_ptr, R, K, N, rows_per_p
     program per chunk of rows and block of neurons."""
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mn = offs < N
-    r0 = tl.program_id(0) * rows_per_program
-    r1 = tl.minimum(r0 + rows_per_program, R)
+    r0 = tl.program_id(0).to(tl.int64) * rows_per_program
+    n_rows = tl.minimum(r0 + rows_per_program, R) - r0
     ak = tl.arange(0, BLOCK_K)
-    for r in range(r0, r1):
-        r64 = r.to(tl.int64)
+    for i in range(0, n_rows):
+        r64 = r0 + i
         n_spk = tl.load(counts_ptr + r64 * 2)
         if n_spk > 0:
             d = tl.load(di_ptr + r64 * N + offs, mask=mn, other=0.0)
@@ -348,7 +379,7 @@ def spike_outer_kernel(ids_ptr, counts_ptr, di_ptr, dwt_ptr, R, K, N, rows_per_p
                               mask=mk[:, None] & mn[None, :], sem="relaxed")
 
 
-@triton.jit
+@Kernel
 def spike_gather_dot_kernel(ids_ptr, counts_ptr, di_ptr, wt_ptr, out_ptr, K, N,
                             BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
     """out[r, k] = wt[id_k] . di[r] for the listed entries k of row r (0 elsewhere): the
@@ -358,7 +389,7 @@ def spike_gather_dot_kernel(ids_ptr, counts_ptr, di_ptr, wt_ptr, out_ptr, K, N,
     ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     n_list = tl.load(counts_ptr + r * 2 + 1)
     mk = ks < n_list
-    acc = tl.zeros([BLOCK_K], dtype=tl.float32)
+    acc = tl.full([BLOCK_K], 0, tl.float32)
     if tl.program_id(1) * BLOCK_K < n_list:
         j = tl.load(ids_ptr + r * K + ks, mask=mk, other=0).to(tl.int64)
         for n0 in range(0, N, BLOCK_N):
@@ -367,7 +398,7 @@ def spike_gather_dot_kernel(ids_ptr, counts_ptr, di_ptr, wt_ptr, out_ptr, K, N,
             rows = tl.load(wt_ptr + j[:, None] * N + offs[None, :],
                            mask=mk[:, None] & mn[None, :], other=0.0)
             d = tl.load(di_ptr + r * N + offs, mask=mn, other=0.0)
-            acc += tl.sum(rows.to(tl.float32) * d[None, :], 1)
+            acc += tl.reduce(rows.to(tl.float32) * d[None, :], 1, _add)
     tl.store(out_ptr + r * K + ks, acc, mask=ks < K)
 
 
@@ -442,11 +473,15 @@ def _specialisations() -> Tuple[Specialisation, ...]:
 SPECIALISATIONS: Tuple[Specialisation, ...] = _specialisations()
 
 
-def launch_options(kernel, **variant) -> Dict[str, int]:
+def launch_options(kernel, interpreted: bool = False, **variant) -> Dict[str, int]:
     """The constexprs and ``num_warps`` to launch ``kernel`` with: those of its entry in
     :data:`SPECIALISATIONS` that matches ``variant`` (e.g. ``RECURRENT=True``), so that
-    the backend launches exactly what the compile test compiles."""
+    the backend launches exactly what the compile test compiles. ``interpreted``: for the
+    interpreter, with :data:`INTERPRETER_TILES`."""
     for spec in SPECIALISATIONS:
         if spec.kernel is kernel and all(spec.constexprs.get(k) == v for k, v in variant.items()):
-            return dict(spec.constexprs, num_warps=spec.num_warps)
+            opts = dict(spec.constexprs, num_warps=spec.num_warps)
+            if interpreted:
+                opts.update({k: v for k, v in INTERPRETER_TILES.items() if k in opts})
+            return opts
     raise KeyError(f"no specialisation of {kernel} with {variant}")
