@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from ..lists import capacity_and_overflow, listed_mask
+from ..lists import capacity_and_overflow, listed_mask, listed_only
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .emulator import _check_unchanged, _shapes_of
@@ -34,6 +34,13 @@ from .emulator import _check_unchanged, _shapes_of
 __all__ = ["available", "spiking_layer", "readout_layer", "kernels"]
 
 _WEIGHT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+# Where the list of a backward pass's input side holds more than this fraction of all
+# input rows (exact gradients list every neuron), one GEMM on dL/dI (tensor cores, dense)
+# replaces the gather-dot / outer-product kernels, whose reads of weight rows then cost
+# as much as the GEMM's without its reuse. An estimate from the kernels' bytes per entry
+# against a GEMM's (docs/gpu.md), not a measurement: not yet timed on a GPU.
+DENSE_FRACTION = 0.2
 
 
 def available() -> bool:
@@ -132,21 +139,39 @@ def _currents(in_ids, in_counts, wt: torch.Tensor, bias: Optional[torch.Tensor])
 
 
 def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: torch.dtype,
-                 di: torch.Tensor, weight: torch.Tensor):
+                 di: torch.Tensor, weight: torch.Tensor, paths: dict):
     """dL/d(input values) at the listed inputs, and dL/dW from the input spikes, from
-    dL/dI [T, B, out]."""
+    dL/dI [T, B, out]: by the list kernels, or by one GEMM on dL/dI where the list holds
+    more than :data:`DENSE_FRACTION` of all input rows (exact gradients list them all).
+    The path taken goes into ``paths``."""
     k = kernels()
     T, B, K = in_ids.shape
     N = di.shape[-1]
+    n_in = weight.shape[1]
+    rows = max(1, T * B * n_in)
+    spikes, listed = in_counts.sum((0, 1), dtype=torch.int64).tolist()
+    dense_in, dense_w = need_in and listed > DENSE_FRACTION * rows, \
+        need_w and spikes > DENSE_FRACTION * rows
     grad_in = grad_w = None
-    if need_in:
+    if dense_in:
+        g_x = (di.reshape(T * B, N) @ weight.float()).reshape(T, B, n_in)
+        grad_in = listed_only(torch.gather(g_x, -1, in_ids.long()), in_counts)
+    elif need_in:
         grad_in = torch.zeros(T, B, K, dtype=torch.float32, device=di.device)
         opts = k.launch_options(k.spike_gather_dot_kernel, interpreted=di.device.type == "cpu")
         k.spike_gather_dot_kernel[(T * B, _cdiv(K, opts["BLOCK_K"]))](
             in_ids, in_counts, di, _transposed(weight), grad_in, K, N, **opts)
+    if grad_in is not None:
         grad_in = grad_in.to(values_dtype)
-    if need_w:
-        grad_w = _outer(in_ids, in_counts, di, weight.shape[1]).t().to(weight.dtype)
+    if dense_w:
+        x = torch.zeros(T * B, n_in, dtype=torch.float32, device=di.device).scatter_add_(
+            1, in_ids.long().reshape(T * B, K),
+            listed_mask(in_counts.long(), K, 0).float().reshape(T * B, K))
+        grad_w = (di.reshape(T * B, N).t() @ x).to(weight.dtype)
+    elif need_w:
+        grad_w = _outer(in_ids, in_counts, di, n_in).t().to(weight.dtype)
+    for side, need, dense in (("input", need_in, dense_in), ("weight", need_w, dense_w)):
+        paths[f"{side}_grad_path"] = "none" if not need else "dense" if dense else "sparse"
     return grad_in, grad_w
 
 
@@ -286,16 +311,13 @@ class _SpikingLayerFn(torch.autograd.Function):
             T, B, N, K, int(synaptic), _reset_code(cfg.reset), sg.kind, p0, p1,
             int(decay_grads), **opts)
         grad_in, grad_w = _input_grads(need[5], need[6], in_ids, in_counts, ctx.values_dtype,
-                                       di, params.weight)
+                                       di, params.weight, ctx.record.paths)
         grad_v = None
         if need[8]:
             dvt = _outer(ids[:-1], counts[:-1], di[1:], N)
             if ctx.r_init is not None:
                 dvt += ctx.r_init.t() @ di[0]
             grad_v = dvt.t().to(params.rec_weight.dtype)
-        record = ctx.record
-        record.paths["input_grad_path"] = "sparse" if need[5] else "none"
-        record.paths["weight_grad_path"] = "sparse" if need[6] else "none"
         return (
             None, None, None, None, None, grad_in, grad_w,
             di.sum((0, 1)).to(params.bias.dtype) if need[7] else None,
@@ -347,9 +369,7 @@ class _ReadoutFn(torch.autograd.Function):
             grad_membrane.float().contiguous(), membrane, u0,
             beta.detach().float().contiguous(), di, dbeta, T, B, N, **opts)
         grad_in, grad_w = _input_grads(need[4], need[5], in_ids, in_counts, ctx.values_dtype,
-                                       di, weight)
-        for side, wanted in (("input", need[4]), ("weight", need[5])):
-            ctx.record.paths[f"{side}_grad_path"] = "sparse" if wanted else "none"
+                                       di, weight, ctx.record.paths)
         return (
             None, None, None, None, grad_in, grad_w,
             di.sum((0, 1)).to(bias.dtype) if need[6] else None,
