@@ -230,31 +230,51 @@ class _SpikingLayerFn(torch.autograd.Function):
                 r_init, _ = _keep_first(r_init, torch.zeros_like(r_init), cfg.capacity)
             r_init = r_init.float()
             cur[0] += r_init @ vt.float()
-        KS = _scan_capacity(cfg)
-        ids = torch.zeros(T, B, KS, dtype=torch.int32, device=dev)
-        counts = torch.zeros(T, B, 2, dtype=torch.int32, device=dev)
-        need = torch.zeros(T, B, 2, dtype=torch.int32, device=dev)
-        mem = torch.zeros(T, B, KS, dtype=torch.float32, device=dev)
         flags = torch.empty(T, B, N, dtype=torch.uint8, device=dev)
-        dense_u = torch.empty(T, B, N, device=dev) if keep_dense else zeros
         dense_syn = torch.empty(T, B, N, device=dev) if keep_dense and alpha is not None \
             else zeros
-        opts = k.launch_options(k.neuron_scan_kernel, RECURRENT=cfg.recurrent,
-                                interpreted=dev.type == "cpu")
-        k.neuron_scan_kernel[(B,)](
-            cur, vt, beta.detach().float().contiguous(), threshold.detach().float().contiguous(),
-            (alpha if alpha is not None else beta).detach().float().contiguous(),
-            u, syn, s, ids, counts, need, mem, flags, dense_u, dense_syn,
-            T, B, N, KS, int(cfg.model == "synaptic"), _reset_code(cfg.reset), cfg.window,
-            int(keep_dense), **opts)
+        beta_, thr_ = beta.detach().float().contiguous(), threshold.detach().float().contiguous()
+        alpha_ = (alpha if alpha is not None else beta).detach().float().contiguous()
+        model = (int(cfg.model == "synaptic"), _reset_code(cfg.reset), cfg.window)
+        cpu = dev.type == "cpu"
+        if cfg.recurrent:
+            # one program per sample: the step's list feeds the next step
+            KS = _scan_capacity(cfg)
+            ids = torch.zeros(T, B, KS, dtype=torch.int32, device=dev)
+            counts = torch.zeros(T, B, 2, dtype=torch.int32, device=dev)
+            need = torch.zeros(T, B, 2, dtype=torch.int32, device=dev)
+            mem = torch.zeros(T, B, KS, dtype=torch.float32, device=dev)
+            dense_u = torch.empty(T, B, N, device=dev) if keep_dense else zeros
+            opts = k.launch_options(k.neuron_scan_kernel, RECURRENT=True, interpreted=cpu)
+            k.neuron_scan_kernel[(B,)](
+                cur, vt, beta_, thr_, alpha_, u, syn, s, ids, counts, need, mem, flags,
+                dense_u, dense_syn, T, B, N, KS, *model, int(keep_dense), **opts)
+        else:
+            # every neuron on its own over time, then every row's list at once
+            dense_u = torch.empty(T, B, N, device=dev)
+            opts = k.launch_options(k.neuron_scan_ff_kernel, interpreted=cpu)
+            k.neuron_scan_ff_kernel[(B, _cdiv(N, opts["BLOCK_N"]))](
+                cur, beta_, thr_, alpha_, u, syn, s, flags, dense_u, dense_syn, T, B, N, *model,
+                int(keep_dense), **opts)
+            need = torch.stack([(flags & 1).sum(-1, dtype=torch.int32),
+                                (flags != 0).sum(-1, dtype=torch.int32)], -1)
 
         # the list's capacity and overflow, from what every row needed
         n_spk, needed = need[..., 0].reshape(-1), need[..., 1].reshape(-1)
         total, max_needed = torch.stack([n_spk.sum(), needed.max()]).tolist()
         K, record.overflow = capacity_and_overflow(n_spk, needed, max_needed, cfg.capacity,
                                                    cfg.overflow, B)
-        ids, mem = ids[..., :K].contiguous(), mem[..., :K].contiguous()
-        counts = need.clamp(max=K).to(torch.int32)
+        if cfg.recurrent:
+            ids, mem = ids[..., :K].contiguous(), mem[..., :K].contiguous()
+            counts = need.clamp(max=K).to(torch.int32)
+        else:
+            ids = torch.zeros(T, B, K, dtype=torch.int32, device=dev)
+            mem = torch.zeros(T, B, K, dtype=torch.float32, device=dev)
+            counts = torch.empty(T, B, 2, dtype=torch.int32, device=dev)
+            opts = k.launch_options(k.list_compact_kernel, interpreted=cpu)
+            k.list_compact_kernel[(T * B,)](flags, dense_u, ids, counts, need, mem, N, K, **opts)
+            if not keep_dense:
+                dense_u = zeros  # the backward pass needs it only for learned decays
         values = listed_mask(counts.long(), K, 0).float()
         record.total_spikes = int(total)
         record.capacity = K

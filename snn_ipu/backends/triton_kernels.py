@@ -45,6 +45,8 @@ _SG_TRIANGLE = tl.constexpr(SURROGATES["triangle"])
 BLOCK_K = 16
 BLOCK_N = 128
 SCAN_BLOCK_N = 1024
+#: Neurons per block of the row-parallel list compaction (one row per program).
+COMPACT_BLOCK_N = 512
 #: Warps of a per-sample scan program: 8 x 32 threads, 4 neurons each per block.
 SCAN_WARPS = 8
 
@@ -194,6 +196,93 @@ def neuron_scan_kernel(
         tl.store(counts_ptr + row * 2, tl.minimum(n_spk, KS))
         tl.store(counts_ptr + row * 2 + 1, tl.minimum(n_all, KS))
         tl.debug_barrier()
+
+
+@Kernel
+def neuron_scan_ff_kernel(
+    cur_ptr, beta_ptr, thr_ptr, alpha_ptr, u_ptr, syn_ptr, s_ptr, flags_ptr, dense_u_ptr,
+    dense_syn_ptr, T, B, N, synaptic, reset, window, keep_syn, BLOCK_N: tl.constexpr,
+):
+    """A feed-forward spiking layer's state over T steps: one program per sample and
+    block of neurons (no coupling between neurons), the state in registers. Writes
+    ``flags`` [T, B, N] (bit 0 a spike, bit 1 eligible) and the membrane [T, B, N],
+    from which :func:`list_compact_kernel` makes the lists; ``u, syn, s`` [B, N] hold
+    the initial state in, the final state out."""
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mn = offs < N
+    p = b * N + offs
+    beta = tl.load(beta_ptr + offs, mask=mn, other=0.0)
+    thr = tl.load(thr_ptr + offs, mask=mn, other=1.0)
+    alpha = tl.load(alpha_ptr + offs, mask=mn, other=0.0)
+    line = thr - window
+    u = tl.load(u_ptr + p, mask=mn, other=0.0)
+    syn = tl.load(syn_ptr + p, mask=mn, other=0.0)
+    s = tl.load(s_ptr + p, mask=mn, other=0.0)
+    for t in range(0, T):
+        q = (t * B + b) * N + offs
+        drive = tl.load(cur_ptr + q, mask=mn, other=0.0)
+        if synaptic:
+            syn = alpha * syn + drive
+            if keep_syn:
+                tl.store(dense_syn_ptr + q, syn, mask=mn)
+            drive = syn
+        if reset == _RESET_SUBTRACT:
+            u = beta * u + drive - s * thr
+        elif reset == _RESET_ZERO:
+            if synaptic:
+                u = (1.0 - s) * (beta * u + drive)
+            else:
+                u = beta * (1.0 - s) * u + drive
+        else:
+            u = beta * u + drive
+        spike = u > thr
+        s = spike.to(tl.float32)
+        tl.store(flags_ptr + q, (spike.to(tl.int32) + 2 * (u > line).to(tl.int32)).to(tl.uint8),
+                 mask=mn)
+        tl.store(dense_u_ptr + q, u, mask=mn)
+    tl.store(u_ptr + p, u, mask=mn)
+    tl.store(syn_ptr + p, syn, mask=mn)
+    tl.store(s_ptr + p, s, mask=mn)
+
+
+@Kernel
+def list_compact_kernel(flags_ptr, dense_u_ptr, ids_ptr, counts_ptr, need_ptr, mem_ptr, N, KS,
+                        BLOCK_N: tl.constexpr):
+    """The lists of every (t, b) row at once from ``flags``: spikes, then eligible-only
+    neurons, each in ascending id order (a prefix sum per block and a running offset),
+    up to KS entries, with the membrane at each; ``need`` counts every entry the row
+    needed, so an overflow is counted, never lost."""
+    r = tl.program_id(0).to(tl.int64)
+    ar = tl.arange(0, BLOCK_N)
+    n_spk = tl.reduce(tl.full([BLOCK_N], 0, tl.int32), 0, _add)
+    for n0 in range(0, N, BLOCK_N):
+        offs = n0 + ar
+        mn = offs < N
+        f = tl.load(flags_ptr + r * N + offs, mask=mn, other=0).to(tl.int32)
+        hit = (f & 1) != 0
+        rank = n_spk + tl.associative_scan(hit.to(tl.int32), 0, _add) - 1
+        keep = hit & (rank < KS)
+        tl.store(ids_ptr + r * KS + rank, offs, mask=keep)
+        tl.store(mem_ptr + r * KS + rank, tl.load(dense_u_ptr + r * N + offs, mask=keep,
+                                                  other=0.0), mask=keep)
+        n_spk += tl.reduce(hit.to(tl.int32), 0, _add)
+    n_all = n_spk
+    for n0 in range(0, N, BLOCK_N):
+        offs = n0 + ar
+        mn = offs < N
+        f = tl.load(flags_ptr + r * N + offs, mask=mn, other=0).to(tl.int32)
+        hit = f == 2
+        rank = n_all + tl.associative_scan(hit.to(tl.int32), 0, _add) - 1
+        keep = hit & (rank < KS)
+        tl.store(ids_ptr + r * KS + rank, offs, mask=keep)
+        tl.store(mem_ptr + r * KS + rank, tl.load(dense_u_ptr + r * N + offs, mask=keep,
+                                                  other=0.0), mask=keep)
+        n_all += tl.reduce(hit.to(tl.int32), 0, _add)
+    tl.store(need_ptr + r * 2, n_spk)
+    tl.store(need_ptr + r * 2 + 1, n_all)
+    tl.store(counts_ptr + r * 2, tl.minimum(n_spk, KS))
+    tl.store(counts_ptr + r * 2 + 1, tl.minimum(n_all, KS))
 
 
 @Kernel
@@ -438,21 +527,28 @@ def _specialisations() -> Tuple[Specialisation, ...]:
             f"spike_gather_dot[{wname}]", spike_gather_dot_kernel,
             _sig(spike_gather_dot_kernel, ["*i32", "*i32", p32, w, p32, i32, i32, c, c]),
             {"BLOCK_K": BLOCK_K, "BLOCK_N": BLOCK_N}))
+    out.append(Specialisation(
+        "neuron_scan_ff", neuron_scan_ff_kernel,
+        _sig(neuron_scan_ff_kernel, [p32] * 10 + [i32] * 5 + [f32, i32, c]),
+        {"BLOCK_N": BLOCK_N}))
+    out.append(Specialisation(
+        "list_compact", list_compact_kernel,
+        _sig(list_compact_kernel, ["*u8", p32, "*i32", "*i32", "*i32", p32, i32, i32, c]),
+        {"BLOCK_N": COMPACT_BLOCK_N}))
+    for vname in WEIGHT_TYPES:
+        out.append(Specialisation(
+            f"neuron_scan[recurrent, {vname}]", neuron_scan_kernel,
+            _sig(neuron_scan_kernel, [p32, "*" + WEIGHT_TYPES[vname], p32, p32, p32, p32, p32,
+                                      p32, "*i32", "*i32", "*i32", p32, "*u8", p32, p32, i32,
+                                      i32, i32, i32, i32, i32, f32, i32, c, c]),
+            {"RECURRENT": True, "BLOCK_N": SCAN_BLOCK_N}, SCAN_WARPS))
     for recurrent, vname in [(False, "float32")] + [(True, n) for n in WEIGHT_TYPES]:
-        v = "*" + WEIGHT_TYPES[vname]
-        tag = f"[recurrent, {vname}]" if recurrent else "[feed-forward]"
         out.append(Specialisation(
-            "neuron_scan" + tag, neuron_scan_kernel,
-            _sig(neuron_scan_kernel, [p32, v, p32, p32, p32, p32, p32, p32, "*i32", "*i32",
-                                      "*i32", p32, "*u8", p32, p32, i32, i32, i32, i32, i32,
-                                      i32, f32, i32, c, c]),
-            {"RECURRENT": recurrent, "BLOCK_N": SCAN_BLOCK_N}, SCAN_WARPS))
-        out.append(Specialisation(
-            "neuron_scan_backward" + tag, neuron_scan_backward_kernel,
+            "neuron_scan_backward" + (f"[recurrent, {vname}]" if recurrent else "[feed-forward]"),
+            neuron_scan_backward_kernel,
             _sig(neuron_scan_backward_kernel,
-                 [p32, "*i32", "*i32", p32, "*u8", p32, p32, p32, p32, p32, v, p32, p32, p32,
-                  p32, p32, p32, p32, p32, p32, p32, p32, i32, i32, i32, i32, i32, i32, i32,
-                  f32, f32, i32, c, c, c]),
+                 [p32, "*i32", "*i32", p32, "*u8", p32, p32, p32, p32, p32,
+                  "*" + WEIGHT_TYPES[vname]] + [p32] * 11 + [i32] * 7 + [f32, f32, i32, c, c, c]),
             {"RECURRENT": recurrent, "BLOCK_N": SCAN_BLOCK_N, "BLOCK_K": BLOCK_K},
             SCAN_WARPS))
     out.append(Specialisation(
