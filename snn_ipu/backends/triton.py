@@ -314,22 +314,36 @@ class _SpikingLayerFn(torch.autograd.Function):
         decay_grads = bool(need[9] or need[11]) and ctx.keep_dense
         row = torch.zeros(B, N, dtype=torch.float32, device=dev)
         di = torch.empty(T, B, N, dtype=torch.float32, device=dev)
-        gsrc, cu, csyn = row.clone(), row.clone(), row.clone()
         dthr, dbeta, dalpha = row.clone(), row.clone(), row.clone()
-        recg = torch.zeros(B, max(K, 1), dtype=torch.float32, device=dev)
-        vt = _transposed(params.rec_weight) if cfg.recurrent else row
+        beta_ = params.beta.detach().float().contiguous()
+        alpha_ = (params.alpha if synaptic else params.beta).detach().float().contiguous()
+        thr_ = params.threshold.detach().float().contiguous()
+        model = (int(synaptic), _reset_code(cfg.reset))
+        cpu = dev.type == "cpu"
         sg = cfg.surrogate
-        p0, p1 = surrogate_constants(sg)
-        opts = k.launch_options(k.neuron_scan_backward_kernel, RECURRENT=cfg.recurrent,
-                                interpreted=dev.type == "cpu")
-        k.neuron_scan_backward_kernel[(B,)](
-            grad_values.float().contiguous(), ids, counts, mem, flags, s0, u0, syn0,
-            dense_u, dense_syn, vt, params.beta.detach().float().contiguous(),
-            params.threshold.detach().float().contiguous(),
-            (params.alpha if synaptic else params.beta).detach().float().contiguous(),
-            di, gsrc, cu, csyn, recg, dthr, dbeta, dalpha,
-            T, B, N, K, int(synaptic), _reset_code(cfg.reset), sg.kind, p0, p1,
-            int(decay_grads), **opts)
+        if cfg.recurrent:
+            # one program per sample: dL/dI[t] reaches the entries listed at t-1
+            gsrc, cu, csyn = row.clone(), row.clone(), row.clone()
+            recg = torch.zeros(B, max(K, 1), dtype=torch.float32, device=dev)
+            opts = k.launch_options(k.neuron_scan_backward_kernel, RECURRENT=True,
+                                    interpreted=cpu)
+            k.neuron_scan_backward_kernel[(B,)](
+                grad_values.float().contiguous(), ids, counts, mem, flags, s0, u0, syn0,
+                dense_u, dense_syn, _transposed(params.rec_weight), beta_, thr_, alpha_,
+                di, gsrc, cu, csyn, recg, dthr, dbeta, dalpha, T, B, N, K, *model, sg.kind,
+                *surrogate_constants(sg), int(decay_grads), **opts)
+        else:
+            # the surrogate at the listed entries (O(listed), the surrogate's one Python
+            # definition), scattered; then every neuron on its own back in time
+            ids_l = ids.long().reshape(T * B, K)
+            x = mem.reshape(T * B, K) - thr_[ids_l]
+            gd = listed_only(grad_values.float() * sg.derivative(x).reshape(T, B, K), counts)
+            gu = torch.zeros(T * B, N, dtype=torch.float32, device=dev).scatter_add_(
+                1, ids_l, gd.reshape(T * B, K))
+            opts = k.launch_options(k.state_grad_ff_kernel, interpreted=cpu)
+            k.state_grad_ff_kernel[(B, _cdiv(N, opts["BLOCK_N"]))](
+                gu, flags, s0, u0, syn0, dense_u, dense_syn, beta_, alpha_, di, dthr, dbeta,
+                dalpha, T, B, N, *model, int(decay_grads), **opts)
         grad_in, grad_w = _input_grads(need[5], need[6], in_ids, in_counts, ctx.values_dtype,
                                        di, params.weight, ctx.record.paths)
         grad_v = None

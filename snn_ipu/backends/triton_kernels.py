@@ -419,6 +419,67 @@ def neuron_scan_backward_kernel(
 
 
 @Kernel
+def state_grad_ff_kernel(
+    gu_ptr, flags_ptr, s0_ptr, u0_ptr, syn0_ptr, dense_u_ptr, dense_syn_ptr, beta_ptr,
+    alpha_ptr, di_ptr, dthr_ptr, dbeta_ptr, dalpha_ptr, T, B, N, synaptic, reset, decay_grads,
+    BLOCK_N: tl.constexpr,
+):
+    """BPTT of a feed-forward spiking layer, one program per sample and block of neurons,
+    steps T-1 .. 0, the carries in registers: ``gu`` [T, B, N] holds dL/dS dS/dU at the
+    listed entries (0 elsewhere), scattered from the list; the exact membrane (and
+    synaptic) recurrence gives dL/dI [T, B, N] and the per-sample partial gradients of
+    threshold, beta and alpha ([B, N])."""
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mn = offs < N
+    p = b * N + offs
+    beta = tl.load(beta_ptr + offs, mask=mn, other=0.0)
+    alpha = tl.load(alpha_ptr + offs, mask=mn, other=0.0)
+    cu = tl.full([BLOCK_N], 0, tl.float32)
+    csyn = tl.full([BLOCK_N], 0, tl.float32)
+    dthr = tl.full([BLOCK_N], 0, tl.float32)
+    dbeta = tl.full([BLOCK_N], 0, tl.float32)
+    dalpha = tl.full([BLOCK_N], 0, tl.float32)
+    for tt in range(0, T):
+        t = T - 1 - tt
+        q = (t * B + b) * N + offs
+        gd = tl.load(gu_ptr + q, mask=mn, other=0.0)
+        du = gd + cu
+        dthr -= gd
+        if t > 0:
+            s_prev = (tl.load(flags_ptr + q - B * N, mask=mn, other=0) & 1).to(tl.float32)
+        else:
+            s_prev = tl.load(s0_ptr + p, mask=mn, other=0.0)
+        if reset == _RESET_ZERO:
+            gate = 1.0 - s_prev
+        else:
+            gate = s_prev * 0.0 + 1.0
+        di = du
+        if synaptic:
+            csyn = gate * du + alpha * csyn
+            di = csyn
+            if decay_grads:
+                if t > 0:
+                    syn_prev = tl.load(dense_syn_ptr + q - B * N, mask=mn, other=0.0)
+                else:
+                    syn_prev = tl.load(syn0_ptr + p, mask=mn, other=0.0)
+                dalpha += csyn * syn_prev
+        if decay_grads:
+            if t > 0:
+                u_prev = tl.load(dense_u_ptr + q - B * N, mask=mn, other=0.0)
+            else:
+                u_prev = tl.load(u0_ptr + p, mask=mn, other=0.0)
+            dbeta += du * gate * u_prev
+        if reset == _RESET_SUBTRACT:
+            dthr -= du * s_prev
+        cu = beta * gate * du
+        tl.store(di_ptr + q, di, mask=mn)
+    tl.store(dthr_ptr + p, dthr, mask=mn)
+    tl.store(dbeta_ptr + p, dbeta, mask=mn)
+    tl.store(dalpha_ptr + p, dalpha, mask=mn)
+
+
+@Kernel
 def readout_scan_backward_kernel(g_ptr, u_ptr, u0_ptr, beta_ptr, di_ptr, dbeta_ptr, T, B, N,
                                  BLOCK_N: tl.constexpr):
     """dL/dI[t] = g[t] + beta dL/dI[t+1], steps T-1 .. 0, and the per-sample partial
@@ -542,14 +603,18 @@ def _specialisations() -> Tuple[Specialisation, ...]:
                                       p32, "*i32", "*i32", "*i32", p32, "*u8", p32, p32, i32,
                                       i32, i32, i32, i32, i32, f32, i32, c, c]),
             {"RECURRENT": True, "BLOCK_N": SCAN_BLOCK_N}, SCAN_WARPS))
-    for recurrent, vname in [(False, "float32")] + [(True, n) for n in WEIGHT_TYPES]:
+    out.append(Specialisation(
+        "state_grad_ff", state_grad_ff_kernel,
+        _sig(state_grad_ff_kernel, ["*fp32", "*u8"] + [p32] * 11 + [i32] * 6 + [c]),
+        {"BLOCK_N": BLOCK_N}))
+    for vname in WEIGHT_TYPES:
         out.append(Specialisation(
-            "neuron_scan_backward" + (f"[recurrent, {vname}]" if recurrent else "[feed-forward]"),
+            f"neuron_scan_backward[recurrent, {vname}]",
             neuron_scan_backward_kernel,
             _sig(neuron_scan_backward_kernel,
                  [p32, "*i32", "*i32", p32, "*u8", p32, p32, p32, p32, p32,
                   "*" + WEIGHT_TYPES[vname]] + [p32] * 11 + [i32] * 7 + [f32, f32, i32, c, c, c]),
-            {"RECURRENT": recurrent, "BLOCK_N": SCAN_BLOCK_N, "BLOCK_K": BLOCK_K},
+            {"RECURRENT": True, "BLOCK_N": SCAN_BLOCK_N, "BLOCK_K": BLOCK_K},
             SCAN_WARPS))
     out.append(Specialisation(
         "readout_scan", readout_scan_kernel,
