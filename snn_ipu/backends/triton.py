@@ -3,9 +3,10 @@ NVIDIA GPUs (:mod:`.triton_kernels`; docs/gpu.md).
 
 One autograd Function per layer kind over the kernels, as the emulator has over its
 executor: the forward pass adds weight rows for the listed input spikes of all T * B
-rows at once, then runs the neuron scan over time (one program per sample, the step's
-list made inside it); the backward pass runs BPTT over the listed entries, then the
-weight gradient as outer products of the lists and the input gradient at the listed
+rows at once, runs the neuron update over time (neuron-parallel for a feed-forward
+layer, then every row's list at once; one program per sample for a recurrent layer, the
+step's list made inside it); the backward pass runs BPTT from the listed entries, then
+the weight gradient as outer products of the lists and the input gradient at the listed
 inputs alone. No Python loop runs over timesteps.
 
 CUDA tensors run the compiled kernels. CPU tensors run the same kernels through
@@ -192,13 +193,11 @@ def _outer(ids: torch.Tensor, counts: torch.Tensor, di: torch.Tensor, n_in: int)
 
 
 def _scan_capacity(cfg: LayerConfig) -> int:
-    """The list capacity the scan writes: the layer's where what it keeps is all that
-    matters (``drop``; ``error`` on a feed-forward layer, whose counts show the
-    overflow), else room for every neuron, cut down to fit after the scan."""
-    cap = cfg.capacity
-    if cap is not None and (cfg.overflow == "drop"
-                            or (cfg.overflow == "error" and not cfg.recurrent)):
-        return cap
+    """The capacity of the lists a recurrent layer's scan writes while it runs: the
+    layer's under ``drop`` (what the list keeps is what is fed back), else room for every
+    neuron (the recurrent input is every spike), cut to the final capacity after."""
+    if cfg.capacity is not None and cfg.overflow == "drop":
+        return cfg.capacity
     return cfg.out_features
 
 
@@ -219,7 +218,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             initial.synaptic.float().clone()
         s = zeros.clone() if initial is None else initial.spikes.float().clone()
         u0, syn0, s0 = u.clone(), syn.clone(), s.clone()
-        vt = _transposed(rec_weight) if cfg.recurrent else cur
+        vt = _transposed(rec_weight) if cfg.recurrent else None
         r_init = None
         if cfg.recurrent and initial is not None:
             # step -1's list: the state's spikes, the lowest-numbered ones under "drop"

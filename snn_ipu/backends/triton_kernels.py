@@ -1,9 +1,10 @@
 """The Triton kernels of the ``triton`` backend, and the one list of their specialisations.
 
-Written for a GPU (docs/gpu.md says why each is shaped as it is); Triton's interpreter
-(``TRITON_INTERPRET=1``, set before ``triton`` is imported) runs the same source on CPU
-tensors for the tests, and :data:`SPECIALISATIONS` lists every compiled variant the
-backend launches, which the tests compile ahead of time for sm_80 and sm_90.
+Written for a GPU (docs/gpu.md says why each is shaped as it is). Each is a
+:class:`Kernel`: compiled by Triton's JIT for CUDA tensors, run by Triton's interpreter
+for CPU tensors (the tests), from the same source. :data:`SPECIALISATIONS` lists every
+compiled variant the backend launches, which the tests compile ahead of time for sm_80
+and sm_90.
 
 Lists are the :class:`~snn_ipu.SparseSpikes` format: ``ids [R, K]`` int32 and
 ``counts [R, 2]`` int32 over the rows ``R = T * B`` (time-major), the first
