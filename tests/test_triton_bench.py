@@ -44,3 +44,22 @@ def test_table_and_plot_of_a_result(tmp_path):
     text = gpu.table(result)
     assert "5.00x" in text and "error" in text and "400" in text
     assert gpu.plot(result, tmp_path / "p.png") is None and (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("name", ["triton_exact", "spikingjelly", "torch_loop", "snntorch"])
+def test_networks_build_on_a_device_and_step(monkeypatch, name):
+    """The GPU benchmark's networks, built and moved as on a GPU (here to the CPU; the
+    triton ones through the interpreter), take a training step on the same problem."""
+    if name == "spikingjelly":
+        pytest.importorskip("spikingjelly")
+    if name == "snntorch":
+        pytest.importorskip("snntorch")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from snn_ipu.bench.workload import make_problem
+
+    problem = make_problem(dict(sizes=(12, 9, 9, 3), T=2, B=2), 0.3, 0)
+    net = gpu._build(problem, name, torch.device("cpu"), 1e-3, "default")
+    before = [p.detach().clone() for p in net.params]
+    loss = net.step()
+    assert loss == loss and len(net.activity()) == 3
+    assert any(not torch.equal(a, p) for a, p in zip(before, net.params))
