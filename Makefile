@@ -7,7 +7,7 @@ TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.deps-ok
 EDITABLE := $(VENV)/.editable-ok
 
-.PHONY: setup build train test bench lint clean
+.PHONY: setup build train test bench bench-gpu lint clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml Makefile
 	# spikingjelly 2.0 needs Python 3.11+; without it its benchmark peer and tests skip.
 	if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 	  $(BIN)/pip install -q --no-deps spikingjelly==2.0.0 loguru==0.7.3; fi
+	# Triton (the GPU backend's kernels): its interpreter runs them on the CPU in the tests,
+	# and its ptxas compiles them for sm_80 / sm_90; it has no dependencies (no torch).
+	$(BIN)/pip install -q --no-deps triton==3.9.0
 	touch $@
 
 setup: $(STAMP)
@@ -47,6 +50,11 @@ test: build
 # Writes over the committed results in benchmarks/results/ (~20-25 min on an idle 2-core machine).
 bench: build
 	$(BIN)/python benchmarks/bench_training.py
+
+# The triton backend against the dense GPU peers (needs an NVIDIA GPU and a CUDA build of
+# torch in the venv: install one over the CPU wheel, e.g. from download.pytorch.org/whl/cu128).
+bench-gpu: build
+	$(BIN)/python -m snn_ipu bench --device cuda --out bench_results_gpu
 
 lint: $(STAMP)
 	$(BIN)/ruff check snn_ipu tests benchmarks examples

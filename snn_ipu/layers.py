@@ -63,7 +63,7 @@ from .spikes import SparseSpikes, capacity_or_none
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
 
-BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph")
+BACKENDS = ("auto", "reference", "emulator", "ipu", "ipu_graph", "triton")
 PLAN_TARGETS = ("host", "ipu2")
 
 
@@ -161,8 +161,9 @@ class _Layer(nn.Module):
         self.in_features = positive_size("in_features", in_features)
         self.out_features = positive_size("out_features", out_features)
         self.backend = backend
-        if dtype not in (torch.float32, torch.float16):
-            raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype}")
+        if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+            raise ValueError("dtype must be torch.float32, torch.float16 or torch.bfloat16 "
+                             f"(backend='triton' or 'reference'), got {dtype}")
         self.plan_target = plan_target
         if name is not None and not isinstance(name, str):
             raise ArgumentTypeError(f"name must be a string or None, got {name!r}")
@@ -333,7 +334,7 @@ class _Layer(nn.Module):
     def _backend(self):
         from .backends import select
 
-        return select(self.backend)
+        return select(self.backend, self.weight.device)
 
     def _keep(self, record: CallRecord) -> None:
         """Takes over a call's record: its state, membrane and stats, and the warnings
@@ -522,8 +523,10 @@ class LIFLayer(_SpikingLayer):
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
             (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.
-        backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu"``.
-        dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32).
+        backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu"`` | ``"triton"``
+            (NVIDIA GPUs; ``auto`` picks it for CUDA weights, docs/gpu.md).
+        dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32);
+            ``torch.bfloat16`` on the ``triton`` and ``reference`` backends.
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
         name: used in error messages and reports.
         rec_bias: (recurrent layers) a separate learned bias ``rec_bias`` of the

@@ -12,8 +12,8 @@ import torch
 
 from .overflow import Overflow
 
-__all__ = ["listed_mask", "listed_only", "lists_by_nonzero", "lists_by_rank",
-           "lists_from_masks"]
+__all__ = ["capacity_and_overflow", "listed_mask", "listed_only", "lists_by_nonzero",
+           "lists_by_rank", "lists_from_masks"]
 
 
 def _ranks(rows: torch.Tensor, per_row: torch.Tensor) -> torch.Tensor:
@@ -56,20 +56,7 @@ def _lists_from_entries(
     n_spk = torch.bincount(spikes[0], minlength=G)
     needed = n_spk if only is None else n_spk + torch.bincount(only[0], minlength=G)
     max_needed = int(needed.max()) if needed.numel() else 0
-    overflow = Overflow(0, 0, None)
-    K = max(max_needed, 1) if capacity is None else int(capacity)
-    if max_needed > K:
-        if policy == "grow":
-            K = max_needed
-        else:
-            g = int(torch.nonzero(needed > K)[0, 0])
-            kept_spk = n_spk.clamp(max=K)
-            kept = needed.clamp(max=K)
-            overflow = Overflow(
-                int((n_spk - kept_spk).sum()),
-                int(((needed - n_spk) - (kept - kept_spk)).sum()),
-                (g // B, g % B, int(n_spk[g]), int(needed[g])),
-            )
+    K, overflow = capacity_and_overflow(n_spk, needed, max_needed, capacity, policy, B)
     ids = torch.zeros(G, K, dtype=torch.int32, device=n_spk.device)
 
     def place(rows, neurons, rank):
@@ -86,6 +73,31 @@ def _lists_from_entries(
         count_all = needed.clamp(max=K)
     counts = torch.stack([count_spk, count_all], -1).to(torch.int32)
     return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
+
+
+def capacity_and_overflow(
+    n_spk: torch.Tensor, needed: torch.Tensor, max_needed: int, capacity: Optional[int],
+    policy: str, batch: int,
+) -> Tuple[int, Overflow]:
+    """The capacity K of a list whose rows (t, b), flattened, need ``needed`` entries of
+    which ``n_spk`` are spikes (``max_needed`` the largest), under ``capacity`` (None:
+    fit the busiest row) and the overflow ``policy``; and what K leaves out: every row
+    keeps its first K entries, spikes first."""
+    overflow = Overflow(0, 0, None)
+    K = max(max_needed, 1) if capacity is None else int(capacity)
+    if max_needed > K:
+        if policy == "grow":
+            K = max_needed
+        else:
+            g = int(torch.nonzero(needed > K)[0, 0])
+            kept_spk = n_spk.clamp(max=K)
+            kept = needed.clamp(max=K)
+            overflow = Overflow(
+                int((n_spk - kept_spk).sum()),
+                int(((needed - n_spk) - (kept - kept_spk)).sum()),
+                (g // batch, g % batch, int(n_spk[g]), int(needed[g])),
+            )
+    return K, overflow
 
 
 def lists_by_nonzero(

@@ -3,6 +3,8 @@
 ``reference``: dense PyTorch autograd, the ground truth in tests.
 ``emulator``: the C++ host executor running the IPU codelets (default on CPU).
 ``ipu``: a PopTorch custom op, used when running on an IPU.
+``triton``: the sparse kernels for NVIDIA GPUs (``auto`` picks it for CUDA tensors when
+Triton is installed; ``reference`` otherwise).
 
 Each backend module implements :class:`~.contract.Backend`: ``spiking_layer`` and
 ``readout_layer`` take a layer's config, input spikes, parameters and initial state,
@@ -12,10 +14,14 @@ and return its output and a :class:`~.contract.CallRecord`.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from typing import Optional
+
+import torch
 
 from .contract import Backend
 
-__all__ = ["select"]
+__all__ = ["auto_backend", "select"]
 
 
 def _running_on_ipu() -> bool:
@@ -26,8 +32,20 @@ def _running_on_ipu() -> bool:
     return bool(poptorch.isRunningOnIpu())
 
 
-def select(name: str) -> Backend:
-    """The backend module for a layer's ``backend`` setting."""
+def auto_backend(device: Optional[torch.device] = None) -> str:
+    """What ``backend="auto"`` runs for a layer whose weights are on ``device``: ``ipu``
+    on an IPU, ``triton`` for CUDA tensors where Triton is installed (else the dense
+    ``reference``, which runs on any device), ``emulator`` on the CPU."""
+    if _running_on_ipu():
+        return "ipu"
+    if device is not None and torch.device(device).type == "cuda":
+        return "triton" if importlib.util.find_spec("triton") is not None else "reference"
+    return "emulator"
+
+
+def select(name: str, device: Optional[torch.device] = None) -> Backend:
+    """The backend module for a layer's ``backend`` setting (``device``: where its
+    weights are, for ``auto``)."""
     if name == "auto":
-        name = "ipu" if _running_on_ipu() else "emulator"
+        name = auto_backend(device)
     return importlib.import_module(f"{__name__}.{name}")

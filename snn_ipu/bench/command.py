@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 from .._arg_types import at_least, fraction, positive
 from .._paths import output_folder
 from .configs import BACKENDS, CONFIGS, DEFAULT_ACTIVITIES, FAMILY, QUICK_ACTIVITIES
+from .gpu import GPU_BACKENDS, check_device
 from .networks import family_status
 from .report import plot, table
 from .summary import caption, markdown_table, summary_plot
@@ -29,6 +30,12 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                     "against SpikingJelly 2.0, a plain torch loop, snnTorch and our dense "
                     "reference, on the same network, weights and inputs. See "
                     "docs/performance.md.")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (the emulator against the CPU peers), or cuda / cuda:N: the triton "
+                        "backend against the dense GPU peers (snn_ipu/bench/gpu.py)")
+    p.add_argument("--gpu-backends", nargs="+", default=None, choices=GPU_BACKENDS,
+                   help="with --device cuda: what to time (default: all, "
+                        f"{' '.join(GPU_BACKENDS)})")
     p.add_argument("--configs", nargs="+", default=["S", "L"], choices=sorted(CONFIGS))
     p.add_argument("--activities", nargs="+", type=fraction, default=None,
                    help="target fractions of neurons spiking per step, in (0, 1] "
@@ -73,7 +80,15 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
 
 def parse_args(argv: Optional[Sequence[str]] = None,
                prog: str = "snn-ipu bench") -> argparse.Namespace:
-    args = parser(prog).parse_args(argv)
+    p = parser(prog)
+    args = p.parse_args(argv)
+    if args.device != "cpu":
+        why = check_device(args.device)
+        if why is not None:
+            p.error(why)
+    elif args.gpu_backends is not None:
+        p.error("--gpu-backends needs --device cuda")
+    args.gpu_backends = list(args.gpu_backends or GPU_BACKENDS)
     if args.activities is None:
         args.activities = list(QUICK_ACTIVITIES if args.quick else DEFAULT_ACTIVITIES)
     if args.quick:
@@ -107,6 +122,10 @@ def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    if args.device != "cpu":
+        from .gpu import run
+
+        return run(args, out)
     status = {fam: family_status(fam) for fam in sorted(set(FAMILY.values()))}
     for fam, err in status.items():
         if err:

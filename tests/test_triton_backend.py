@@ -1,0 +1,375 @@
+"""The triton backend's kernels, run by Triton's interpreter on the CPU (the very
+kernels the GPU runs, with smaller tiles: INTERPRETER_TILES), against the dense
+reference: spikes, lists and overflow records identical, membranes within 1e-6 of their
+scale, gradients within 1e-4 relative (the bar of the emulator's tests,
+tests/test_emulator_vs_reference.py, over a representative subset of its configurations,
+at smaller sizes: the interpreter runs every kernel op in numpy)."""
+
+import copy
+import re
+import warnings
+
+import pytest
+import torch
+from conftest import assert_rel_close, binary, margin
+
+pytest.importorskip("triton")
+
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer  # noqa: E402
+from snn_ipu import surrogate as sg  # noqa: E402
+from snn_ipu.backends import auto_backend  # noqa: E402
+from snn_ipu.backends import triton as tbackend  # noqa: E402
+
+T, B, IN, HID, OUT = 6, 2, 20, 13, 5
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    """CPU tensors run the kernels through Triton's interpreter where TRITON_INTERPRET=1
+    (read at each call, so set per test: no other test's subprocess inherits it)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    # the list kernels on the backward's input side, whatever the list's density (the
+    # GEMM path that dense lists take has its own test)
+    monkeypatch.setattr(tbackend, "DENSE_FRACTION", 2.0)
+
+
+def build(model, reset, recurrent, window, surrogate, seed, **kw):
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference", **kw)
+    net = torch.nn.Sequential(cls(IN, HID, recurrent=recurrent, **common),
+                              cls(HID, OUT, **common))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+        if recurrent:
+            net[0].rec_weight.mul_(2.0)
+    for layer in net:
+        layer.record_membrane = True
+    return net
+
+
+def tie_free(model, reset, recurrent, window, surrogate, **kw):
+    for seed in range(30):
+        net = build(model, reset, recurrent, window, surrogate, seed, **kw)
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            net(x)
+        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
+            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
+    pytest.fail("no tie-free seed")
+
+
+def on(backend, net):
+    twin = copy.deepcopy(net)
+    for layer in twin:
+        layer.backend = backend
+    return twin
+
+
+def run(net, x, readout):
+    xg = x.clone().requires_grad_()
+    outs = [net[0](xg)]
+    outs.append(net[1](outs[0]))
+    (outs[1].to_dense() * readout).sum().backward()
+    return xg.grad, outs
+
+
+def compare(ref_net, tri_net, x, readout, path="sparse"):
+    gx_ref, ref_outs = run(ref_net, x, readout)
+    gx_tri, tri_outs = run(tri_net, x, readout)
+    for i, (r, e) in enumerate(zip(ref_outs, tri_outs)):
+        assert torch.equal(r.counts, e.counts), f"layer {i} counts"
+        assert torch.equal(r.ids, e.ids), f"layer {i} ids"
+        assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
+        assert_rel_close(tri_net[i].last_membrane, ref_net[i].last_membrane, 1e-6,
+                         f"layer {i} membrane")
+        assert tri_net[i].stats["backend"] == "triton"
+        assert tri_net[i].stats["weight_grad_path"] == path
+        for key in ("spikes", "capacity", "needed_capacity", "eligible_activity"):
+            assert tri_net[i].stats[key] == ref_net[i].stats[key], key
+    for (name, p_ref), (_, p_tri) in zip(ref_net.named_parameters(), tri_net.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(gx_tri, gx_ref, 1e-4, "input grad")
+    return ref_outs
+
+
+# Every model, reset, window kind and surrogate, recurrent or not, in 6 configurations.
+CONFIGS = [
+    ("leaky", "subtract", False, None, sg.ATan(2.0)),
+    ("leaky", "zero", True, 0.3, sg.FastSigmoid(5.0)),
+    ("leaky", "none", True, 0.0, sg.Sigmoid(4.0)),
+    ("synaptic", "subtract", True, 0.3, sg.StraightThrough()),
+    ("synaptic", "zero", True, None, sg.Triangle(0.8, 1.0)),
+    ("synaptic", "none", False, 0.3, sg.ATan(2.0)),
+]
+
+
+@pytest.mark.parametrize("model, reset, recurrent, window, surrogate", CONFIGS)
+def test_layers_match_reference(model, reset, recurrent, window, surrogate):
+    net, x, readout = tie_free(model, reset, recurrent, window, surrogate)
+    outs = compare(net, on("triton", net), x, readout)
+    if window is not None:  # the window really made the lists sparse
+        assert int(outs[0].counts[..., 1].sum()) < T * B * HID
+
+
+def test_dense_backward_paths(monkeypatch):
+    """The GEMM path of the backward's input side (dense lists) gives the reference's
+    gradients too, and the stats say it was taken."""
+    monkeypatch.setattr(tbackend, "DENSE_FRACTION", 0.0)
+    net, x, readout = tie_free("leaky", "subtract", True, 0.3, sg.ATan(2.0))
+    tri = on("triton", net)
+    compare(net, tri, x, readout, path="dense")
+    assert tri[1].stats["input_grad_path"] == "dense"
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_learned_decays_and_threshold(model):
+    # the neuron-parallel BPTT kernel (feed-forward) and the per-sample one (recurrent)
+    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, HID),
+                 recurrent=model == "synaptic")
+    if model == "synaptic":
+        extra.update(learn_alpha=True)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    for seed in range(30):
+        torch.manual_seed(seed)
+        ref = cls(IN, HID, backend="reference", grad_window=0.4, **extra)
+        with torch.no_grad():
+            ref.weight.mul_(4.0)
+        ref.record_membrane = True
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            ref(x)
+        if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
+            break
+    tri = copy.deepcopy(ref)
+    tri.backend = "triton"
+    readout = torch.randn(T, B, HID)
+    for layer in (ref, tri):
+        (layer(x).to_dense() * readout).sum().backward()
+    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
+        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+
+
+@pytest.mark.parametrize("steps", [T, 1])
+def test_readout(steps):
+    torch.manual_seed(1)
+    ref = ReadoutLayer(IN, OUT, beta=torch.linspace(0.5, 0.9, OUT), learn_beta=True,
+                       backend="reference")
+    tri = copy.deepcopy(ref)
+    tri.backend = "triton"
+    x = binary((steps, B, IN), 0.3, 1)
+    target = torch.randn(steps, B, OUT)
+    got = []
+    for layer in (ref, tri):
+        xg = x.clone().requires_grad_()
+        mem = layer(xg)
+        ((mem - target) ** 2).sum().backward()
+        got.append((mem.detach(), xg.grad))
+    torch.testing.assert_close(got[1][0], got[0][0], atol=1e-5, rtol=0)
+    assert_rel_close(got[1][1], got[0][1], 1e-4, "input grad")
+    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
+        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_weights(dtype):
+    """Half weights, float32 state: the reference with the same (rounded) weights gives
+    the same spikes, membranes and gradients; the weight gradients come back in the
+    weights' dtype, rounded once from float32."""
+    torch.manual_seed(2)
+    ref = LIFLayer(IN, HID, backend="reference", grad_window=0.5, recurrent=True, dtype=dtype)
+    with torch.no_grad():
+        ref.weight.mul_(4.0)
+        ref.rec_weight.mul_(2.0)
+    ref.record_membrane = True
+    tri = copy.deepcopy(ref)
+    tri.backend = "triton"
+    x = binary((T, B, IN), 0.25, 2)
+    readout = torch.randn(T, B, HID)
+    outs = []
+    for layer in (ref, tri):
+        out = layer(x)
+        (out.to_dense() * readout).sum().backward()
+        outs.append(out)
+    assert torch.equal(outs[0].ids, outs[1].ids) and torch.equal(outs[0].counts, outs[1].counts)
+    assert_rel_close(tri.last_membrane, ref.last_membrane, 1e-6, "membrane")
+    for name in ("weight", "rec_weight"):
+        g_tri, g_ref = getattr(tri, name).grad, getattr(ref, name).grad
+        assert g_tri.dtype == dtype
+        # one rounding of each against the other: 2 steps of the dtype's epsilon
+        assert_rel_close(g_tri.float(), g_ref.float(), 2 * torch.finfo(dtype).eps, name)
+
+
+def busy_layer(policy, max_spikes, backend, recurrent=False, **kw):
+    torch.manual_seed(4)
+    layer = LIFLayer(IN, HID, backend=backend, max_spikes=max_spikes, overflow=policy,
+                     grad_window=0.2, recurrent=recurrent, name="hidden1", **kw)
+    with torch.no_grad():
+        layer.weight.mul_(5.0)
+    return layer
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_overflow_error_names_layer_timestep_counts(recurrent):
+    x = binary((T, B, IN), 0.4, 4)
+    with pytest.raises(SpikeOverflowError) as ref_err:
+        busy_layer("error", 2, "reference", recurrent)(x)
+    with pytest.raises(SpikeOverflowError) as tri_err:
+        busy_layer("error", 2, "triton", recurrent)(x)
+    assert re.search(r"hidden1: .*max_spikes=2 .*timestep \d+, sample \d+: \d+ spikes",
+                     str(tri_err.value))
+    assert str(tri_err.value) == str(ref_err.value)
+
+
+@pytest.mark.parametrize("reset, recurrent", [("subtract", True), ("zero", False)])
+def test_overflow_drop_matches_reference(reset, recurrent):
+    """A dropped spike is not passed on (nor fed back) but still resets its neuron;
+    the same entries, counts, drop totals, warning and gradients as the reference."""
+    x = binary((T, B, IN), 0.4, 6)
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(6))
+    ref = busy_layer("drop", 3, "reference", recurrent, reset=reset, learn_threshold=True)
+    tri = copy.deepcopy(ref)
+    tri.backend = "triton"
+    outs, grads = [], []
+    for layer in (ref, tri):
+        xg = x.clone().requires_grad_()
+        with pytest.warns(RuntimeWarning, match="hidden1: .*dropped"):
+            out = layer(xg)
+        (out.to_dense() * readout).sum().backward()
+        outs.append(out)
+        grads.append(xg.grad)
+    assert torch.equal(outs[0].ids, outs[1].ids) and torch.equal(outs[0].counts, outs[1].counts)
+    assert tri.stats["spikes_dropped"] > 0
+    for key in ("spikes_dropped", "eligible_dropped", "capacity", "needed_capacity"):
+        assert tri.stats[key] == ref.stats[key], key
+    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
+        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+    assert_rel_close(grads[1], grads[0], 1e-4, "input grad")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tri(x)  # warned once per layer
+    assert tri.stats["total_spikes_dropped"] == 2 * tri.stats["spikes_dropped"]
+
+
+def test_overflow_grow_equals_large_capacity():
+    x = binary((T, B, IN), 0.4, 4)
+    grown = busy_layer("grow", 2, "triton", recurrent=True)
+    big = busy_layer("error", HID, "reference", recurrent=True)
+    a, b = grown(x), big(x)
+    assert grown.stats["grew"] and a.capacity == grown.stats["needed_capacity"]
+    assert torch.equal(a.to_dense(), b.to_dense())
+    assert torch.equal(a.ids, b.ids[..., : a.capacity])
+
+
+def test_carried_state_matches_reference():
+    """Two chunks with carry_state (the second starts from the first's state, with a
+    recurrent input from its last spikes, under drop) give the reference's lists and
+    gradients."""
+    ref = busy_layer("drop", 4, "reference", recurrent=True, reset="zero")
+    ref.carry_state = True
+    tri = copy.deepcopy(ref)
+    tri.backend = "triton"
+    x = binary((2 * T, B, IN), 0.4, 8)
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(8))
+    outs = []
+    for layer in (ref, tri):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            layer(x[:T])
+            out = layer(x[T:])
+        (out.to_dense() * readout).sum().backward()
+        outs.append(out)
+        for field in ("membrane", "spikes"):
+            assert getattr(layer.state, field).shape == (B, HID)
+    assert torch.equal(outs[0].ids, outs[1].ids) and torch.equal(outs[0].counts, outs[1].counts)
+    torch.testing.assert_close(tri.state.membrane, ref.state.membrane, atol=1e-5, rtol=0)
+    assert torch.equal(tri.state.spikes, ref.state.spikes)
+    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
+        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+
+
+def test_calls_autograd_does_not_record_list_spikes_only():
+    layer = LIFLayer(IN, HID, max_spikes=12, backend="triton", name="hidden1")
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+    x = binary((T, B, IN), 0.3, 6)
+    with pytest.raises(SpikeOverflowError, match="hidden1: .*gradient-eligible"):
+        layer(x)
+    with torch.no_grad():
+        quiet = layer(x)
+        ref = copy.deepcopy(layer)
+        ref.backend = "reference"
+        expected = ref(x)
+    assert torch.equal(quiet.counts[..., 1], quiet.counts[..., 0])
+    assert torch.equal(quiet.ids, expected.ids) and torch.equal(quiet.counts, expected.counts)
+
+
+def test_three_layers_train_like_the_emulator():
+    """A recurrent LIF -> LIF -> readout network, three Adam steps on each backend from
+    the same weights: the weights after them agree with the emulator's."""
+    torch.manual_seed(11)
+    net = torch.nn.Sequential(
+        LIFLayer(IN, HID, recurrent=True, grad_window=0.5, backend="emulator"),
+        LIFLayer(HID, HID, grad_window=0.5, backend="emulator"),
+        ReadoutLayer(HID, OUT, backend="emulator"))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+    x = binary((T, B, IN), 0.3, 11)
+    labels = torch.randint(0, OUT, (B,), generator=torch.Generator().manual_seed(11))
+    initial = copy.deepcopy(net)
+    nets = {"emulator": net, "triton": on("triton", net)}
+    for name, model in nets.items():
+        opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x).sum(0), labels)
+            loss.backward()
+            opt.step()
+        assert model[0].stats["backend"] == name
+    moved = 0.0
+    for (pname, p_emu), (_, p_tri), p0 in zip(nets["emulator"].named_parameters(),
+                                              nets["triton"].named_parameters(),
+                                              initial.parameters()):
+        torch.testing.assert_close(p_tri, p_emu, atol=1e-5, rtol=1e-5, msg=pname)
+        moved = max(moved, float((p_emu.detach() - p0.detach()).abs().max()))
+    assert moved > 1e-3  # the steps changed the weights
+
+
+def test_corrupted_ids_raise_not_crash():
+    layer = LIFLayer(IN, HID, backend="triton")
+    s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
+    assert int(s.counts[3, 1, 0]) > 0
+    for bad in (10**6, -5, IN):
+        ids = s.ids.clone()
+        ids[3, 1, 0] = bad
+        with pytest.raises(ValueError, match=re.escape(
+                f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {IN})")):
+            layer(SparseSpikes(ids, s.counts, IN, s.values, validate=False))
+    counts = s.counts.clone()
+    counts[0, 0, 1] = s.capacity + 7
+    with pytest.raises(ValueError, match="exceed capacity"):
+        layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
+
+
+def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET")
+    layer = LIFLayer(IN, HID, backend="triton", name="hidden1")
+    with pytest.raises(ValueError, match="hidden1: the triton backend runs on CUDA tensors.*"
+                                         "TRITON_INTERPRET=1"):
+        layer(binary((T, B, IN), 0.3, 0))
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        layer.double()(binary((T, B, IN), 0.3, 0).double())
+
+
+def test_auto_picks_triton_for_cuda_tensors(monkeypatch):
+    assert auto_backend(torch.device("cpu")) == "emulator"
+    assert auto_backend(torch.device("cuda", 0)) == "triton"
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "triton" else real(name, *a))
+    assert auto_backend(torch.device("cuda")) == "reference"
