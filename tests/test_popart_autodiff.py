@@ -97,7 +97,8 @@ def traced(monkeypatch, net, loss_fn, predict=predict_class) -> Graph:
 def test_every_parameter_gets_a_gradient(monkeypatch, setup):
     layers, loss_fn = SETUPS[setup]
     graph = traced(monkeypatch, torch.nn.Sequential(*layers()), loss_fn)
-    assert untrained_parameters(graph) == [], setup
+    untrained = untrained_parameters(graph)
+    assert untrained == [], f"{setup}: PopART would not train {untrained}"
     assert len(graph.params) >= 4
 
 
@@ -129,7 +130,8 @@ def test_the_rules_see_an_index_path(monkeypatch):
         return F.cross_entropy(dense.sum(0), y)
 
     graph = traced(monkeypatch, torch.nn.Sequential(hidden(), spiking_output()), by_hand)
-    assert sorted(untrained_parameters(graph)) == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    assert sorted(untrained_parameters(graph)) == ["net.0.bias", "net.0.weight", "net.1.bias",
+                                                 "net.1.weight"]
 
 
 def test_the_rules_on_small_graphs():

@@ -63,8 +63,8 @@ def test_the_example_trains_and_checkpoints(monkeypatch, tmp_path, capsys):
     assert [c["name"] for c in traced] == ["SnnSpikingLayer", "SnnSpikingLayer",
                                            "SnnReadoutLayer"] * 2  # train, eval
     # the input goes in as lists as wide as the data's busiest step, not as 100 inputs
-    busiest = int(max((s[:, 0] != 0).sum(-1).max() for s in (ns["dense_train"].spikes,
-                                                              ns["dense_test"].spikes)))
+    busiest = int(max((d.spikes != 0).sum(-1).max() for d in (ns["dense_train"],
+                                                              ns["dense_test"])))
     assert traced[0]["inputs"][0].shape[-1] == ns["train_set"].capacity == busiest < 100
     # compiled ahead of time, both models, with the executable cache and async loaders
     assert ns["training_model"].isCompiled() and ns["inference_model"].isCompiled()

@@ -119,7 +119,8 @@ class SpikeLists(torch.utils.data.Dataset):
                              f"the capacity K={self.capacity}")
         T = spikes.num_steps
         ids = torch.zeros(T, self.capacity, dtype=torch.int32)
-        ids[:, :spikes.capacity] = spikes.ids[:, 0, :self.capacity]
+        width = min(spikes.capacity, self.capacity)
+        ids[:, :width] = spikes.ids[:, 0, :width]
         return ids, spikes.counts[:, 0].contiguous(), label[0]
 
 
