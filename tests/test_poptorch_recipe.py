@@ -265,7 +265,7 @@ def test_cli_feeds_shd_as_lists_of_the_data_width(monkeypatch, tmp_path, capsys)
     import numpy as np
     from shd_files import write_heidelberg
 
-    labels = [c for c in range(20) for _ in range(1)]
+    labels = list(range(0, 20, 3))  # 7 samples: one step of 4 (a fixed batch), 3 left
     write_heidelberg(tmp_path / "shd_train.h5", labels, seed=0)
     write_heidelberg(tmp_path / "shd_test.h5", labels[:4], seed=1)
     busiest = 0  # distinct channels in any 14 ms bin, from the files themselves
