@@ -230,7 +230,8 @@ class SparseSpikes:
         from ops of static shape instead: ``max_spikes=None`` then means N entries
         (every neuron fits), a smaller capacity needs ``overflow="drop"``,
         ``dropped`` is a tensor, and ``x`` cannot be checked to be binary (any
-        nonzero is listed as a spike with its value): check inputs on the host.
+        nonzero is listed as a spike, which the ipu backend's op takes as a spike of 1;
+        its value only carries the gradient): check inputs on the host.
         """
         check_overflow_policy(overflow)
         if not isinstance(x, torch.Tensor):
