@@ -12,7 +12,7 @@ import pytest
 import torch
 from poptorch_standin import ROOT, install
 
-from snn_ipu import LIFLayer, ReadoutLayer, ipu_overflow
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, ipu_overflow
 from snn_ipu.cli import main as cli_main
 from snn_ipu.data import make_randman, split
 from snn_ipu.losses import ce_membrane_loss
@@ -278,6 +278,15 @@ def test_cli_feeds_shd_as_lists_of_the_data_width(monkeypatch, tmp_path, capsys)
                 per_bin = np.bincount([b for b, _ in pairs], minlength=100)
                 busiest = max(busiest, int(per_bin.max()))
     poptorch = install(monkeypatch)
+    dense_inputs = []  # the input is never made dense on the host (SHD train: 2.1 GiB)
+    to_dense = SparseSpikes.to_dense
+
+    def watched(self):
+        if self.num_neurons == 700:
+            dense_inputs.append(self.dense_shape)
+        return to_dense(self)
+
+    monkeypatch.setattr(SparseSpikes, "to_dense", watched)
     assert cli_main(["train", "--data", "shd", "--data-dir", str(tmp_path), "--backend", "ipu",
                      "--hidden", "256", "256", "--steps", "100", "--epochs", "1",
                      "--batch-size", "4", "--progress", "off"]) == 0
@@ -287,3 +296,4 @@ def test_cli_feeds_shd_as_lists_of_the_data_width(monkeypatch, tmp_path, capsys)
     T, B, K = first["inputs"][0].shape
     assert (T, B) == (100, 4) and K <= 2 * busiest < 700
     assert f"input lists: capacity {K} of 700" in capsys.readouterr().out
+    assert dense_inputs == []
