@@ -268,8 +268,10 @@ def train(
             torch.save({"epoch": epoch, "model": net.state_dict(),
                         "optimizer": optimizer.state_dict()}, checkpoint)
         training_model.detachFromDevice()  # free the IPU(s) for the inference model
-        test_acc = evaluate(inference_model, test_loader, net) if len(test_set) else math.nan
-        inference_model.detachFromDevice()
+        test_acc = math.nan
+        if len(test_set):
+            test_acc = evaluate(inference_model, test_loader, net)
+            inference_model.detachFromDevice()  # (PopTorch refuses to detach twice)
         metrics = {"loss": sum(losses) / len(losses), "train_acc": correct / max(seen, 1),
                    "test_acc": test_acc}
         log(f"epoch {epoch:3d}  loss {metrics['loss']:.4f}  train acc {metrics['train_acc']:.3f}"

@@ -456,7 +456,7 @@ class Executor:
         self._device_optimizer = None
         self._micro_shapes = None
         self._host_version_seen = -1
-        self._attached = True
+        self._attached = False  # compiling attaches (PopTorch 3.4's _poplar_executor.py)
         if training:
             poptorch._wrapped.add(id(model))
 
@@ -514,6 +514,7 @@ class Executor:
                         "poptorch.identity_loss (or a torch loss)")
         del out
         self._device_model = copy.deepcopy(model)
+        self._attached = True
         self.copyWeightsToDevice()
         if self._training:
             self._device_optimizer = self._make_device_optimizer()
@@ -561,6 +562,10 @@ class Executor:
         self._host_version_seen = version
 
     def detachFromDevice(self) -> None:  # noqa: N802
+        if not self.isCompiled():
+            raise Error("Model has not been compiled or has been destroyed.")
+        if not self._attached:
+            raise Error("Device is not attached")
         self._attached = False
 
     def destroy(self) -> None:
