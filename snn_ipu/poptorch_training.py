@@ -7,10 +7,14 @@ the one module PopTorch compiles; :func:`train` runs PopTorch's loop around it::
         .deviceIterations(n)                # n steps per host call
         .replicationFactor(r)               # data parallel over r IPUs
         .Training.gradientAccumulation(a)   # a micro-batches per weight update
-    poptorch.DataLoader(options, dataset, batch_size)   # combined batches of n*r*a
-    poptorch.trainingModel(WithLoss(net, ...), options, poptorch.optim.Adam(...))
-    poptorch.inferenceModel(WithLoss(net, ...), eval_options)     # evaluation
+        .enableExecutableCaching(path)      # compile once
+    poptorch.DataLoader(options, SpikeLists(...), batch_size,     # combined batches of
+                        mode=poptorch.DataLoaderMode.Async)       # n*r*a input lists
+    poptorch.trainingModel(WithLoss(net, ..., num_inputs), options, poptorch.optim.Adam(...))
+    poptorch.inferenceModel(WithLoss(net, ...), eval_options)     # on Padded(test set)
+    training_model.compile(...)                                   # ahead of time
     training_model.copyWeightsToHost(); torch.save(...)           # checkpoints
+    optimizer.load_state_dict(...)                                # resume
 
 Replication copies the whole program, custom ops included, to every replica: each
 replica runs its own micro-batches through its own copy of every layer's op and
