@@ -120,6 +120,26 @@ def test_regularisers_on_a_hidden_list(monkeypatch, readout, regulariser):
     assert untrained_parameters(graph) == []
 
 
+@pytest.mark.parametrize("readout", ["membrane", "spikes"])
+def test_the_recipes_list_input(monkeypatch, readout):
+    """The recipe's input: the DataLoader's ids/counts, made a list in the model
+    (WithLoss(num_inputs=...)); they are data, and need no gradient."""
+    from snn_ipu import SparseSpikes
+
+    poptorch = install(monkeypatch)
+    last = (ReadoutLayer(HIDDEN, CLASSES, backend="ipu") if readout == "membrane"
+            else spiking_output())
+    loss_fn = (lambda out, y: losses.ce_membrane_loss(out, y, "max")) if readout == "membrane" \
+        else losses.ce_count_loss
+    model = WithLoss(torch.nn.Sequential(hidden(), last), loss_fn, num_inputs=IN)
+    listed = SparseSpikes.from_dense((torch.rand(T, B, IN) < 0.3).float())
+    graph = trace(poptorch, model, listed.ids.transpose(0, 1), listed.counts.transpose(0, 1),
+                  torch.randint(0, CLASSES, (B,)), signatures=SIGNATURES)
+    assert untrained_parameters(graph) == []
+    first = [n for n in graph.nodes if n.name == "SnnSpikingLayer"][0]
+    assert graph.dtypes[first.inputs[0]] == torch.int32
+
+
 def test_the_rules_see_an_index_path(monkeypatch):
     """The check can fail: a loss that reaches the last spiking op only through its
     integer ids (a scatter of the list's values, as to_dense() did before the ipu
