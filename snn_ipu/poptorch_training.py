@@ -7,10 +7,14 @@ the one module PopTorch compiles; :func:`train` runs PopTorch's loop around it::
         .deviceIterations(n)                # n steps per host call
         .replicationFactor(r)               # data parallel over r IPUs
         .Training.gradientAccumulation(a)   # a micro-batches per weight update
-    poptorch.DataLoader(options, dataset, batch_size)   # combined batches of n*r*a
-    poptorch.trainingModel(WithLoss(net, ...), options, poptorch.optim.Adam(...))
-    poptorch.inferenceModel(WithLoss(net, ...), eval_options)     # evaluation
+        .enableExecutableCaching(path)      # compile once
+    poptorch.DataLoader(options, SpikeLists(...), batch_size,     # combined batches of
+                        mode=poptorch.DataLoaderMode.Async)       # n*r*a input lists
+    poptorch.trainingModel(WithLoss(net, ..., num_inputs), options, poptorch.optim.Adam(...))
+    poptorch.inferenceModel(WithLoss(net, ...), eval_options)     # on Padded(test set)
+    training_model.compile(...)                                   # ahead of time
     training_model.copyWeightsToHost(); torch.save(...)           # checkpoints
+    optimizer.load_state_dict(...)                                # resume
 
 Replication copies the whole program, custom ops included, to every replica: each
 replica runs its own micro-batches through its own copy of every layer's op and
@@ -57,6 +61,11 @@ class PopTorchConfig:
     replication_factor: int = 1
     gradient_accumulation: int = 1
     seed: int = 0
+    # PopTorch's executable cache: a second run of the same program loads it from
+    # here instead of compiling (Options.enableExecutableCaching); None: no cache.
+    executable_cache: Optional[str] = None
+    # Batches prepared by a worker thread while the IPU runs (DataLoaderMode.Async).
+    async_loader: bool = True
 
     def __post_init__(self) -> None:
         for name in ("device_iterations", "replication_factor", "gradient_accumulation"):
@@ -79,6 +88,8 @@ class PopTorchConfig:
         opts.replicationFactor(self.replication_factor)
         # Every micro-batch's (and replica's) outputs: the overflow counts of each.
         opts.outputMode(poptorch.OutputMode.All)
+        if self.executable_cache is not None:
+            opts.enableExecutableCaching(self.executable_cache)
         if training:
             opts.Training.gradientAccumulation(self.gradient_accumulation)
         return opts
@@ -86,6 +97,14 @@ class PopTorchConfig:
     @property
     def micro_batches(self) -> int:
         return self.device_iterations * self.replication_factor * self.gradient_accumulation
+
+    def loader(self, poptorch, options, dataset, batch_size: int, shuffle: bool):
+        """A ``poptorch.DataLoader`` of whole combined batches, asynchronous unless
+        ``async_loader`` is off."""
+        mode = poptorch.DataLoaderMode.Async if self.async_loader else \
+            poptorch.DataLoaderMode.Sync
+        return poptorch.DataLoader(options, dataset, batch_size=batch_size, shuffle=shuffle,
+                                   drop_last=True, mode=mode)
 
 
 def predict_class(out: Union[torch.Tensor, SparseSpikes]) -> torch.Tensor:
@@ -99,40 +118,81 @@ def predict_class(out: Union[torch.Tensor, SparseSpikes]) -> torch.Tensor:
 class WithLoss(nn.Module):
     """``net`` with its loss and overflow counts, as PopTorch compiles it.
 
-    Takes sample-major inputs (what a DataLoader stacks: ``[B, T, in]``) and
-    returns ``(predictions [B], loss, overflow counts)``, or without labels (the
-    inference model) ``(predictions, overflow counts)``.
+    Takes sample-major inputs (what a DataLoader stacks): dense spikes ``[B, T, in]``,
+    or with ``num_inputs`` (the first layer's ``in_features``) the spike lists of
+    :class:`snn_ipu.data.SpikeLists`, ``ids [B, T, K]`` and ``counts [B, T, 2]``, so
+    that the first layer's list holds K entries, not ``num_inputs``. Returns
+    ``(predictions [B], loss, overflow counts)``, or without labels (the inference
+    model) ``(predictions, overflow counts)``.
     """
 
     def __init__(self, net: nn.Module,
                  loss_fn: Callable[[Union[torch.Tensor, SparseSpikes], torch.Tensor],
                                    torch.Tensor],
                  predict: Callable[[Union[torch.Tensor, SparseSpikes]], torch.Tensor]
-                 = predict_class) -> None:
+                 = predict_class, num_inputs: Optional[int] = None) -> None:
         super().__init__()
         self.net = net
         self.loss_fn = loss_fn
         self.predict = predict
+        self.num_inputs = num_inputs
 
-    def forward(self, x: torch.Tensor, labels: Optional[torch.Tensor] = None):
+    def forward(self, *inputs: torch.Tensor):
+        if self.num_inputs is None:
+            x, labels = inputs[0].transpose(0, 1), inputs[1:]  # the layers are time-major
+        else:
+            ids, counts, labels = inputs[0], inputs[1], inputs[2:]
+            x = SparseSpikes(ids.transpose(0, 1), counts.transpose(0, 1), self.num_inputs)
         with ipu_overflow.OverflowCounts(self.net) as overflow:
-            out = self.net(x.transpose(0, 1))  # the layers take time-major [T, B, in]
+            out = self.net(x)
         predictions = self.predict(out).to(torch.int32)
-        if labels is None:
+        if not labels:
             return predictions, overflow.counts
-        loss = self.loss_fn(out, labels)
+        loss = self.loss_fn(out, labels[0])
         return predictions, _poptorch().identity_loss(loss, reduction="none"), overflow.counts
 
 
+class Padded(torch.utils.data.Dataset):
+    """``dataset`` (items ``(tensor, ..., label)``) with items of zeros labelled -1
+    appended up to a multiple of ``multiple`` samples: a compiled model takes whole
+    combined batches, and dropping the remainder would score fewer samples than the
+    set has. :func:`evaluate` skips the padding."""
+
+    def __init__(self, dataset, multiple: int) -> None:
+        self.dataset = dataset
+        self.padding = -len(dataset) % multiple
+
+    def __len__(self) -> int:
+        return len(self.dataset) + self.padding
+
+    def __getitem__(self, i: int):
+        if i < len(self.dataset):
+            return self.dataset[i]
+        *tensors, label = self.dataset[0]
+        return (*(torch.zeros_like(t) for t in tensors),
+                torch.full_like(torch.as_tensor(label), -1))
+
+
 def evaluate(inference_model, loader, net: nn.Module) -> float:
-    """Accuracy of an inference model of :class:`WithLoss` over a PopTorch DataLoader."""
+    """Accuracy of an inference model of :class:`WithLoss` over a PopTorch DataLoader;
+    samples labelled -1 (the padding of :class:`Padded`) are not counted."""
     correct = total = 0
-    for x, y in loader:
-        predictions, counts = inference_model(x)
+    layers = len(ipu_overflow.spiking_layers(net))
+    for *inputs, y in loader:
+        predictions, counts = inference_model(*inputs)
+        real = y.reshape(-1) >= 0
+        if layers and counts.numel():
+            # the overflow rows of micro-batches of padding alone say nothing of the data
+            rows = counts.reshape(-1, layers, counts.shape[-1])
+            counts = rows[real.reshape(rows.shape[0], -1).any(1)]
         ipu_overflow.record(net, counts)
-        correct += int((predictions.reshape(-1).long() == y.reshape(-1)).sum())
-        total += y.numel()
+        correct += int((predictions.reshape(-1).long() == y.reshape(-1))[real].sum())
+        total += int(real.sum())
     return correct / max(total, 1)
+
+
+def _first_batch(dataset, size: int):
+    return torch.utils.data.default_collate([dataset[i] for i in range(size)])
 
 
 def train(
@@ -147,37 +207,64 @@ def train(
     config: PopTorchConfig = PopTorchConfig(),
     predict: Callable = predict_class,
     checkpoint: Optional[Union[str, Path]] = None,
+    resume: Optional[Union[str, Path]] = None,
+    num_inputs: Optional[int] = None,
     log: Callable[[str], None] = print,
 ) -> Dict[str, float]:
     """Trains ``net`` (its layers with ``backend="auto"`` or ``"ipu"``) with PopTorch:
-    ``epochs`` passes over ``train_set`` (samples ``(spikes [T, in], label)``), Adam
-    at ``lr``, evaluated on ``test_set`` by an inference model after every epoch,
-    the host weights saved to ``checkpoint`` (with the optimizer's state) after every
-    epoch. ``batch_size`` is the micro-batch of one replica and step. Returns the last
-    epoch's metrics."""
+    ``epochs`` passes over ``train_set``, Adam at ``lr``, evaluated on all of
+    ``test_set`` (padded to whole batches, the padding not counted) by an inference
+    model after every epoch, the host weights and the optimizer's state saved to
+    ``checkpoint`` after every epoch; ``resume``: a checkpoint to start from (weights,
+    optimizer state and epoch). Samples are ``(spikes [T, in], label)``, or with
+    ``num_inputs`` spike lists ``(ids [T, K], counts [T, 2], label)``
+    (:class:`snn_ipu.data.SpikeLists`). ``batch_size`` is the micro-batch of one
+    replica and step. Both models are compiled before the first epoch. Returns the
+    last epoch's metrics."""
     poptorch = _poptorch()
-    model = WithLoss(net, loss_fn, predict)
+    model = WithLoss(net, loss_fn, predict, num_inputs)
     train_opts = config.options(poptorch, training=True)
     eval_opts = config.options(poptorch, training=False)
-    # drop_last: a compiled model takes whole combined batches only.
-    train_loader = poptorch.DataLoader(train_opts, train_set, batch_size=batch_size,
-                                       shuffle=True, drop_last=True)
-    test_loader = poptorch.DataLoader(eval_opts, test_set, batch_size=batch_size,
-                                      drop_last=True)
+    # A compiled model takes whole combined batches: the training set drops its
+    # remainder (reshuffled every epoch), the test set is padded.
+    train_loader = config.loader(poptorch, train_opts, train_set, batch_size, shuffle=True)
+    eval_batch = batch_size * config.device_iterations * config.replication_factor
+    test_loader = config.loader(poptorch, eval_opts, Padded(test_set, eval_batch), batch_size,
+                                shuffle=False)
     if len(train_loader) == 0:
         raise ValueError(
             f"{len(train_set)} training samples make no combined batch of batch_size x "
             f"deviceIterations x replicationFactor x gradientAccumulation = "
             f"{batch_size * config.micro_batches}")
     optimizer = poptorch.optim.Adam(model.parameters(), lr=lr)
+    first_epoch = 1
+    if resume is not None:
+        # Before the models are made: PopTorch uploads the host weights and a loaded
+        # optimizer state when it compiles.
+        state = torch.load(resume)
+        net.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        first_epoch = state["epoch"] + 1
     training_model = poptorch.trainingModel(model, options=train_opts, optimizer=optimizer)
     inference_model = poptorch.inferenceModel(model, options=eval_opts)
+    # Ahead of time, on one batch's shapes: compilation errors (and the time it takes)
+    # come before the first epoch, not after it.
+    # (The example batch comes from the dataset: an asynchronous loader's worker is
+    # not to be started for one batch.)
+    start = time.perf_counter()
+    *example, y = _first_batch(train_set, train_loader.combinedBatchSize)
+    training_model.compile(*example, y)
+    training_model.detachFromDevice()
+    *example, _ = _first_batch(train_set, test_loader.combinedBatchSize)
+    inference_model.compile(*example)
+    inference_model.detachFromDevice()
+    log(f"compiled the training and inference models ({time.perf_counter() - start:.1f}s)")
     metrics: Dict[str, float] = {}
     start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
+    for epoch in range(first_epoch, epochs + 1):
         losses, correct, seen = [], 0, 0
-        for x, y in train_loader:
-            predictions, loss, counts = training_model(x, y)
+        for *inputs, y in train_loader:
+            predictions, loss, counts = training_model(*inputs, y)
             ipu_overflow.record(net, counts)  # raises for overflow="error" layers
             losses.append(float(loss.float().mean()))
             correct += int((predictions.reshape(-1).long() == y.reshape(-1)).sum())
@@ -189,8 +276,10 @@ def train(
             save_checkpoint(checkpoint, {"epoch": epoch, "model": net.state_dict(),
                                          "optimizer": optimizer.state_dict()})
         training_model.detachFromDevice()  # free the IPU(s) for the inference model
-        test_acc = evaluate(inference_model, test_loader, net) if len(test_loader) else math.nan
-        inference_model.detachFromDevice()
+        test_acc = math.nan
+        if len(test_set):
+            test_acc = evaluate(inference_model, test_loader, net)
+            inference_model.detachFromDevice()  # (PopTorch refuses to detach twice)
         metrics = {"loss": sum(losses) / len(losses), "train_acc": correct / max(seen, 1),
                    "test_acc": test_acc}
         log(f"epoch {epoch:3d}  loss {metrics['loss']:.4f}  train acc {metrics['train_acc']:.3f}"
@@ -228,26 +317,17 @@ def size_lists(net: nn.Module, x: torch.Tensor, headroom: float = 2.0) -> Dict[s
     return sizes
 
 
-def _dense_dataset(task, dataset, chunk: int = 256) -> torch.utils.data.TensorDataset:
-    """A task's dataset as sample-major dense spikes ``[N, T, in]`` and labels: what
-    PopTorch's DataLoader stacks for a compiled model, whose input shape is fixed."""
-    xs, ys = [], []
-    for start in range(0, len(dataset), chunk):
-        spikes, labels = task.collate([dataset[i] for i in
-                                       range(start, min(start + chunk, len(dataset)))])
-        xs.append(spikes.to_dense().transpose(0, 1).contiguous())
-        ys.append(labels)
-    return torch.utils.data.TensorDataset(torch.cat(xs), torch.cat(ys))
-
-
 def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
                  log: Callable[[str], None] = print) -> Dict[str, float]:
     """``snn-ipu train --backend ipu``: the command line's network
     (:func:`snn_ipu.training.build_model`) on its task's data, through :func:`train`
-    (the IPUModel where there is no IPU). The lists' capacities come from an emulator
-    pass (twice what it needed, then ``overflow="drop"``) where ``--max-spikes`` does
-    not set them."""
+    (the IPUModel where there is no IPU). The input goes in as spike lists
+    (:class:`snn_ipu.data.SpikeLists`, listed one sample at a time by the task's own
+    collate, never a dense dataset), of the capacity the data's busiest step needs.
+    The layers' capacities come from an emulator pass (twice what it needed, then
+    ``overflow="drop"``) where ``--max-spikes`` does not set them."""
     from . import losses
+    from .data.collate import SpikeLists
     from .training import build_model
 
     _poptorch()  # without PopTorch, say so before anything else
@@ -257,8 +337,13 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
             return losses.ce_membrane_loss(out, labels, config.time_reduction)
     else:
         loss_fn = losses.ce_count_loss
-    train_set, test_set = _dense_dataset(task, task.train), _dense_dataset(task, task.test)
-    x = train_set.tensors[0][: config.batch_size].transpose(0, 1)
+    train_set = SpikeLists(task.train, task.collate, datasets=(task.test,))
+    test_set = SpikeLists(task.test, task.collate, capacity=train_set.capacity)
+    log(f"input lists: capacity {train_set.capacity} of {task.num_inputs} inputs (the "
+        "busiest step of the data)")
+    first = [train_set[i] for i in range(min(config.batch_size, len(train_set)))]
+    x = SparseSpikes(torch.stack([f[0] for f in first], 1), torch.stack([f[1] for f in first], 1),
+                     task.num_inputs)
     sizes = size_lists(net, x)
     for layer in ipu_overflow.spiking_layers(net):
         if layer.name in sizes:
@@ -273,4 +358,4 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
         f"{config.batch_size} (on the IPUModel where there is no IPU)")
     return train(net, train_set, test_set, loss_fn, epochs=config.epochs,
                  batch_size=config.batch_size, lr=config.lr, config=pconfig,
-                 checkpoint=checkpoint, log=log)
+                 checkpoint=checkpoint, num_inputs=task.num_inputs, log=log)

@@ -13,7 +13,7 @@ differentiable part, its gradient is dL/dS at exactly the listed positions.
 from __future__ import annotations
 
 import operator
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import torch
 
@@ -119,6 +119,11 @@ class SparseSpikes:
     @values.setter
     def values(self, value: torch.Tensor) -> None:
         self._values, self._checked = value, False
+
+    # Set by the ipu and ipu_graph backends on the lists their ops make: to_dense() as
+    # an op of the device (snn_ipu.backends.ipu.dense_on_device), not as a scatter with
+    # the integer ids, which PopART cannot differentiate through (docs/ipu.md).
+    _dense_on_device: Optional[Callable[[SparseSpikes], torch.Tensor]] = None
 
     @classmethod
     def _made(cls, ids: torch.Tensor, counts: torch.Tensor, num_neurons: int,
@@ -319,7 +324,8 @@ class SparseSpikes:
         from ops of static shape instead: ``max_spikes=None`` then means N entries
         (every neuron fits), a smaller capacity needs ``overflow="drop"``,
         ``dropped`` is a tensor, and ``x`` cannot be checked to be binary (any
-        nonzero is listed as a spike with its value): check inputs on the host.
+        nonzero is listed as a spike, which the ipu backend's op takes as a spike of 1;
+        its value only carries the gradient): check inputs on the host.
         """
         check_overflow_policy(overflow)
         time_first = flag("time_first", time_first)
@@ -374,6 +380,8 @@ class SparseSpikes:
 
     def to_dense(self) -> torch.Tensor:
         """Dense ``[T, B, N]`` spikes (differentiable through ``values``)."""
+        if self._dense_on_device is not None:
+            return self._dense_on_device(self)
         out = torch.zeros(self.dense_shape, dtype=self.values.dtype, device=self.values.device)
         return out.scatter_add(-1, self.ids.long(), listed_only(self.values, self.counts))
 
@@ -381,6 +389,8 @@ class SparseSpikes:
         """Spikes per neuron summed over time, ``[B, N]`` (differentiable)."""
         from ._spike_counts import SpikeCounts  # the native extension, on first use
 
+        if self._dense_on_device is not None:
+            return self.to_dense().sum(0)
         if SpikeCounts.takes(self):
             return SpikeCounts.apply(self.ids, self.counts, self.values, self.num_neurons)
         T, B, K = self.ids.shape

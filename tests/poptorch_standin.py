@@ -8,8 +8,10 @@ example_outputs, attributes=None)``, ``identity_loss(x, reduction)``,
 (the combined batch of ``batch_size x deviceIterations x replicationFactor x
 gradientAccumulation``), ``trainingModel``/``inferenceModel`` returning an
 executor (``copyWeightsToHost``, ``copyWeightsToDevice``, ``setOptimizer``,
-``compile``, ``isCompiled``, ``detachFromDevice``, ``destroy``) and
-``optim.Adam``; a call with an argument name PopTorch 3.4 does not have fails
+``compile``, ``isCompiled``, ``detachFromDevice``, ``destroy``),
+``Options.enableExecutableCaching``, ``DataLoaderMode`` and ``optim.Adam`` (its
+``state_dict``/``load_state_dict`` with the device's state, as PopTorch's); a call
+with an argument name PopTorch 3.4 does not have fails
 as it would there, and what PopTorch refuses (a training model without a loss,
 an inference model with gradient accumulation, a batch that is not a multiple
 of the combined batch, a second wrapping of one model...) is refused.
@@ -91,6 +93,7 @@ class Options:
         self.use_ipu_model = False
         self.output_mode = OutputMode.Default
         self.random_seed: Optional[int] = None
+        self.executable_cache: Optional[str] = None
         self._training = _TrainingOptions()
         self._distributed = _DistributedOptions()
 
@@ -123,6 +126,11 @@ class Options:
         self.output_mode = output_mode
         return self
 
+    def enableExecutableCaching(self, path: str) -> Options:  # noqa: N802
+        # PopTorch 3.4 (options.py): sets PopART's cachePath and enableEngineCaching.
+        self.executable_cache = path
+        return self
+
     def randomSeed(self, random_seed: int) -> Options:  # noqa: N802
         if not isinstance(random_seed, int):
             raise ValueError("randomSeed takes an int")
@@ -151,6 +159,9 @@ class DataLoader(torch.utils.data.DataLoader):
                    * options.Training.gradient_accumulation)
         self._combined_batch_size = batch_size * combine
         self._options = options
+        if not isinstance(mode, DataLoaderMode):
+            raise TypeError("DataLoader's mode is a poptorch.DataLoaderMode")
+        self._mode = mode  # the stand-in loads synchronously whatever the mode
         super().__init__(dataset, batch_size=self._combined_batch_size, shuffle=bool(shuffle),
                          num_workers=num_workers, drop_last=drop_last, **kwargs)
 
@@ -165,7 +176,25 @@ class DataLoader(torch.utils.data.DataLoader):
 
 # --------------------------------------------------------------------------- optim
 class _PoptorchOptimizer:
-    """Marks poptorch.optim classes (PopTorch's own Optimizer base)."""
+    """PopTorch's own Optimizer base (python/optim.py at 3.4): ``state_dict()`` holds the
+    device's state as ``ipu_state``/``ipu_param`` (read back from the device, here by the
+    Executor after every run) beside torch's; ``load_state_dict`` takes only such a
+    state, which the device gets when the model compiles."""
+
+    def _ipu_state(self) -> dict:
+        return self.__dict__.setdefault("_state_dict", {"ipu_state": None, "ipu_param": None})
+
+    def state_dict(self):
+        return {**self._ipu_state(), **torch.optim.Optimizer.state_dict(self)}
+
+    def load_state_dict(self, state):
+        torch.optim.Optimizer.load_state_dict(self, state)
+        if not state:
+            raise RuntimeError("Cannot load optimizer state dictionary because it is empty.")
+        if not ("ipu_state" in state and "ipu_param" in state):
+            raise RuntimeError("Only IPU optimizer states can be loaded onto the IPU.")
+        self._state_dict = dict(state)
+        self.ipu_state_is_dirty = True
 
 
 class Adam(_PoptorchOptimizer, torch.optim.Adam):
@@ -427,7 +456,7 @@ class Executor:
         self._device_optimizer = None
         self._micro_shapes = None
         self._host_version_seen = -1
-        self._attached = True
+        self._attached = False  # compiling attaches (PopTorch 3.4's _poplar_executor.py)
         if training:
             poptorch._wrapped.add(id(model))
 
@@ -465,6 +494,10 @@ class Executor:
         return [tuple(c[i] for c in chunks) for i in range(n)]
 
     def compile(self, *args) -> None:
+        if self.isCompiled():
+            self._poptorch.device_logs.append(
+                "Call to compile() ignored: the executable is already compiled")
+            return
         micro = self._split(args)
         self._micro_shapes = [tuple(t.shape) for t in micro[0]]
         model = self._user_model
@@ -481,6 +514,7 @@ class Executor:
                         "poptorch.identity_loss (or a torch loss)")
         del out
         self._device_model = copy.deepcopy(model)
+        self._attached = True
         self.copyWeightsToDevice()
         if self._training:
             self._device_optimizer = self._make_device_optimizer()
@@ -491,7 +525,17 @@ class Executor:
         cls = torch.optim.Adam if isinstance(opt, Adam) else type(opt)
         device_opt = cls(params, **{k: v for k, v in opt.defaults.items()
                                     if k in cls.__init__.__code__.co_varnames})
+        if isinstance(opt, _PoptorchOptimizer) and opt._ipu_state()["ipu_state"] is not None:
+            # a loaded state goes to the device with the weights
+            device_opt.load_state_dict({"state": opt._ipu_state()["ipu_state"],
+                                        "param_groups": opt._ipu_state()["ipu_param"]})
         return device_opt
+
+    def _read_back_optimizer(self) -> None:
+        if isinstance(self._optimizer, _PoptorchOptimizer):
+            state = copy.deepcopy(self._device_optimizer.state_dict())
+            self._optimizer._state_dict = {"ipu_state": state["state"],
+                                           "ipu_param": state["param_groups"]}
 
     def setOptimizer(self, optimizer) -> None:  # noqa: N802
         self._optimizer = optimizer
@@ -518,6 +562,10 @@ class Executor:
         self._host_version_seen = version
 
     def detachFromDevice(self) -> None:  # noqa: N802
+        if not self.isCompiled():
+            raise Error("Model has not been compiled or has been destroyed.")
+        if not self._attached:
+            raise Error("Device is not attached")
         self._attached = False
 
     def destroy(self) -> None:
@@ -561,6 +609,8 @@ class Executor:
                 outputs.append(out)
         finally:
             pt._phase = None
+        if self._training:
+            self._read_back_optimizer()
         mode = self._options.output_mode
         if mode == OutputMode.Default:
             mode = OutputMode.Final if self._training else OutputMode.All

@@ -281,3 +281,51 @@ def test_an_unknown_op_attribute_is_named():
 
     with pytest.raises(ValueError, match="unknown attribute bogus"):
         _graph.run_op("SnnReadoutLayer", {"bogus": 1}, [])
+
+
+def test_spike_losses_run_on_the_device_and_match_the_reference():
+    """to_dense() / spike_counts() of an ipu_graph list run as the device's op (a readout
+    with identity weights, docs/ipu.md): the same dense spikes and every gradient as the
+    reference's scatters, for ce_count_loss and ce_rate_loss."""
+    from snn_ipu import losses
+
+    net, x, _ = tie_free("leaky", "subtract", True, 0.3, sg.ATan(2.0))
+    graph = on_graph(net)
+    labels = torch.tensor([1, 5])
+    for loss in (losses.ce_count_loss, losses.ce_rate_loss):
+        for model in (net, graph):
+            model.zero_grad()
+            loss(model(x), labels).backward()
+        assert graph[1](graph[0](x))._dense_on_device is not None
+        ref_dense = net[1](net[0](x)).to_dense()
+        assert torch.equal(graph[1](graph[0](x)).to_dense().detach(), ref_dense.detach())
+        for (name, p_ref), (_, p_graph) in zip(net.named_parameters(),
+                                               graph.named_parameters()):
+            assert float(p_ref.grad.abs().max()) > 0, name
+            assert_rel_close(p_graph.grad, p_ref.grad, 1e-4, f"{loss.__name__} {name}")
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_graded_inputs_are_refused_as_on_the_emulator(dense):
+    """The op takes every listed input entry as a spike of 1: a graded value is refused
+    on ipu_graph with the emulator's own error."""
+    from snn_ipu import SparseSpikes
+
+    x = binary((T, B, IN), 0.3, 2) * 0.5
+    errors = []
+    for backend in ("emulator", "ipu_graph"):
+        layer = LIFLayer(IN, HID, max_spikes=HID, backend=backend)
+        ids, counts, values = _listed(x)
+        inp = x if dense else SparseSpikes(ids, counts, IN, values, validate=False)
+        with pytest.raises(ValueError) as info:
+            layer(inp)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+    assert "binary" in errors[0] or "graded" in errors[0]
+
+
+def _listed(x):
+    from snn_ipu import SparseSpikes
+
+    s = SparseSpikes.from_dense((x != 0).float())
+    return s.ids, s.counts, torch.where(s.values > 0, s.values * 0.5, s.values)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from poptorch_standin import ROOT, install
 
-from snn_ipu import LIFLayer, ReadoutLayer, ipu_overflow
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, ipu_overflow
 from snn_ipu.cli import main as cli_main
 from snn_ipu.data import make_randman, split
 from snn_ipu.losses import ce_membrane_loss
@@ -59,8 +59,45 @@ def test_the_example_trains_and_checkpoints(monkeypatch, tmp_path, capsys):
     assert all(layer.stats.get("backend") == "ipu" for layer in net[:2])
     assert all(layer.stats["capacity"] == 20 for layer in net[:2])
     assert poptorch.device_logs == []  # every tensor made on the weights' device
-    names = [c["name"] for c in poptorch.custom_op_calls if c["phase"] == "trace"]
-    assert names == ["SnnSpikingLayer", "SnnSpikingLayer", "SnnReadoutLayer"] * 2  # train, eval
+    traced = [c for c in poptorch.custom_op_calls if c["phase"] == "trace"]
+    assert [c["name"] for c in traced] == ["SnnSpikingLayer", "SnnSpikingLayer",
+                                           "SnnReadoutLayer"] * 2  # train, eval
+    # the input goes in as lists as wide as the data's busiest step, not as 100 inputs
+    busiest = int(max((d.spikes != 0).sum(-1).max() for d in (ns["dense_train"],
+                                                              ns["dense_test"])))
+    assert traced[0]["inputs"][0].shape[-1] == ns["train_set"].capacity == busiest < 100
+    # compiled ahead of time, both models, with the executable cache and async loaders
+    assert ns["training_model"].isCompiled() and ns["inference_model"].isCompiled()
+    assert ns["train_opts"].executable_cache == ns["args"].cache
+    assert ns["train_loader"]._mode == poptorch.DataLoaderMode.Async
+
+
+def test_the_example_scores_the_whole_test_set_and_resumes(monkeypatch, tmp_path, capsys):
+    _, ns, checkpoint, _ = run_example(monkeypatch, tmp_path, "--epochs", "1")
+    test_set, net = ns["test_set"], ns["net"]
+    # 6 test samples per the 3 x 10 split do not fill a combined batch of 8: all are scored
+    assert len(test_set) % ns["test_loader"].combinedBatchSize != 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("epoch 1")][0]
+    assert f"({len(test_set)} samples)" in line
+    reported = float(line.split("test acc ")[1].split()[0])
+    # the host weights on the emulator, over every test sample (independent of PopTorch)
+    for layer in net:
+        layer.backend = "emulator"
+    with torch.no_grad():
+        x = ns["dense_test"].spikes.transpose(0, 1)
+        predicted = net(x).amax(0).argmax(-1)
+    assert reported == pytest.approx(float((predicted == ns["dense_test"].labels).float().mean()))
+    saved = torch.load(checkpoint)
+    steps = saved["optimizer"]["ipu_state"][0]["step"]
+    monkeypatch.undo()
+    _, ns2, checkpoint2, initial = run_example(monkeypatch, tmp_path, "--epochs", "2",
+                                               "--resume", str(checkpoint))
+    for name, value in saved["model"].items():  # started from the checkpoint's weights
+        assert torch.equal(initial[name], value), name
+    again = torch.load(checkpoint2)
+    assert again["epoch"] == 2
+    # the optimizer went on from the saved state: Adam's step count carries over
+    assert float(again["optimizer"]["ipu_state"][0]["step"]) == 2 * float(steps)
 
 
 def small_task():
@@ -186,3 +223,77 @@ def test_a_half_model_trains(monkeypatch):
     spiking = [c for c in poptorch.custom_op_calls if c["name"] == "SnnSpikingLayer"]
     assert spiking[0]["inputs"][3].dtype == torch.float16  # weight
     assert spiking[0]["inputs"][4].dtype == torch.float16  # bias
+
+
+def built_nets(monkeypatch):
+    """The networks snn-ipu train builds, with their initial weights."""
+    from snn_ipu import training
+
+    nets = []
+    build = training.build_model
+
+    def build_model(*args, **kwargs):
+        net = build(*args, **kwargs)
+        nets.append((net, {k: v.clone() for k, v in net.state_dict().items()}))
+        return net
+
+    monkeypatch.setattr(training, "build_model", build_model)
+    return nets
+
+
+def test_cli_spike_readout_trains_every_layer(monkeypatch, capsys):
+    """--readout spikes: ce_count_loss on the output list's spike_counts(), which on the
+    IPU come from an op (tests/test_popart_autodiff.py has PopART's side of it)."""
+    poptorch = install(monkeypatch)
+    nets = built_nets(monkeypatch)
+    assert cli_main(["train", "--data", "randman", "--backend", "ipu", "--readout", "spikes",
+                     "--epochs", "1", "--hidden", "16", "--steps", "8", "--randman-classes",
+                     "3", "--randman-inputs", "12", "--randman-samples-per-class", "20",
+                     "--batch-size", "8", "--grad-window", "0.5", "--progress", "off"]) == 0
+    net, initial = nets[0]
+    for name, value in net.state_dict().items():
+        if name.endswith("weight"):
+            assert not torch.equal(value, initial[name]), f"{name} did not change"
+    ops = {c["name"] for c in poptorch.custom_op_calls if c["phase"] == "trace"}
+    assert ops == {"SnnSpikingLayer", "SnnReadoutLayer"}  # the count's dense view: an op
+
+
+def test_cli_feeds_shd_as_lists_of_the_data_width(monkeypatch, tmp_path, capsys):
+    """The SHD network (700-256-256-20, T=100) on SHD-like files: the traced training
+    step's first op takes a list of at most twice the data's busiest bin, not 700."""
+    import h5py
+    import numpy as np
+    from shd_files import write_heidelberg
+
+    labels = list(range(0, 20, 3))  # 7 samples: one step of 4 (a fixed batch), 3 left
+    write_heidelberg(tmp_path / "shd_train.h5", labels, seed=0)
+    write_heidelberg(tmp_path / "shd_test.h5", labels[:4], seed=1)
+    busiest = 0  # distinct channels in any 14 ms bin, from the files themselves
+    for part in ("train", "test"):
+        with h5py.File(tmp_path / f"shd_{part}.h5") as f:
+            for times, units in zip(f["spikes/times"], f["spikes/units"]):
+                bins = np.floor(times.astype(np.float64) / (1.4 / 100)).astype(int)
+                inside = bins < 100
+                pairs = set(zip(bins[inside].tolist(), units[inside].tolist()))
+                per_bin = np.bincount([b for b, _ in pairs], minlength=100)
+                busiest = max(busiest, int(per_bin.max()))
+    poptorch = install(monkeypatch)
+    dense_inputs = []  # the input is never made dense on the host (SHD train: 2.1 GiB)
+    to_dense = SparseSpikes.to_dense
+
+    def watched(self):
+        if self.num_neurons == 700:
+            dense_inputs.append(self.dense_shape)
+        return to_dense(self)
+
+    monkeypatch.setattr(SparseSpikes, "to_dense", watched)
+    assert cli_main(["train", "--data", "shd", "--data-dir", str(tmp_path), "--backend", "ipu",
+                     "--hidden", "256", "256", "--steps", "100", "--epochs", "1",
+                     "--batch-size", "4", "--progress", "off"]) == 0
+    first = [c for c in poptorch.custom_op_calls if c["phase"] == "trace"][0]
+    assert first["name"] == "SnnSpikingLayer"
+    assert first["inputs"][3].shape == (256, 700)  # the first layer's weight
+    T, B, K = first["inputs"][0].shape
+    assert (T, B) == (100, 4) and K <= 2 * busiest < 700
+    assert f"input lists: capacity {K} of 700" in capsys.readouterr().out
+    assert dense_inputs == []

@@ -293,8 +293,44 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
         record.warnings.append(ipu_overflow.uncollected_warning(cfg.overflow, capacity))
     out = SparseSpikes._made(ids, counts, N, _consume(values, membrane, needed, dense_u, dense_s,
                                                   bits))
+    out._dense_on_device = dense_on_device(readout_layer, cfg)
     ipu_overflow.attach(out, needed, cfg.name)
     return out, record
+
+
+def dense_on_device(readout, cfg: LayerConfig):
+    """``to_dense()`` (and so ``spike_counts()``) of a list an op made, as another op:
+    ``SnnReadoutLayer`` with identity weights, no bias and beta 0 (membrane[t] = W x[t] =
+    the step's spikes, exactly: each listed spike adds a row of ones and zeros).
+
+    Why an op: a dense view built in torch scatters the list's values at its integer
+    ``ids`` (or compares them), and in PopART neither a ScatterReduce nor a Gather nor a
+    Where gives its integer index input a gradient, nor a Cast from an integer type
+    (willow/src/op/scatterreduce.cpp, gather.cpp, where.cpp, cast.cpp). A loss reaching
+    the list only that way leaves ``ids`` and ``counts`` without any gradient, which
+    fails the producing op's gradient and every layer's before it
+    (transforms/autodiff/gradgrower.cpp, opgradregistry.cpp, tensorgradregistry.cpp;
+    tests/popart_autodiff.py). The readout's grad op gives every input a gradient:
+    zeros for ``ids``/``counts``, and for ``values`` dL/d(dense) at each listed entry,
+    which is the gradient of ``to_dense()``. Computed once per list (a loss and the
+    prediction share it). ``readout``: the backend's readout_layer."""
+    def to_dense(spikes: SparseSpikes) -> torch.Tensor:
+        cached = getattr(spikes, "_dense_cache", None)
+        if cached is not None:
+            return cached
+        n = spikes.num_neurons
+        device = spikes.values.device
+        dense_cfg = LayerConfig(name=f"{cfg.name}.to_dense", model="readout", in_features=n,
+                                out_features=n)
+        params = LayerParams(weight=torch.eye(n, dtype=torch.float32, device=device),
+                             bias=None, rec_weight=None,
+                             beta=_zeros(n, dtype=torch.float32, device=device),
+                             threshold=None, alpha=None)
+        dense, _ = readout(dense_cfg, spikes, params, None)
+        spikes._dense_cache = dense
+        return dense
+
+    return to_dense
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,

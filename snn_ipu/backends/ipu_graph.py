@@ -26,7 +26,7 @@ from .._native import _C, numpy_view
 from ..overflow import Overflow
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .ipu import _capacity, _check_input_capacity, _tiles, pack_attributes
+from .ipu import _capacity, _check_input_capacity, _tiles, dense_on_device, pack_attributes
 
 __all__ = ["spiking_layer", "readout_layer", "SIGNATURES", "GraphError"]
 
@@ -194,7 +194,9 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     record.eligible_listed = int((counts[..., 1] - counts[..., 0]).sum())
     record.paths.update(tiles=-(-N // attributes["neurons_per_tile"]), plan_target="ipu2")
     record.membrane = dense_u.detach().clone() if cfg.record_membrane else None
-    return SparseSpikes._made(ids, counts, N, values), record
+    out = SparseSpikes._made(ids, counts, N, values)
+    out._dense_on_device = dense_on_device(readout_layer, cfg)  # as the ipu backend's
+    return out, record
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,

@@ -20,7 +20,7 @@ import torch
 from ..events import events_to_spikes
 from ..spikes import SparseSpikes
 
-__all__ = ["EventCollate", "collate_dense", "collate_labels"]
+__all__ = ["EventCollate", "SpikeLists", "busiest_step", "collate_dense", "collate_labels"]
 
 
 def collate_labels(labels: Sequence) -> torch.Tensor:
@@ -83,3 +83,54 @@ def collate_dense(
     stacked = torch.stack(samples, 1)  # [T, B, N]
     return SparseSpikes.from_dense(stacked, max_spikes=max_spikes, overflow=overflow), \
         collate_labels(labels)
+
+
+class SpikeLists(torch.utils.data.Dataset):
+    """A dataset's samples as fixed-capacity spike lists, one sample at a time, for a
+    compiled (PopTorch) model whose input shapes are fixed: item ``i`` is
+    ``(ids [T, K] int32, counts [T, 2] int32, label)``, batch-first once a DataLoader
+    stacks them (``poptorch.DataLoader`` splits every tensor on dim 0), never a dense
+    ``[T, N]``.
+
+    ``collate`` is the dataset's own (:class:`EventCollate`, :func:`collate_dense`, a
+    Task's ``collate``): it lists each sample. ``capacity`` K: the most spikes of any
+    step of any sample, found by one pass over ``datasets`` (default: this one) in
+    chunks of ``chunk`` samples, unless given. A sample with more spikes in a step
+    raises.
+    """
+
+    def __init__(self, dataset, collate, capacity: Optional[int] = None,
+                 datasets: Sequence = (), chunk: int = 256) -> None:
+        self.dataset, self.collate = dataset, collate
+        if capacity is None:
+            capacity = max(busiest_step(d, collate, chunk) for d in (dataset, *datasets))
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"SpikeLists: capacity must be a positive int, got {capacity!r}")
+        self.capacity = capacity
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        spikes, label = self.collate([self.dataset[i]])
+        most = int(spikes.counts[..., 1].max()) if spikes.counts.numel() else 0
+        if most > self.capacity:
+            raise ValueError(f"SpikeLists: sample {i} has {most} spikes in a step, more than "
+                             f"the capacity K={self.capacity}")
+        T = spikes.num_steps
+        ids = torch.zeros(T, self.capacity, dtype=torch.int32)
+        width = min(spikes.capacity, self.capacity)
+        ids[:, :width] = spikes.ids[:, 0, :width]
+        return ids, spikes.counts[:, 0].contiguous(), label[0]
+
+
+def busiest_step(dataset, collate, chunk: int = 256) -> int:
+    """The most spikes (and eligible entries) that any step of any sample of
+    ``dataset`` lists, through its ``collate``: one chunk of samples at a time."""
+    most = 0
+    for start in range(0, len(dataset), chunk):
+        spikes, _ = collate([dataset[i] for i in range(start, min(start + chunk, len(dataset)))])
+        if spikes.counts.numel():
+            most = max(most, int(spikes.counts[..., 1].max()))
+    return max(most, 1)
+
