@@ -247,8 +247,9 @@ popart::OpDefinition definition(OpKind kind) {
   for (int i = 0; i < s.numOutputs; ++i)
     outputs.push_back({s.outputs[i].name, typesOf(s.outputs[i].type)});
   popart::OpDefinition::Attributes attributes;
+  // Attribute has no default constructor (opmanager.hpp): insert, not operator[].
   for (const ops::Attribute &attr : ops::kAttributes)
-    attributes[attr.name] = {"*"};
+    attributes.emplace(attr.name, popart::OpDefinition::Attribute("*"));
   return popart::OpDefinition(inputs, outputs, attributes);
 }
 
