@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,8 @@ public:
                                             ? popart::GradOpInType::In
                                             : popart::GradOpInType::Out;
       gradInputInfo_.push_back({i, g.index, type});
+      if (ops::gradInputIsOptional(g))
+        optionalInputs_.insert(i);
     }
     for (int i = 0; i < s.numGradOutputs; ++i)
       gradOutToNonGradIn_[i] = s.gradOutputs[i];
@@ -146,11 +149,14 @@ public:
     return gradInputInfo_;
   }
   const std::map<int, int> &gradOutToNonGradIn() const override { return gradOutToNonGradIn_; }
+  // The gradients of outputs off the loss path: PopART connects nothing there.
+  std::set<popart::InIndex> optionalInputs() const override { return optionalInputs_; }
 
 private:
   std::vector<TensorInfo> fwdInInfo_;
   std::vector<popart::GradInOutMapper> gradInputInfo_;
   std::map<int, int> gradOutToNonGradIn_;
+  std::set<popart::InIndex> optionalInputs_;
 };
 
 class SnnLayerOp : public SnnLayerOpBase {

@@ -334,6 +334,13 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   if (int(gradInputs.size()) != sig.numGradInputs || int(outputs.size()) != sig.numGradOutputs)
     fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
          " inputs and makes " + std::to_string(sig.numGradOutputs) + " outputs");
+  for (int i = 0; i < sig.numGradInputs; ++i)
+    if (!gradInputs[i].valid() && !ops::gradInputIsOptional(sig.gradInputs[i]))
+      fail(std::string(sig.gradName) + ": grad input " + std::to_string(i) + " (" +
+           (sig.gradInputs[i].source == ops::GradSource::In
+                ? sig.inputs[sig.gradInputs[i].index].name
+                : sig.outputs[sig.gradInputs[i].index].name) +
+           ") is not connected, and only the gradients of outputs may be absent");
   DebugInfo info(dc, "snn_ipu");
   const DebugNameAndId dnai(info, sig.gradName);
   // Gradient i is that of forward input sig.gradOutputs[i].

@@ -22,6 +22,10 @@ std::string key(const std::string &op, const Attributes &attributes,
   for (const auto &kv : attributes)
     os << ';' << kv.first << '=' << kv.second;
   for (const auto &in : inputs) {
+    if (in.absent) {
+      os << ";absent";
+      continue;
+    }
     os << ';' << in.type.toString();
     for (std::size_t d : in.shape)
       os << ',' << d;
@@ -79,6 +83,10 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
   poplar::Graph &g = *b.graph;
   std::vector<poplar::Tensor> in;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].absent) {
+      in.push_back(poplar::Tensor());
+      continue;
+    }
     // As PopART creates an op input that no other op laid out.
     poplar::Tensor t = g.addVariable(inputs[i].type, inputs[i].shape, {"input" + std::to_string(i)});
     poputil::mapTensorLinearly(g, t);
@@ -104,7 +112,8 @@ std::vector<HostArray> OpRunner::run(const std::string &op, const Attributes &at
                                      const ForwardSpecs &forwardInputs) {
   Built &b = built(op, attributes, inputs, forwardInputs);
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
+    if (!inputs[i].absent)
+      b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
                           inputs[i].data.data() + inputs[i].data.size());
   b.engine->run();
   std::vector<HostArray> out;

@@ -22,6 +22,9 @@ struct HostArray {
   poplar::Type type;
   std::vector<std::size_t> shape;
   std::vector<std::uint8_t> data;
+  // An input left unconnected, as PopART leaves a grad op's optional input (the
+  // gradient of an output off the loss path): the op sees an invalid Tensor.
+  bool absent = false;
 };
 
 // The element type and shape of each forward input: what a grad op's
