@@ -108,7 +108,11 @@ public:
     for (const auto &kv : m.floats)
       os.appendAttribute(kv.first, kv.second);
   }
-  // A whole time loop: never worth recomputing or outlining with other ops.
+  // A whole time loop, as costly as PopART's convolutions, which take the same
+  // value: a high value makes PopART's outliner MORE likely to put the op into a
+  // subgraph that identical calls share (op.hpp: getSubgraphValue), which saves the
+  // code of a whole layer per repeat. Only identical ops share one: the outline
+  // attributes above include every attribute (first_tile too), and shapes must match.
   float getSubgraphValue() const override { return getHighSubgraphValue(); }
 
 protected:
@@ -196,6 +200,25 @@ public:
   SnnLayerOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
     verifyOp<SnnLayerOp>(op, {forwardId(OpKind::Spiking), forwardId(OpKind::Readout)});
   }
+  // PopART lays out an input with the first consumer that can create it: the op
+  // creates its weights as its tiles read them (LayerOps.hpp: createsInput).
+  popart::popx::InputCreatorType getInputCreatorType(popart::InIndex index) const override {
+    const auto &op = getOp<SnnLayerOp>();
+    return ipu::createsInput(op.kind(), op.attributes(), index)
+               ? popart::popx::InputCreatorType::CanCreate
+               : popart::popx::Opx::getInputCreatorType(index);
+  }
+  // As PopART's own Opxs (MatMulOpx): Opx::createInputTensor calls createInput.
+  poplar::Tensor createInput(popart::InIndex index,
+                             const poplar::DebugNameAndId &dnai) const override {
+    const auto &op = getOp<SnnLayerOp>();
+    std::vector<ipu::TensorSpec> specs;
+    for (int i = 0; i < ipu::signature(op.kind()).numInputs; ++i)
+      specs.push_back({poplarType(op.inInfo(i).dataType()), shapeOf(op.inInfo(i))});
+    return ipu::createInput(graph(), op.kind(), op.attributes(), index, specs, {dnai, "create"});
+  }
+  // The layout follows from the op's attributes and input shapes alone.
+  std::set<popart::TensorId> mustExistBeforeCreate(popart::InIndex) const override { return {}; }
   void grow(poplar::program::Sequence &prog) const override {
     const auto &op = getOp<SnnLayerOp>();
     std::vector<poplar::Tensor> inputs;

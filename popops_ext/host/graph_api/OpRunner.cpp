@@ -7,6 +7,7 @@
 #include <poputil/TileMapping.hpp>
 
 #include <sstream>
+#include <stdexcept>
 
 namespace snn {
 namespace hostgraph {
@@ -81,15 +82,38 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
   Built b;
   b.graph = std::make_unique<poplar::Graph>(poplar::Target::createIPUTarget(1, "ipu2"));
   poplar::Graph &g = *b.graph;
+  // As PopART lays out an op's inputs that no other op laid out: where the op can
+  // create one (a forward op's weights, SnnLayerOpx::getInputCreatorType), the op
+  // does; the rest are spread over the tiles.
+  ipu::OpKind kind;
+  bool grad;
+  if (!findOp(op, kind, grad))
+    throw poplar::poplar_error("unknown op '" + op + "'");
+  const ipu::LayerAttributes a =
+      ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(attributes));
+  std::vector<ipu::TensorSpec> specs;
+  for (const HostArray &h : inputs)
+    specs.push_back({h.type, h.shape});
   std::vector<poplar::Tensor> in;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].absent) {
       in.push_back(poplar::Tensor());
       continue;
     }
-    // As PopART creates an op input that no other op laid out.
-    poplar::Tensor t = g.addVariable(inputs[i].type, inputs[i].shape, {"input" + std::to_string(i)});
-    poputil::mapTensorLinearly(g, t);
+    const std::string name = "input" + std::to_string(i);
+    poplar::Tensor t;
+    if (!grad && specs.size() == std::size_t(ipu::signature(kind).numInputs) &&
+        ipu::createsInput(kind, a, int(i))) {
+      try {
+        t = ipu::createInput(g, kind, a, int(i), specs, {name});
+      } catch (const std::invalid_argument &) {
+        // shapes the op refuses: growForward below names the problem
+      }
+    }
+    if (!t.valid()) {
+      t = g.addVariable(inputs[i].type, inputs[i].shape, {name});
+      poputil::mapTensorLinearly(g, t);
+    }
     g.createHostWrite("in" + std::to_string(i), t);
     in.push_back(t);
   }
