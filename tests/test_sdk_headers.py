@@ -29,8 +29,8 @@ OUR_POPLAR = ROOT / "popops_ext" / "host" / "graph_api" / "include" / "poplar"
 
 
 def sdk_headers() -> Path:
-    """``../shared/sdk-headers``; SNN_IPU_SDK_HEADERS names another copy (a worktree)."""
-    return Path(os.environ.get("SNN_IPU_SDK_HEADERS", ROOT.parent / "shared" / "sdk-headers"))
+    """``../shared/sdk-headers``, beside the clone."""
+    return ROOT.parent / "shared" / "sdk-headers"
 
 
 def cmake_definitions() -> list[str]:
