@@ -267,3 +267,41 @@ def test_an_absent_optional_grad_input_counts_as_zeros(monkeypatch):
         missing[required] = None
         with pytest.raises(ValueError, match="is not connected"):
             _graph.run_op(op, attributes, missing, forward_arrays)
+
+
+# --------------------------------------------------------------------------- inputs the op creates
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_the_op_creates_its_weights_on_the_tiles_of_their_neurons(recurrent):
+    """PopART asks the forward Opx to lay out the weights (getInputCreatorType: CanCreate,
+    createInput): each row sits on the tile of its neuron, tile first_tile + n //
+    neurons_per_tile (snn_ipu.planning.IpuTiles; the last tile takes the rest), so the
+    per-call copy into the tile's transposed blocks stays on the tile. Inputs the op does
+    not create are spread from tile 0, as PopART spreads them."""
+    from snn_ipu import _graph
+
+    n, fan_in, steps, batch, k, per_tile, first = 20, 13, 3, 2, 5, 6, 40
+    attributes = {"model": 0, "capacity": 4, "neurons_per_tile": per_tile,
+                  "first_tile": first, "recurrent": int(recurrent)}
+    inputs = [("int", [steps, batch, k]), ("int", [steps, batch, 2]),
+              ("float", [steps, batch, k]), ("float", [n, fan_in]), ("float", [n]),
+              ("float", [n, n] if recurrent else [1, 1]), ("float", [n]), ("float", [n]),
+              ("float", [1])]
+
+    def tiles_of(index):
+        graph = _graph.Graph()
+        tensor = graph.create_op_input("SnnSpikingLayer", attributes, inputs, index)
+        tile_of = {}
+        for tile, intervals in enumerate(graph.tile_mapping(tensor)):
+            for begin, end in intervals:
+                tile_of.update({element: tile for element in range(begin, end)})
+        return tile_of
+
+    created = [(3, fan_in)] + ([(5, n)] if recurrent else [])
+    for index, cols in created:
+        tile_of = tiles_of(index)
+        assert sorted(tile_of) == list(range(n * cols)), "every element mapped"
+        for neuron in range(n):
+            row = {tile_of[neuron * cols + c] for c in range(cols)}
+            assert row == {first + neuron // per_tile}, (index, neuron, row)
+    for index in (4, 6) + (() if recurrent else (5,)):  # bias, beta; the [1, 1] stand-in
+        assert 0 in set(tiles_of(index).values()), index

@@ -309,6 +309,17 @@ PYBIND11_MODULE(_graph, m) {
              g.setTileMapping(v.ref, tile);
            })
       .def("map_linearly", [](poplar::Graph &g, const poplar::Tensor &t) { poputil::mapTensorLinearly(g, t); })
+      .def("create_op_input", [](poplar::Graph &g, const std::string &op, const py::dict &attributes,
+                                 const std::vector<std::pair<std::string, std::vector<std::size_t>>> &inputs,
+                                 int index) {
+             ForwardSpecs specs;
+             for (const auto &spec : inputs)
+               specs.push_back({typeFromName(spec.first), spec.second});
+             return createOpInput(op, g, toAttributes(attributes), specs, index,
+                                  "input" + std::to_string(index));
+           }, py::arg("op"), py::arg("attributes"), py::arg("inputs"), py::arg("index"),
+           "An input of a forward op (inputs: (dtype, shape) of each), laid out as PopART lays out "
+           "one no other op laid out: by the op where it can create it (its weights), else linearly.")
       .def("tile_mapping", [](const poplar::Graph &g, const poplar::Tensor &t) {
              std::vector<std::vector<std::pair<std::size_t, std::size_t>>> out;
              for (const auto &tile : g.getTileMapping(t, false)) {

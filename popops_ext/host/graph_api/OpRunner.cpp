@@ -72,6 +72,34 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
   return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, specs), dc);
 }
 
+poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
+                             const Attributes &attributes, const ForwardSpecs &inputs, int index,
+                             const std::string &name) {
+  ipu::OpKind kind;
+  bool grad;
+  if (!findOp(op, kind, grad))
+    throw poplar::poplar_error("unknown op '" + op + "'");
+  if (index < 0 || std::size_t(index) >= inputs.size())
+    throw poplar::index_error(op + " has no input " + std::to_string(index));
+  const ipu::LayerAttributes a =
+      ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(attributes));
+  if (!grad && inputs.size() == std::size_t(ipu::signature(kind).numInputs) &&
+      ipu::createsInput(kind, a, index)) {
+    std::vector<ipu::TensorSpec> specs;
+    for (const auto &spec : inputs)
+      specs.push_back({spec.first, spec.second});
+    try {
+      return ipu::createInput(graph, kind, a, index, specs, {name});
+    } catch (const std::invalid_argument &) {
+      // shapes the op refuses: growing it names the problem
+    }
+  }
+  poplar::Tensor t = graph.addVariable(inputs[std::size_t(index)].first,
+                                       inputs[std::size_t(index)].second, {name});
+  poputil::mapTensorLinearly(graph, t);
+  return t;
+}
+
 OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attributes,
                                  const std::vector<HostArray> &inputs,
                                  const ForwardSpecs &forwardInputs) {
@@ -82,16 +110,7 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
   Built b;
   b.graph = std::make_unique<poplar::Graph>(poplar::Target::createIPUTarget(1, "ipu2"));
   poplar::Graph &g = *b.graph;
-  // As PopART lays out an op's inputs that no other op laid out: where the op can
-  // create one (a forward op's weights, SnnLayerOpx::getInputCreatorType), the op
-  // does; the rest are spread over the tiles.
-  ipu::OpKind kind;
-  bool grad;
-  if (!findOp(op, kind, grad))
-    throw poplar::poplar_error("unknown op '" + op + "'");
-  const ipu::LayerAttributes a =
-      ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(attributes));
-  std::vector<ipu::TensorSpec> specs;
+  ForwardSpecs specs;
   for (const HostArray &h : inputs)
     specs.push_back({h.type, h.shape});
   std::vector<poplar::Tensor> in;
@@ -100,20 +119,8 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
       in.push_back(poplar::Tensor());
       continue;
     }
-    const std::string name = "input" + std::to_string(i);
-    poplar::Tensor t;
-    if (!grad && specs.size() == std::size_t(ipu::signature(kind).numInputs) &&
-        ipu::createsInput(kind, a, int(i))) {
-      try {
-        t = ipu::createInput(g, kind, a, int(i), specs, {name});
-      } catch (const std::invalid_argument &) {
-        // shapes the op refuses: growForward below names the problem
-      }
-    }
-    if (!t.valid()) {
-      t = g.addVariable(inputs[i].type, inputs[i].shape, {name});
-      poputil::mapTensorLinearly(g, t);
-    }
+    // as PopART lays out an op input that no other op laid out
+    poplar::Tensor t = createOpInput(op, g, attributes, specs, int(i), "input" + std::to_string(i));
     g.createHostWrite("in" + std::to_string(i), t);
     in.push_back(t);
   }

@@ -40,6 +40,14 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                                    const ForwardSpecs &forwardInputs = {},
                                    const std::string &name = "");
 
+// An input of a forward op laid out as PopART lays out one that no other op laid
+// out: by the op where its Opx can create it (SnnLayerOpx::createInput, through
+// LayerOps' createInput: the weights), else spread over the tiles. `inputs`: the
+// element type and shape of each of the op's inputs, in the table's order.
+poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
+                             const Attributes &attributes, const ForwardSpecs &inputs, int index,
+                             const std::string &name = "");
+
 class OpRunner {
 public:
   explicit OpRunner(bool checkOutputReads) : checkOutputReads_(checkOutputReads) {}
