@@ -29,26 +29,31 @@ public:
   float gradWindow;
 
   bool compute() {
-    const float *__restrict cur = &currents[0];
-    float *__restrict u = &membrane[0];
-    const float *__restrict s = &spiked[0];
-    const float *__restrict b = &beta[0];
-    const float *__restrict thr = &threshold[0];
-    // The next step's SpikeMatmul sets the currents anew (no clearing here).
-    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
-    if (reset == snn::RESET_SUBTRACT) {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + snn::input(cur, bi, n) - s[n] * thr[n];
-    } else if (reset == snn::RESET_ZERO) {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * (1.0f - s[n]) * u[n] + snn::input(cur, bi, n);
-    } else {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + snn::input(cur, bi, n);
+    // The restrict pointers live in this block only: emitSpikeLists below writes
+    // S[t] into `spiked`, which `s` reads as S[t-1], and restrict promises the
+    // compiler that nothing else touches an object while its pointer is in scope.
+    {
+      const float *__restrict cur = &currents[0];
+      float *__restrict u = &membrane[0];
+      const float *__restrict s = &spiked[0];
+      const float *__restrict b = &beta[0];
+      const float *__restrict thr = &threshold[0];
+      // The next step's SpikeMatmul sets the currents anew (no clearing here).
+      const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
+      if (reset == snn::RESET_SUBTRACT) {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = b[n] * u[n] + snn::input(cur, bi, n) - s[n] * thr[n];
+      } else if (reset == snn::RESET_ZERO) {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = b[n] * (1.0f - s[n]) * u[n] + snn::input(cur, bi, n);
+      } else {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = b[n] * u[n] + snn::input(cur, bi, n);
+      }
     }
     const snn::EmittedCounts c = snn::emitSpikeLists(
-        u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
-        &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+        &membrane[0], &threshold[0], &spiked[0], numNeurons, firstNeuron, gradWindow,
+        &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
     counts[0] = c.spikes;
     counts[1] = c.eligible;
     return true;
@@ -77,29 +82,31 @@ public:
   float gradWindow;
 
   bool compute() {
-    const float *__restrict cur = &currents[0];
-    float *__restrict syn = &synaptic[0];
-    float *__restrict u = &membrane[0];
-    const float *__restrict s = &spiked[0];
-    const float *__restrict a = &alpha[0];
-    const float *__restrict b = &beta[0];
-    const float *__restrict thr = &threshold[0];
-    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
-    for (unsigned n = 0; n < numNeurons; ++n)
-      syn[n] = a[n] * syn[n] + snn::input(cur, bi, n);
-    if (reset == snn::RESET_SUBTRACT) {
+    { // restrict pointers scoped as in LifUpdate: `spiked` is written below
+      const float *__restrict cur = &currents[0];
+      float *__restrict syn = &synaptic[0];
+      float *__restrict u = &membrane[0];
+      const float *__restrict s = &spiked[0];
+      const float *__restrict a = &alpha[0];
+      const float *__restrict b = &beta[0];
+      const float *__restrict thr = &threshold[0];
+      const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
       for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + syn[n] - s[n] * thr[n];
-    } else if (reset == snn::RESET_ZERO) {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = (1.0f - s[n]) * (b[n] * u[n] + syn[n]);
-    } else {
-      for (unsigned n = 0; n < numNeurons; ++n)
-        u[n] = b[n] * u[n] + syn[n];
+        syn[n] = a[n] * syn[n] + snn::input(cur, bi, n);
+      if (reset == snn::RESET_SUBTRACT) {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = b[n] * u[n] + syn[n] - s[n] * thr[n];
+      } else if (reset == snn::RESET_ZERO) {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = (1.0f - s[n]) * (b[n] * u[n] + syn[n]);
+      } else {
+        for (unsigned n = 0; n < numNeurons; ++n)
+          u[n] = b[n] * u[n] + syn[n];
+      }
     }
     const snn::EmittedCounts c = snn::emitSpikeLists(
-        u, thr, &spiked[0], numNeurons, firstNeuron, gradWindow, &spikeIds[0],
-        &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+        &membrane[0], &threshold[0], &spiked[0], numNeurons, firstNeuron, gradWindow,
+        &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
     counts[0] = c.spikes;
     counts[1] = c.eligible;
     return true;

@@ -15,6 +15,7 @@ every input needs a grad output, integer ones included (zeros of their dtype).
 """
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -64,6 +65,13 @@ int main() {
     for (int i = 0; i < op->numGradInputs; ++i)
       std::printf("%s[\"%s\", %d]", i ? ", " : "", source(op->gradInputs[i].source),
                   op->gradInputs[i].index);
+    std::printf("], \"optional_grad_inputs\": [");
+    bool first = true;
+    for (int i = 0; i < op->numGradInputs; ++i)
+      if (gradInputIsOptional(op->gradInputs[i])) {
+        std::printf("%s%d", first ? "" : ", ", i);
+        first = false;
+      }
     std::printf("], \"grad_outputs\": [");
     for (int i = 0; i < op->numGradOutputs; ++i)
       std::printf("%s%d", i ? ", " : "", op->gradOutputs[i]);
@@ -115,6 +123,30 @@ def test_grad_inputs_name_real_tensors(table, name):
     # the grad op reads the forward inputs and outputs it needs, each once
     pairs = [tuple(p) for p in op["grad_inputs"]]
     assert len(set(pairs)) == len(pairs)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_gradients_of_outputs_are_optional_grad_inputs(table, name):
+    """PopART 3.4 (transforms/autodiff/gradgrowerop.cpp) connects an empty TensorId to a
+    grad input fed by the gradient of an output off the loss path, and
+    Graph::connectInputs throws unless the grad op lists that index in
+    optionalInputs(). Forward inputs and outputs (In, Out) are always connected."""
+    op = table[name]
+    grad_out = [i for i, (source, _) in enumerate(op["grad_inputs"]) if source == "grad_out"]
+    assert grad_out, "the grad op takes the gradient of at least one output"
+    assert sorted(op["optional_grad_inputs"]) == grad_out
+
+
+def test_the_grad_op_declares_the_tables_optional_inputs():
+    """CustomOps.cpp's SnnLayerGradOp overrides Op::optionalInputs (PopART's default: none)
+    with the table's optional grad inputs, not with a list of its own."""
+    source = (HEADER.parent / "CustomOps.cpp").read_text()
+    body = re.search(r"class SnnLayerGradOp\b.*?\n};", source, re.S)
+    assert body, "CustomOps.cpp: no class SnnLayerGradOp"
+    body = body.group(0)
+    assert re.search(r"std::set<popart::InIndex>\s+optionalInputs\(\)\s+const\s+override", body), \
+        "SnnLayerGradOp does not override optionalInputs()"
+    assert "ops::gradInputIsOptional(" in body, "optionalInputs() is not taken from the table"
 
 
 def test_the_layers_outputs_feed_the_next_layers_inputs(table):
@@ -174,3 +206,102 @@ def test_attribute_kinds_match(table, monkeypatch):
     for name, value in calls[0]["attributes"].items():
         assert isinstance(value, int if kinds[name] == "int" else float), name
 
+
+
+# --------------------------------------------------------------------------- absent grad inputs
+def _grad_calls(monkeypatch, layers):
+    """The grad ops' runs on the host graph during one backward pass (ipu_graph backend):
+    (op, attributes, inputs, forward inputs) as snn_ipu/backends/ipu_graph.py passes them."""
+    from snn_ipu.backends import ipu_graph
+
+    calls = []
+    real = ipu_graph._run
+
+    def spy(cfg, op, attributes, inputs, forward_inputs=()):
+        if op.endswith("Grad"):
+            calls.append((op, attributes, list(inputs), list(forward_inputs)))
+        return real(cfg, op, attributes, inputs, forward_inputs)
+
+    monkeypatch.setattr(ipu_graph, "_run", spy)
+    net = torch.nn.Sequential(*layers)
+    x = SparseSpikes.from_dense((torch.rand(5, 2, layers[0].in_features,
+                                            generator=torch.Generator().manual_seed(0)) < 0.4)
+                                .float())
+    out = net(x)
+    (out * torch.linspace(-1.0, 1.0, out.shape[-1])).sum().backward()
+    return calls
+
+
+def test_an_absent_optional_grad_input_counts_as_zeros(monkeypatch):
+    """The grad op run (LayerOps.cpp, as the Opx grows it) with an optional grad input
+    left unconnected, as PopART leaves it, gives what it gives with zeros there; a
+    required input left unconnected is refused, naming it."""
+    import numpy as np
+
+    from snn_ipu import _graph
+    from snn_ipu._native import numpy_view
+
+    signatures = _graph.op_signatures()
+    layers = [LIFLayer(9, 12, max_spikes=12, recurrent=True, backend="ipu_graph"),
+              ReadoutLayer(12, 4, backend="ipu_graph")]
+    calls = _grad_calls(monkeypatch, layers)
+    assert sorted(c[0] for c in calls) == ["SnnReadoutLayerGrad", "SnnSpikingLayerGrad"]
+    for op, attributes, inputs, forward in calls:
+        signature = next(s for s in signatures.values() if s["grad_op"] == op)
+        arrays = [numpy_view(t) for t in inputs]
+        forward_arrays = [numpy_view(t) for t in forward]
+        optional = signature["optional_grad_inputs"]
+        assert optional, op
+        for i in optional:
+            zeros = list(arrays)
+            zeros[i] = np.zeros_like(arrays[i])
+            absent = list(arrays)
+            absent[i] = None
+            want = _graph.run_op(op, attributes, zeros, forward_arrays)
+            got = _graph.run_op(op, attributes, absent, forward_arrays)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+        required = next(i for i in range(len(arrays)) if i not in optional)
+        missing = list(arrays)
+        missing[required] = None
+        with pytest.raises(ValueError, match="is not connected"):
+            _graph.run_op(op, attributes, missing, forward_arrays)
+
+
+# --------------------------------------------------------------------------- inputs the op creates
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_the_op_creates_its_weights_on_the_tiles_of_their_neurons(recurrent):
+    """PopART asks the forward Opx to lay out the weights (getInputCreatorType: CanCreate,
+    createInput): each row sits on the tile of its neuron, tile first_tile + n //
+    neurons_per_tile (snn_ipu.planning.IpuTiles; the last tile takes the rest), so the
+    per-call copy into the tile's transposed blocks stays on the tile. Inputs the op does
+    not create are spread from tile 0, as PopART spreads them."""
+    from snn_ipu import _graph
+
+    n, fan_in, steps, batch, k, per_tile, first = 20, 13, 3, 2, 5, 6, 40
+    attributes = {"model": 0, "capacity": 4, "neurons_per_tile": per_tile,
+                  "first_tile": first, "recurrent": int(recurrent)}
+    inputs = [("int", [steps, batch, k]), ("int", [steps, batch, 2]),
+              ("float", [steps, batch, k]), ("float", [n, fan_in]), ("float", [n]),
+              ("float", [n, n] if recurrent else [1, 1]), ("float", [n]), ("float", [n]),
+              ("float", [1])]
+
+    def tiles_of(index):
+        graph = _graph.Graph()
+        tensor = graph.create_op_input("SnnSpikingLayer", attributes, inputs, index)
+        tile_of = {}
+        for tile, intervals in enumerate(graph.tile_mapping(tensor)):
+            for begin, end in intervals:
+                tile_of.update({element: tile for element in range(begin, end)})
+        return tile_of
+
+    created = [(3, fan_in)] + ([(5, n)] if recurrent else [])
+    for index, cols in created:
+        tile_of = tiles_of(index)
+        assert sorted(tile_of) == list(range(n * cols)), "every element mapped"
+        for neuron in range(n):
+            row = {tile_of[neuron * cols + c] for c in range(cols)}
+            assert row == {first + neuron // per_tile}, (index, neuron, row)
+    for index in (4, 6) + (() if recurrent else (5,)):  # bias, beta; the [1, 1] stand-in
+        assert 0 in set(tiles_of(index).values()), index

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,7 +108,11 @@ public:
     for (const auto &kv : m.floats)
       os.appendAttribute(kv.first, kv.second);
   }
-  // A whole time loop: never worth recomputing or outlining with other ops.
+  // A whole time loop, as costly as PopART's convolutions, which take the same
+  // value: a high value makes PopART's outliner MORE likely to put the op into a
+  // subgraph that identical calls share (op.hpp: getSubgraphValue), which saves the
+  // code of a whole layer per repeat. Only identical ops share one: the outline
+  // attributes above include every attribute (first_tile too), and shapes must match.
   float getSubgraphValue() const override { return getHighSubgraphValue(); }
 
 protected:
@@ -130,6 +135,8 @@ public:
                                             ? popart::GradOpInType::In
                                             : popart::GradOpInType::Out;
       gradInputInfo_.push_back({i, g.index, type});
+      if (ops::gradInputIsOptional(g))
+        optionalInputs_.insert(i);
     }
     for (int i = 0; i < s.numGradOutputs; ++i)
       gradOutToNonGradIn_[i] = s.gradOutputs[i];
@@ -146,11 +153,14 @@ public:
     return gradInputInfo_;
   }
   const std::map<int, int> &gradOutToNonGradIn() const override { return gradOutToNonGradIn_; }
+  // The gradients of outputs off the loss path: PopART connects nothing there.
+  std::set<popart::InIndex> optionalInputs() const override { return optionalInputs_; }
 
 private:
   std::vector<TensorInfo> fwdInInfo_;
   std::vector<popart::GradInOutMapper> gradInputInfo_;
   std::map<int, int> gradOutToNonGradIn_;
+  std::set<popart::InIndex> optionalInputs_;
 };
 
 class SnnLayerOp : public SnnLayerOpBase {
@@ -190,6 +200,25 @@ public:
   SnnLayerOpx(popart::Op *op, popart::popx::Devicex *devicex) : SnnOpxBase(op, devicex) {
     verifyOp<SnnLayerOp>(op, {forwardId(OpKind::Spiking), forwardId(OpKind::Readout)});
   }
+  // PopART lays out an input with the first consumer that can create it: the op
+  // creates its weights as its tiles read them (LayerOps.hpp: createsInput).
+  popart::popx::InputCreatorType getInputCreatorType(popart::InIndex index) const override {
+    const auto &op = getOp<SnnLayerOp>();
+    return ipu::createsInput(op.kind(), op.attributes(), index)
+               ? popart::popx::InputCreatorType::CanCreate
+               : popart::popx::Opx::getInputCreatorType(index);
+  }
+  // As PopART's own Opxs (MatMulOpx): Opx::createInputTensor calls createInput.
+  poplar::Tensor createInput(popart::InIndex index,
+                             const poplar::DebugNameAndId &dnai) const override {
+    const auto &op = getOp<SnnLayerOp>();
+    std::vector<ipu::TensorSpec> specs;
+    for (int i = 0; i < ipu::signature(op.kind()).numInputs; ++i)
+      specs.push_back({poplarType(op.inInfo(i).dataType()), shapeOf(op.inInfo(i))});
+    return ipu::createInput(graph(), op.kind(), op.attributes(), index, specs, {dnai, "create"});
+  }
+  // The layout follows from the op's attributes and input shapes alone.
+  std::set<popart::TensorId> mustExistBeforeCreate(popart::InIndex) const override { return {}; }
   void grow(poplar::program::Sequence &prog) const override {
     const auto &op = getOp<SnnLayerOp>();
     std::vector<poplar::Tensor> inputs;
@@ -247,8 +276,9 @@ popart::OpDefinition definition(OpKind kind) {
   for (int i = 0; i < s.numOutputs; ++i)
     outputs.push_back({s.outputs[i].name, typesOf(s.outputs[i].type)});
   popart::OpDefinition::Attributes attributes;
+  // Attribute has no default constructor (opmanager.hpp): insert, not operator[].
   for (const ops::Attribute &attr : ops::kAttributes)
-    attributes[attr.name] = {"*"};
+    attributes.emplace(attr.name, popart::OpDefinition::Attribute("*"));
   return popart::OpDefinition(inputs, outputs, attributes);
 }
 

@@ -263,6 +263,36 @@ std::vector<Shape> outputShapes(OpKind kind, const LayerAttributes &a, const Sha
           {T, B, std::size_t(p.numTiles) * spikeBitWords(p)}};
 }
 
+bool createsInput(OpKind kind, const LayerAttributes &a, int index) {
+  static_assert(int(ops::spiking::kWeight) == int(ops::readout::kWeight), "weight index");
+  return index == ops::spiking::kWeight ||
+         (kind == OpKind::Spiking && a.recurrent != 0 && index == ops::spiking::kRecWeight);
+}
+
+Tensor createInput(Graph &graph, OpKind kind, const LayerAttributes &a, int index,
+                   const std::vector<TensorSpec> &inputs, const DebugContext &dc) {
+  const ops::OpSignature &sig = signature(kind);
+  if (int(inputs.size()) != sig.numInputs)
+    fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs");
+  if (!createsInput(kind, a, index))
+    fail(std::string(sig.name) + " does not create its input " +
+         (index >= 0 && index < sig.numInputs ? sig.inputs[index].name : std::to_string(index)));
+  const TensorSpec &weight = inputs[ops::spiking::kWeight];
+  const TensorSpec &created = inputs[std::size_t(index)];
+  if (created.shape.size() != 2 || weight.shape.size() != 2 ||
+      created.shape[0] != weight.shape[0] || inputs[ops::spiking::kInIds].shape.size() != 3)
+    fail(std::string(sig.name) + ": " + sig.inputs[index].name + " has shape " +
+         shapeString(created.shape) + ", weight " + shapeString(weight.shape) + ", in_ids " +
+         shapeString(inputs[ops::spiking::kInIds].shape) + ": expected [N, *], [N, in], [T, B, K]");
+  DebugInfo info(dc, "snn_ipu");
+  const DebugNameAndId dnai(info, sig.name);
+  const LayerGraph layer(graph,
+                         layerPlan(a, inputs[ops::spiking::kInIds].shape, weight.shape,
+                                   weight.type == HALF),
+                         a.neuronConfig(), created.type, {dnai, "layout"});
+  return layer.createWeight(unsigned(created.shape[1]), {dnai, sig.inputs[index].name});
+}
+
 std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
                                 const LayerAttributes &a, const std::vector<Tensor> &inputs,
                                 const DebugContext &dc) {
@@ -334,6 +364,13 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   if (int(gradInputs.size()) != sig.numGradInputs || int(outputs.size()) != sig.numGradOutputs)
     fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
          " inputs and makes " + std::to_string(sig.numGradOutputs) + " outputs");
+  for (int i = 0; i < sig.numGradInputs; ++i)
+    if (!gradInputs[i].valid() && !ops::gradInputIsOptional(sig.gradInputs[i]))
+      fail(std::string(sig.gradName) + ": grad input " + std::to_string(i) + " (" +
+           (sig.gradInputs[i].source == ops::GradSource::In
+                ? sig.inputs[sig.gradInputs[i].index].name
+                : sig.outputs[sig.gradInputs[i].index].name) +
+           ") is not connected, and only the gradients of outputs may be absent");
   DebugInfo info(dc, "snn_ipu");
   const DebugNameAndId dnai(info, sig.gradName);
   // Gradient i is that of forward input sig.gradOutputs[i].

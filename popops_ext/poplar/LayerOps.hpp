@@ -72,6 +72,16 @@ struct TensorSpec {
 // the gradient of (`forwardInputs` in the order of the signature's inputs).
 std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs);
 
+// The forward op's inputs that it lays out itself when PopART asks (an Opx's
+// getInputCreatorType / createInput): the weight, and a recurrent spiking layer's
+// rec_weight, laid out as the layer's tiles read them (LayerGraph::createWeight), so
+// that the per-call copy into each tile's transposed blocks stays on the tile.
+bool createsInput(OpKind kind, const LayerAttributes &a, int index);
+// That input, from the specs of all the op's inputs (signature order): element
+// type and shape are those of inputs[index]. Throws for an input it does not create.
+poplar::Tensor createInput(poplar::Graph &graph, OpKind kind, const LayerAttributes &a, int index,
+                           const std::vector<TensorSpec> &inputs, const poplar::DebugContext &dc);
+
 // The forward op: `inputs` in the order of the signature's inputs; returns its
 // outputs in order. Neuron parameters may be FLOAT or HALF (LayerGraph keeps
 // them, and all state, in float32).

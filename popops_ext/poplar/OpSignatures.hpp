@@ -33,6 +33,13 @@ struct GradInput {
   int index; // of the forward op's output (GradOut, Out) or input (In)
 };
 
+// Which grad inputs PopART may leave unconnected, so the grad op must list them in
+// Op::optionalInputs(): the gradient of a forward output that is not on the loss
+// path (PopART 3.4 transforms/autodiff/gradgrowerop.cpp connects an empty TensorId
+// for it, and Graph::connectInputs throws unless the index is optional). Forward
+// inputs and outputs (In, Out) are always there. LayerOps.cpp takes an absent one as zeros.
+constexpr bool gradInputIsOptional(const GradInput &g) { return g.source == GradSource::GradOut; }
+
 enum class AttributeKind : unsigned { Int, Float };
 
 struct Attribute {

@@ -121,11 +121,18 @@ PYBIND11_MODULE(_graph, m) {
 
   m.def(
       "run_op",
-      [](const std::string &op, const py::dict &attributes, const std::vector<py::array> &inputs,
+      [](const std::string &op, const py::dict &attributes, const std::vector<py::object> &inputs,
          const std::vector<py::array> &forwardInputs, bool checkOutputReads) {
         std::vector<HostArray> in;
-        for (const auto &a : inputs)
-          in.push_back(toHost(a));
+        for (const auto &a : inputs) {
+          if (a.is_none()) { // unconnected, as PopART leaves an optional grad input
+            HostArray absent;
+            absent.absent = true;
+            in.push_back(std::move(absent));
+          } else {
+            in.push_back(toHost(py::cast<py::array>(a)));
+          }
+        }
         ForwardSpecs specs;
         for (const auto &a : forwardInputs) {
           const HostArray h = toHost(a);
@@ -146,12 +153,13 @@ PYBIND11_MODULE(_graph, m) {
       py::arg("forward_inputs") = std::vector<py::array>(), py::arg("check_output_reads") = true,
       "Runs one of the PopART ops (SnnSpikingLayer, SnnSpikingLayerGrad, SnnReadoutLayer, "
       "SnnReadoutLayerGrad) on the host graph; inputs and outputs as the op's. A grad op also "
-      "takes the forward op's inputs (for their dtypes and shapes).");
+      "takes the forward op's inputs (for their dtypes and shapes). None for an input leaves it "
+      "unconnected, as PopART leaves a grad op's optional input.");
 
   m.def("op_signatures", [] {
     py::dict out;
     for (const snn::ops::OpSignature *s : snn::ops::kAllOps) {
-      py::list inputs, outputs, gradInputs, gradOutputs;
+      py::list inputs, outputs, gradInputs, gradOutputs, optionalGradInputs;
       for (int i = 0; i < s->numInputs; ++i)
         inputs.append(s->inputs[i].name);
       for (int i = 0; i < s->numOutputs; ++i)
@@ -162,13 +170,16 @@ PYBIND11_MODULE(_graph, m) {
                                          : src == snn::ops::GradSource::In    ? "In"
                                                                               : "Out",
                                          s->gradInputs[i].index));
+        if (snn::ops::gradInputIsOptional(s->gradInputs[i]))
+          optionalGradInputs.append(i);
       }
       for (int i = 0; i < s->numGradOutputs; ++i)
         gradOutputs.append(py::make_tuple(i, s->gradOutputs[i]));
       out[py::str(s->name)] = py::dict(
           py::arg("inputs") = inputs, py::arg("outputs") = outputs,
           py::arg("grad_op") = std::string(s->gradName), py::arg("grad_inputs") = gradInputs,
-          py::arg("grad_outputs") = gradOutputs);
+          py::arg("grad_outputs") = gradOutputs,
+          py::arg("optional_grad_inputs") = optionalGradInputs);
     }
     return out;
   }, "Each forward op's inputs, outputs and grad op wiring: popops_ext/poplar/OpSignatures.hpp, "
@@ -298,6 +309,17 @@ PYBIND11_MODULE(_graph, m) {
              g.setTileMapping(v.ref, tile);
            })
       .def("map_linearly", [](poplar::Graph &g, const poplar::Tensor &t) { poputil::mapTensorLinearly(g, t); })
+      .def("create_op_input", [](poplar::Graph &g, const std::string &op, const py::dict &attributes,
+                                 const std::vector<std::pair<std::string, std::vector<std::size_t>>> &inputs,
+                                 int index) {
+             ForwardSpecs specs;
+             for (const auto &spec : inputs)
+               specs.push_back({typeFromName(spec.first), spec.second});
+             return createOpInput(op, g, toAttributes(attributes), specs, index,
+                                  "input" + std::to_string(index));
+           }, py::arg("op"), py::arg("attributes"), py::arg("inputs"), py::arg("index"),
+           "An input of a forward op (inputs: (dtype, shape) of each), laid out as PopART lays out "
+           "one no other op laid out: by the op where it can create it (its weights), else linearly.")
       .def("tile_mapping", [](const poplar::Graph &g, const poplar::Tensor &t) {
              std::vector<std::vector<std::pair<std::size_t, std::size_t>>> out;
              for (const auto &tile : g.getTileMapping(t, false)) {

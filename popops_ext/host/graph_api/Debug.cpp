@@ -28,13 +28,17 @@ DebugNameAndId::DebugNameAndId(const DebugNameAndId &parent, std::string name)
     : name_(std::move(name)), parentPath_(parent.getPathName()), id_(parent.getId()) {}
 std::string DebugNameAndId::getPathName() const { return join(parentPath_, name_); }
 
-DebugContext::DebugContext(std::string name) : name_(std::move(name)) {}
-DebugContext::DebugContext(const char *name) : name_(name ? name : "") {}
-DebugContext::DebugContext(const DebugInfo &debugInfo, std::string name)
+DebugContext::DebugContext(SourceLocation loc) : location_(loc) {}
+DebugContext::DebugContext(std::string name, SourceLocation loc)
+    : name_(std::move(name)), location_(loc) {}
+DebugContext::DebugContext(const char *name, SourceLocation loc)
+    : name_(name ? name : ""), location_(loc) {}
+DebugContext::DebugContext(const DebugInfo &debugInfo, std::string name, SourceLocation loc)
     : name_(std::move(name)), parentPath_(debugInfo.getPathName()),
-      parentId_(debugInfo.getId()) {}
-DebugContext::DebugContext(const DebugNameAndId &dnai, std::string name)
-    : name_(std::move(name)), parentPath_(dnai.getPathName()), parentId_(dnai.getId()) {}
+      parentId_(debugInfo.getId()), location_(loc) {}
+DebugContext::DebugContext(const DebugNameAndId &dnai, std::string name, SourceLocation loc)
+    : name_(std::move(name)), parentPath_(dnai.getPathName()), parentId_(dnai.getId()),
+      location_(loc) {}
 std::string DebugContext::getPathName() const { return join(parentPath_, name_); }
 
 DebugInfo::DebugInfo(const DebugContext &debugContext, std::string)

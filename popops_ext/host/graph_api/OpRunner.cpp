@@ -7,6 +7,7 @@
 #include <poputil/TileMapping.hpp>
 
 #include <sstream>
+#include <stdexcept>
 
 namespace snn {
 namespace hostgraph {
@@ -22,6 +23,10 @@ std::string key(const std::string &op, const Attributes &attributes,
   for (const auto &kv : attributes)
     os << ';' << kv.first << '=' << kv.second;
   for (const auto &in : inputs) {
+    if (in.absent) {
+      os << ";absent";
+      continue;
+    }
     os << ';' << in.type.toString();
     for (std::size_t d : in.shape)
       os << ',' << d;
@@ -67,6 +72,34 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
   return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, specs), dc);
 }
 
+poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
+                             const Attributes &attributes, const ForwardSpecs &inputs, int index,
+                             const std::string &name) {
+  ipu::OpKind kind;
+  bool grad;
+  if (!findOp(op, kind, grad))
+    throw poplar::poplar_error("unknown op '" + op + "'");
+  if (index < 0 || std::size_t(index) >= inputs.size())
+    throw poplar::index_error(op + " has no input " + std::to_string(index));
+  const ipu::LayerAttributes a =
+      ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(attributes));
+  if (!grad && inputs.size() == std::size_t(ipu::signature(kind).numInputs) &&
+      ipu::createsInput(kind, a, index)) {
+    std::vector<ipu::TensorSpec> specs;
+    for (const auto &spec : inputs)
+      specs.push_back({spec.first, spec.second});
+    try {
+      return ipu::createInput(graph, kind, a, index, specs, {name});
+    } catch (const std::invalid_argument &) {
+      // shapes the op refuses: growing it names the problem
+    }
+  }
+  poplar::Tensor t = graph.addVariable(inputs[std::size_t(index)].first,
+                                       inputs[std::size_t(index)].second, {name});
+  poputil::mapTensorLinearly(graph, t);
+  return t;
+}
+
 OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attributes,
                                  const std::vector<HostArray> &inputs,
                                  const ForwardSpecs &forwardInputs) {
@@ -77,11 +110,17 @@ OpRunner::Built &OpRunner::built(const std::string &op, const Attributes &attrib
   Built b;
   b.graph = std::make_unique<poplar::Graph>(poplar::Target::createIPUTarget(1, "ipu2"));
   poplar::Graph &g = *b.graph;
+  ForwardSpecs specs;
+  for (const HostArray &h : inputs)
+    specs.push_back({h.type, h.shape});
   std::vector<poplar::Tensor> in;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    // As PopART creates an op input that no other op laid out.
-    poplar::Tensor t = g.addVariable(inputs[i].type, inputs[i].shape, {"input" + std::to_string(i)});
-    poputil::mapTensorLinearly(g, t);
+    if (inputs[i].absent) {
+      in.push_back(poplar::Tensor());
+      continue;
+    }
+    // as PopART lays out an op input that no other op laid out
+    poplar::Tensor t = createOpInput(op, g, attributes, specs, int(i), "input" + std::to_string(i));
     g.createHostWrite("in" + std::to_string(i), t);
     in.push_back(t);
   }
@@ -104,7 +143,8 @@ std::vector<HostArray> OpRunner::run(const std::string &op, const Attributes &at
                                      const ForwardSpecs &forwardInputs) {
   Built &b = built(op, attributes, inputs, forwardInputs);
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
+    if (!inputs[i].absent)
+      b.engine->writeTensor("in" + std::to_string(i), inputs[i].data.data(),
                           inputs[i].data.data() + inputs[i].data.size());
   b.engine->run();
   std::vector<HostArray> out;

@@ -22,6 +22,9 @@ struct HostArray {
   poplar::Type type;
   std::vector<std::size_t> shape;
   std::vector<std::uint8_t> data;
+  // An input left unconnected, as PopART leaves a grad op's optional input (the
+  // gradient of an output off the loss path): the op sees an invalid Tensor.
+  bool absent = false;
 };
 
 // The element type and shape of each forward input: what a grad op's
@@ -36,6 +39,14 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
                                    const std::vector<poplar::Tensor> &inputs,
                                    const ForwardSpecs &forwardInputs = {},
                                    const std::string &name = "");
+
+// An input of a forward op laid out as PopART lays out one that no other op laid
+// out: by the op where its Opx can create it (SnnLayerOpx::createInput, through
+// LayerOps' createInput: the weights), else spread over the tiles. `inputs`: the
+// element type and shape of each of the op's inputs, in the table's order.
+poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
+                             const Attributes &attributes, const ForwardSpecs &inputs, int index,
+                             const std::string &name = "");
 
 class OpRunner {
 public:

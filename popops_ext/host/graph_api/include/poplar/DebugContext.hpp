@@ -1,11 +1,14 @@
 // Host implementation of poplar/DebugContext.hpp. The host keeps only the
 // path of names ("layer/op/name"), which its errors and reports print; the
-// SDK also records source locations and profile debug information.
+// SDK also records the source location (taken here, as the SDK's signatures
+// take it, and kept) and profile debug information.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include <poplar/ProfileValue.hpp>
+#include <poplar/SourceLocation.hpp>
 #include <poplar/StringRef.hpp>
 
 namespace poplar {
@@ -32,18 +35,23 @@ private:
 
 class DebugContext {
 public:
-  DebugContext(std::string name = "");
-  DebugContext(const char *name);
-  DebugContext(const DebugInfo &debugInfo, std::string name = "");
-  DebugContext(const DebugNameAndId &debugNameAndId, std::string name = "");
+  DebugContext(SourceLocation loc = SourceLocation::Current());
+  DebugContext(std::string name, SourceLocation loc = SourceLocation::Current());
+  DebugContext(const char *name, SourceLocation loc = SourceLocation::Current());
+  DebugContext(const DebugInfo &debugInfo, std::string name = "",
+               SourceLocation loc = SourceLocation::Current());
+  DebugContext(const DebugNameAndId &debugNameAndId, std::string name = "",
+               SourceLocation loc = SourceLocation::Current());
   DebugContext(const DebugContext &) = default;
 
   std::string getPathName() const;
   DebugId getId() const { return parentId_; }
+  const SourceLocation &getLocation() const { return location_; }
 
 private:
   std::string name_, parentPath_;
   DebugId parentId_ = 0;
+  SourceLocation location_;
 };
 
 class DebugInfo {

@@ -38,4 +38,22 @@ extern const Type FLOAT;
 
 std::ostream &operator<<(std::ostream &os, const Type &t);
 
+// The device type of a host type: equivalent_device_type<int>().value is INT.
+template <typename T> struct equivalent_device_type {};
+#define POPLAR_DECLARE_EQUIV_TYPE(T1, T2)                                                          \
+  template <> struct equivalent_device_type<T1> {                                                  \
+    const Type &value = T2;                                                                        \
+  };
+POPLAR_DECLARE_EQUIV_TYPE(bool, BOOL)
+POPLAR_DECLARE_EQUIV_TYPE(char, CHAR)
+POPLAR_DECLARE_EQUIV_TYPE(unsigned char, UNSIGNED_CHAR)
+POPLAR_DECLARE_EQUIV_TYPE(signed char, SIGNED_CHAR)
+POPLAR_DECLARE_EQUIV_TYPE(unsigned short, UNSIGNED_SHORT)
+POPLAR_DECLARE_EQUIV_TYPE(short, SHORT)
+POPLAR_DECLARE_EQUIV_TYPE(unsigned, UNSIGNED_INT)
+POPLAR_DECLARE_EQUIV_TYPE(int, INT)
+POPLAR_DECLARE_EQUIV_TYPE(unsigned long long, UNSIGNED_LONGLONG)
+POPLAR_DECLARE_EQUIV_TYPE(long long, LONGLONG)
+POPLAR_DECLARE_EQUIV_TYPE(float, FLOAT)
+
 } // namespace poplar
