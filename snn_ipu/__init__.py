@@ -13,6 +13,7 @@ import torch  # noqa: F401, I001
 from . import data, encoding, events, losses, plot, regularizers, surrogate
 from .interop import export_to_nir, from_snntorch, import_from_nir, to_snntorch
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
+from .pipelining import pipeline
 from .planning import PlanError, PlanReport, place, plan
 from .overflow import SpikeOverflowError
 from .spikes import SparseSpikes
@@ -35,6 +36,7 @@ __all__ = [
     "from_snntorch",
     "import_from_nir",
     "losses",
+    "pipeline",
     "place",
     "plan",
     "plot",

@@ -185,12 +185,12 @@ def test_place_refuses_networks_that_do_not_fit():
 def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monkeypatch):
     seen = []
 
-    def recording(*args, **kwargs):
-        seen.append(kwargs["dense_history"])
-        return tile_starts(*args, **kwargs)
+    def recording(cfg, spikes, weight, capacity, dense_history):
+        seen.append(dense_history)
+        return split(cfg, spikes, weight, capacity, dense_history)
 
-    tile_starts = ipu.tile_starts_for
-    monkeypatch.setattr(ipu, "tile_starts_for", recording)
+    split = ipu._ipu_split
+    monkeypatch.setattr(ipu, "_ipu_split", recording)
     layer = LIFLayer(8, 6, max_spikes=4)
     call_spiking(layer, spikes())  # fixed beta
     call_spiking(layer, spikes(), beta=torch.full((6,), 0.9, requires_grad=True))
