@@ -105,14 +105,15 @@ class LayerPlanRow:
         d, c = self.details, self.details["cycles"]
         steps = int(d["timesteps"])
         sync_cycles = int(d["sync_cycles"])
+        phase_cycles = sync_cycles + int(d["exchange_overhead_cycles"])  # fixed, per phase
         per_group = int(d.get("samples_per_group_max", d["batch"]))
         phases = (2 if self.model != "readout" else 1) + (2 if self.num_tiles > 1 else 1)
         weight_syncs = per_group * sync_cycles
         sync = steps * (int(c["sync_forward"]) + int(c["sync_backward"])
                         + int(c["step_ops_forward"]) + int(c["step_ops_backward"])
-                        + phases * sync_cycles + weight_syncs)
+                        + phases * phase_cycles + weight_syncs)
         exchange = steps * (int(c["exchange_forward"]) + int(c["exchange_backward"])
-                            - phases * sync_cycles) + int(c["group_reduce"])
+                            - phases * phase_cycles) + int(c["group_reduce"])
         compute = max(self.cycles_per_step - sync - exchange, 0)
         return {"compute": compute, "exchange": exchange, "sync": sync}
 
@@ -543,16 +544,19 @@ def place(
     max_spikes: Optional[int] = None,
     activity: float = 0.05,
     input_max_spikes: Optional[int] = None,
+    pipelined: Optional[bool] = None,
 ) -> PlanReport:
     """Plan ``model`` for an IPU (:func:`plan`, target ``"ipu2"``) and give each of
     its layers the tiles of that plan (``layer.ipu_tiles``, an :class:`IpuTiles`).
 
-    The ``ipu`` backend then builds each layer's op on its own tiles, side by
-    side, with the plan's tile size, where the report counted them; without
-    ``place`` every op starts at tile 0 and the layers share tiles. When the
-    layers' tiles add up to more than the IPU has, they still start at tile 0
-    (``PlanReport.tile_offsets``). Call it again after changing the batch size
-    or the sequence length: a layer placed for other ones refuses to run.
+    The ``ipu`` backend then builds each layer's op where the report counted it,
+    with the plan's tile size and sample groups: all from tile 0 (the "overlaid"
+    layout, what it also does for a layer ``place`` did not place) or, for a
+    pipelined network or where that is faster or the only fit, side by side
+    (``PlanReport.tile_offsets``). ``place`` is for choosing: the batch size,
+    sequence length and activity the plan is made for. Call it again after
+    changing the batch size or the sequence length: a layer placed for other
+    ones refuses to run.
 
     Raises:
         PlanError: the network does not fit; the message says what to change.
@@ -560,7 +564,7 @@ def place(
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"place() needs the model (a torch.nn.Module), got {type(model).__name__}")
     report = plan(model, batch_size, num_steps, target="ipu2", max_spikes=max_spikes,
-                  activity=activity, input_max_spikes=input_max_spikes)
+                  activity=activity, input_max_spikes=input_max_spikes, pipelined=pipelined)
     report.raise_if_not_fits()
     for (_, layer), row, first in zip(_snn_layers(model), report.layers, report.tile_offsets):
         layer.ipu_tiles = IpuTiles(first, row.num_tiles, row.neurons_per_tile, batch_size,

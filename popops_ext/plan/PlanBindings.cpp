@@ -105,6 +105,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
   d["cycles_training_step"] = p.cyclesTrainingStep;
   d["clock_hz"] = p.clockHz;
   d["sync_cycles"] = t.syncCycles;
+  d["exchange_overhead_cycles"] = t.exchangeOverheadCycles;
   d["exchange_bytes_per_cycle"] = t.exchangeBytesPerCycle;
   d["seconds_per_training_step"] = p.secondsPerTrainingStep;
   d["samples_per_second"] = p.samplesPerSecond;

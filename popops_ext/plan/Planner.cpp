@@ -94,8 +94,10 @@ void fillCycles(LayerPlan &p, const Target &t) {
   const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
                                 rec * B * (s.capacityOut * kIdBytes + kCountsBytes);
   const std::uint64_t gatherIn = readout ? 0 : combineSamples * gathered;
-  c.exchangeForward = cost::exchangeCycles(listsIn, t.exchangeBytesPerCycle, t.syncCycles) +
-                      cost::exchangeCycles(gatherIn, t.exchangeBytesPerCycle, t.syncCycles);
+  c.exchangeForward = cost::exchangeCycles(listsIn, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles) +
+                      cost::exchangeCycles(gatherIn, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles);
 
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
   // Weight gradients are accumulated in float whatever the weights' dtype.
@@ -114,8 +116,10 @@ void fillCycles(LayerPlan &p, const Target &t) {
           ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
           : 0;
   c.exchangeBackward =
-      cost::exchangeCycles(listsIn + gradOut, t.exchangeBytesPerCycle, t.syncCycles) +
-      cost::exchangeCycles(reduceIn, t.exchangeBytesPerCycle, t.syncCycles);
+      cost::exchangeCycles(listsIn + gradOut, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles) +
+      cost::exchangeCycles(reduceIn, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles);
   const std::uint64_t fanIn = s.inFeatures + rec * s.outFeatures;
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
 
@@ -159,11 +163,12 @@ void fillCycles(LayerPlan &p, const Target &t) {
     // the other groups' copies (receive, then add in float vectors).
     const std::uint64_t block = std::uint64_t(row) * fanIn;
     c.groupReduce = cost::exchangeCycles(block * s.weightBytes, t.exchangeBytesPerCycle,
-                                         t.syncCycles);
+                                         t.syncCycles, t.exchangeOverheadCycles);
     if (p.sampleGroups > 1) {
       const std::uint64_t others = ceilDiv(block * (p.sampleGroups - 1), p.sampleGroups);
       c.groupReduce +=
-          cost::exchangeCycles(others * kValueBytes, t.exchangeBytesPerCycle, t.syncCycles) +
+          cost::exchangeCycles(others * kValueBytes, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles) +
           t.syncCycles +
           cost::vertexCycles(cost::kWorkerEntryCycles + ceilDiv(ceilDiv(others, W), t.floatVectorWidth),
                              W);

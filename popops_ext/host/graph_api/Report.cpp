@@ -58,7 +58,8 @@ std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
   const plan::Target t = plan::ipu2Target();
   if (maxReceived == 0)
     return 0;
-  return t.syncCycles + std::uint64_t(double(maxReceived) / t.exchangeBytesPerCycle + 0.999999);
+  return plan::cost::exchangeCycles(maxReceived, t.exchangeBytesPerCycle, t.syncCycles,
+                                    t.exchangeOverheadCycles);
 }
 
 // A popops operation: a sync, then one cycle per 4 bytes on the busiest tile
