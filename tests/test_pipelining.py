@@ -87,11 +87,17 @@ def tie_free_input(net):
     pytest.fail("no tie-free seed")
 
 
-BACKENDS = ["reference", "emulator", "ipu_graph"]
+# "ipu": the custom ops as PopTorch would emit them, run by the stand-in PopTorch's
+# device (tests/poptorch_standin.py), which executes them on the emulator.
+BACKENDS = ["reference", "emulator", "ipu_graph", "ipu"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_pipelined_network_equals_the_delayed_equations(backend):
+def test_pipelined_network_equals_the_delayed_equations(backend, monkeypatch):
+    if backend == "ipu":
+        from poptorch_standin import install
+
+        install(monkeypatch)._phase = "run"
     net = network(backend)
     assert pipeline(net) == [net[1].name, net[2].name]
     assert [m.input_delay for m in net] == [0, 1, 1]
