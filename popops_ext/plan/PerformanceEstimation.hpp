@@ -114,6 +114,16 @@ inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numParti
                           numWorkers);
 }
 
+// TileListSlice: the tile's entries of a sample's combined list (ids, membranes,
+// gradients), a pass over the tile's share of the list.
+inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
+  return 60 + 8ull * localCapacity;
+}
+// SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
+inline std::uint64_t spikeBitsWorkerCycles(unsigned neurons) {
+  return kWorkerEntryCycles + 3ull * neurons;
+}
+
 // LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the
 // tile's neurons, surrogate derivative only at the tile's listed entries.
 inline std::uint64_t stateGradWorkerCycles(NeuronModel model, unsigned numNeurons,

@@ -47,6 +47,7 @@ py::dict cyclesDict(const plan::StepCycles &c) {
   d["state_update"] = c.stateUpdate;
   d["list_combine"] = c.listCombine;
   d["exchange_forward"] = c.exchangeForward;
+  d["list_slice"] = c.listSlice;
   d["state_grad"] = c.stateGrad;
   d["weight_grad"] = c.weightGrad;
   d["input_grad"] = c.inputGrad;

@@ -59,15 +59,28 @@ std::uint64_t gatheredListBytes(const LayerPlan &p) {
   return localListBytes(p.spec, first) * (p.numTiles - 1) + localListBytes(p.spec, last);
 }
 
-// What the per-step popops operations of the graph cost (LayerGraph.cpp):
-// each a sync, then its bytes on the busiest tile it touches. The op's
-// [T, B, ...] tensors and the slices cut from them are spread over the whole
-// IPU at no less than 128 bytes a tile (poputil::mapTensorLinearly's minimum),
-// and a slice reads one buffer and writes another: 2 x that per tile at the
-// exchange's 4 bytes per cycle.
-std::uint64_t stepOpCycles(std::uint64_t stepBytes, const Target &t) {
+// What the per-step popops operations of the graph cost (LayerGraph.cpp), as
+// the graph report costs them: a sync, then the bytes on the busiest tile at
+// the exchange's bytes per cycle. A dynamic slice or update of a [T, B, ...]
+// tensor (spread slice by slice over the IPU, popops::createSliceableTensor)
+// touches on a tile its share of one step and the step's copy beside it, plus
+// the 4-byte step counter.
+std::uint64_t sliceOpCycles(std::uint64_t stepElements, std::uint64_t elementBytes,
+                            const Target &t) {
+  const std::uint64_t perTile = std::max<std::uint64_t>(1, ceilDiv(stepElements, t.numTiles));
+  return t.syncCycles + cost::ceilU((2.0 * perTile * elementBytes + 4) / t.exchangeBytesPerCycle);
+}
+// A slice of a step shifted by one (a zero step, mapped linearly at no less than
+// 128 bytes a tile, in front of the [T, B, ...] tensor): the zero step is the
+// representative slice.
+std::uint64_t shiftedSliceOpCycles(std::uint64_t stepBytes, const Target &t) {
   const std::uint64_t perTile = std::max<std::uint64_t>(128, ceilDiv(stepBytes, t.numTiles));
-  return t.syncCycles + cost::ceilU(2.0 * perTile / t.exchangeBytesPerCycle);
+  return t.syncCycles + cost::ceilU((2.0 * perTile + 4) / t.exchangeBytesPerCycle);
+}
+// An elementwise operation on `bytes` of one tile (zeroing a step's gradients,
+// adding to them, the step counter).
+std::uint64_t tileOpCycles(std::uint64_t bytes, const Target &t) {
+  return t.syncCycles + cost::ceilU(bytes / t.exchangeBytesPerCycle);
 }
 
 void fillCycles(LayerPlan &p, const Target &t) {
@@ -94,11 +107,29 @@ void fillCycles(LayerPlan &p, const Target &t) {
   const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
                                 rec * B * (s.capacityOut * kIdBytes + kCountsBytes);
   const std::uint64_t gatherIn = readout ? 0 : combineSamples * gathered;
-  c.exchangeForward = cost::exchangeCycles(listsIn, t.exchangeBytesPerCycle, t.syncCycles,
-                                         t.exchangeOverheadCycles) +
-                      cost::exchangeCycles(gatherIn, t.exchangeBytesPerCycle, t.syncCycles,
-                                         t.exchangeOverheadCycles);
+  auto phase = [&](std::uint64_t bytes) {
+    return cost::exchangeCycles(bytes, t.exchangeBytesPerCycle, t.syncCycles,
+                                t.exchangeOverheadCycles);
+  };
+  // The gathers of a sample's pieces onto its combining tile: all but its own piece.
+  const std::uint64_t others = p.numTiles > 1 ? p.numTiles - 1 : 0;
+  if (t.isIpu()) {
+    // The graph's exchange phases (LayerGraph.cpp): each step slice is copied
+    // onto the tiles right after it is cut, so each is a phase of its own.
+    c.exchangeForward = phase(B * s.capacityIn * kIdBytes) +
+                        phase(B * kCountsBytes + rec * B * (s.capacityOut * kIdBytes + 16)) +
+                        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
+  } else {
+    c.exchangeForward = phase(listsIn) + phase(gatherIn);
+  }
 
+  // TileListSlice (a tile's entries of the step's list) and SpikeBitsToList (the
+  // spikes of t - 1, dropped ones included) per sample, in one compute set.
+  c.listSlice = readout ? 0
+                        : cost::computeSetCycles(2 * std::uint64_t(B),
+                                                 std::max(cost::listSliceWorkerCycles(p.localCapacity),
+                                                          cost::spikeBitsWorkerCycles(n)),
+                                                 W);
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
   // Weight gradients are accumulated in float whatever the weights' dtype.
   c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W,
@@ -115,11 +146,24 @@ void fillCycles(LayerPlan &p, const Target &t) {
       p.numTiles > 1
           ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
           : 0;
-  c.exchangeBackward =
-      cost::exchangeCycles(listsIn + gradOut, t.exchangeBytesPerCycle, t.syncCycles,
-                                         t.exchangeOverheadCycles) +
-      cost::exchangeCycles(reduceIn, t.exchangeBytesPerCycle, t.syncCycles,
-                                         t.exchangeOverheadCycles);
+  const bool denseU = readout || s.denseHistory;
+  if (t.isIpu()) {
+    const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
+    std::uint64_t b = phase(B * Kin * kIdBytes) + phase(B * kCountsBytes);
+    if (!readout)
+      b += phase(B * K * kIdBytes) + phase(B * kCountsBytes) + phase(B * K * kValueBytes) +
+           phase(B * ceilDiv(n, 16) * kValueBytes) +
+           rec * (phase(B * K * kIdBytes) + phase(B * kCountsBytes));
+    if (denseU)
+      b += stateVarsPerNeuron(s.model) * phase(B * n * kValueBytes);
+    if (rec)
+      b += phase(combineSamples * others * K * kValueBytes);
+    b += phase(readout ? B * n * kValueBytes : B * K * kValueBytes) +
+         phase(combineSamples * others * Kin * kValueBytes);
+    c.exchangeBackward = b;
+  } else {
+    c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);
+  }
   const std::uint64_t fanIn = s.inFeatures + rec * s.outFeatures;
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
 
@@ -132,31 +176,33 @@ void fillCycles(LayerPlan &p, const Target &t) {
     const std::uint64_t setsBackward = 3 + 2 * rec + (readout ? 0 : 1);
     c.syncForward = setsForward * t.syncCycles;
     c.syncBackward = setsBackward * t.syncCycles;
-    // The per-step popops operations, each with the bytes of its [B, ...] step.
-    const std::uint64_t Bt = s.batch, kin = s.capacityIn, kout = s.capacityOut;
-    const std::uint64_t inIds = Bt * kin * kIdBytes, inCounts = Bt * kCountsBytes;
-    const std::uint64_t outList = Bt * kout * kIdBytes, counts = Bt * kCountsBytes;
-    const std::uint64_t dense = Bt * s.outFeatures * kValueBytes;
-    const std::uint64_t bits = Bt * p.numTiles * ceilDiv(n, 16) * kValueBytes;
+    // The per-step popops operations (LayerGraph.cpp), in the graph report's costs.
+    const std::uint64_t Bt = s.batch, kin = s.capacityIn, kout = s.capacityOut, N = s.outFeatures;
+    const std::uint64_t words = std::uint64_t(p.numTiles) * ceilDiv(n, 16);
     const std::uint64_t denseVars = s.denseHistory ? stateVarsPerNeuron(s.model) : 0;
-    std::uint64_t f = stepOpCycles(inIds, t) + stepOpCycles(inCounts, t) + stepOpCycles(4, t);
+    const std::uint64_t counter = tileOpCycles(8, t); // t += 1 (the counter and a constant)
+    std::uint64_t f = sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t) + counter;
     if (readout)
-      f += stepOpCycles(dense, t);
-    else
-      f += 2 * stepOpCycles(outList, t) + stepOpCycles(2 * counts, t) + stepOpCycles(bits, t) +
-           denseVars * stepOpCycles(dense, t);
+      f += sliceOpCycles(Bt * N, 4, t);
+    else // ids, membranes, counts and needed, spike bits of the step; the dense state
+      f += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 4, 4, t) +
+           sliceOpCycles(Bt * words, 4, t) + denseVars * sliceOpCycles(Bt * N, 4, t);
     c.stepOpsForward = f;
-    std::uint64_t b = stepOpCycles(inIds, t) + stepOpCycles(inCounts, t) + stepOpCycles(4, t) +
-                      2 * stepOpCycles(Bt * kin * kValueBytes, t); // gradIn[t] = 0, its update
-    if (readout) {
-      b += 2 * stepOpCycles(dense, t); // dL/dU[t], U[t-1]
-    } else {
-      b += stepOpCycles(Bt * kout * kValueBytes, t) + 2 * stepOpCycles(outList, t) +
-           stepOpCycles(counts, t) + stepOpCycles(bits, t) + denseVars * stepOpCycles(dense, t);
-      // recurrent: the previous step's list, and its gradient zeroed and added
-      b += rec * (stepOpCycles(outList, t) + stepOpCycles(counts, t) +
-                  2 * stepOpCycles(Bt * kout * kValueBytes, t));
-    }
+    // inputs of step t, dL/d(values)[t] (readout: dL/dU[t]), gradIn[t] zeroed on the
+    // combining tiles and written back, the counter
+    std::uint64_t b = sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
+                      sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
+                      tileOpCycles(combineSamples * kin * kValueBytes, t) +
+                      sliceOpCycles(Bt * kin, 4, t) + counter;
+    if (!readout) // ids, counts, membranes of step t; spike bits of t - 1
+      b += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
+           shiftedSliceOpCycles(Bt * words * 4, t);
+    if (denseU)
+      b += stateVarsPerNeuron(s.model) * shiftedSliceOpCycles(Bt * N * 4, t);
+    // recurrent: the list of t - 1; its gradient zeroed, then added to dL/d(values)[t]
+    b += rec * (shiftedSliceOpCycles(Bt * kout * 4, t) + shiftedSliceOpCycles(Bt * 2 * 4, t) +
+                tileOpCycles(combineSamples * kout * kValueBytes, t) +
+                sliceOpCycles(Bt * kout, 4, t));
     c.stepOpsBackward = b;
     // Once per step: every tile receives its weight rows (each group its own
     // copy), and with several groups each tile reduces 1/G of its block from
@@ -180,8 +226,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
       ceilDiv(std::uint64_t(p.numTiles) * p.sampleGroups, t.parallelTiles);
   p.cyclesForwardTimestep = waves * (c.spikeMatmul + c.stateUpdate + c.listCombine +
                                      c.exchangeForward + c.syncForward + c.stepOpsForward);
-  p.cyclesBackwardTimestep = waves * (c.stateGrad + c.weightGrad + c.inputGrad + c.partialReduce +
-                                      c.exchangeBackward + c.syncBackward + c.stepOpsBackward);
+  p.cyclesBackwardTimestep =
+      waves * (c.listSlice + c.stateGrad + c.weightGrad + c.inputGrad + c.partialReduce +
+               c.exchangeBackward + c.syncBackward + c.stepOpsBackward);
   p.cyclesTrainingStep =
       std::uint64_t(s.timesteps) * (p.cyclesForwardTimestep + p.cyclesBackwardTimestep) +
       waves * c.optimizer + c.groupReduce;

@@ -22,6 +22,7 @@ struct StepCycles {
   std::uint64_t stateUpdate = 0;
   std::uint64_t listCombine = 0;
   std::uint64_t exchangeForward = 0;
+  std::uint64_t listSlice = 0; // a tile's entries of the step's list, the spikes of t - 1
   std::uint64_t stateGrad = 0;
   std::uint64_t weightGrad = 0;
   std::uint64_t inputGrad = 0;

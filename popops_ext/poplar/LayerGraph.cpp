@@ -26,10 +26,9 @@ namespace pe = popops::expr;
 namespace {
 
 
-// SpikeBitsPack / SpikeBitsToList, one worker's loop: a load, test and shift
-// per neuron.
+// SpikeBitsPack / SpikeBitsToList, one worker's loop (plan/PerformanceEstimation.hpp).
 std::uint64_t spikeBitsCycles(unsigned neurons) {
-  return plan::cost::kWorkerEntryCycles + 3ull * neurons;
+  return plan::cost::spikeBitsWorkerCycles(neurons);
 }
 
 } // namespace
@@ -739,7 +738,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
         graph_.setInitialValue(v["spikesOnly"], 0u);
         graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, 60 + 8 * tiles_[j].localCapacity);
+        estimate(v, plan::cost::listSliceWorkerCycles(tiles_[j].localCapacity));
         // Every spike of step t - 1 on the tile, dropped ones included.
         auto p = graph_.addVertex(sl, "SpikeBitsToList",
                                   {{"bits", pBits[j][b]},

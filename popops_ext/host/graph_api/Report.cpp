@@ -67,7 +67,7 @@ std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
 // repeats it (rough: its vertices' own estimates are poplibs', not ours).
 std::uint64_t popopsCycles(const GraphModel &g, const HostOp &op) {
   std::vector<Chunk> chunks;
-  for (const poplar::Tensor &t : op.tensors())
+  for (const poplar::Tensor &t : op.costTensors())
     for (const Chunk &c : chunksOf(t))
       chunks.push_back(c);
   std::sort(chunks.begin(), chunks.end(), [](const Chunk &a, const Chunk &b) {
