@@ -506,10 +506,12 @@ def plan(
     args: List[tuple] = []
     capacity_in = input_max_spikes or 0
     clock_hz = 1.0
-    for s in shapes:
+    for i, s in enumerate(shapes):
         capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
         a = _layer_shape_args(s, batch_size, num_steps, capacity_in, capacity_out, activity)
-        d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history)
+        # the first layer reads the network's input, laid out by PopART
+        d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history,
+                          linear_input=i == 0)
         rows.append(LayerPlanRow.from_plan(s.name, d))
         args.append(a[:6] + (int(d["capacity_in"]), int(d["capacity_out"])) + a[8:])
         clock_hz = float(d["clock_hz"])
@@ -518,16 +520,16 @@ def plan(
     if target != "ipu2" or len(rows) < 2 or (not pipelined and report.fits):
         return report
     # Tiles of their own: share the IPU's tiles out between the layers.
-    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history)
-              for a, s in zip(args, shapes)]
+    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0)
+              for i, (a, s) in enumerate(zip(args, shapes))]
     picks = _allocate(fronts, report.target_tiles, slowest=pipelined)
     if picks is None:
         return report
     disjoint = [
         LayerPlanRow.from_plan(s.name, _C.plan_layer(
             *a, "ipu2", 1, neurons_per_tile=f[i][2], dense_history=s.dense_history,
-            sample_groups=f[i][3]))
-        for a, s, f, i in zip(args, shapes, fronts, picks)
+            sample_groups=f[i][3], linear_input=k == 0))
+        for k, (a, s, f, i) in enumerate(zip(args, shapes, fronts, picks))
     ]
     candidate = PlanReport(target, batch_size, num_steps, disjoint, clock_hz, pipelined,
                            "disjoint")

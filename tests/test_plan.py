@@ -271,22 +271,24 @@ def test_plan_from_module_reads_layer_attributes():
 
 def test_plan_of_layers_learning_decays_counts_their_dense_history():
     """A layer that learns beta (or alpha) keeps U (and syn) over T on the IPU: the
-    plan's history bytes are the hand-computed T x B x neurons x 4 per state."""
+    plan's history bytes are the hand-computed T x B x neurons x 4 per state (B: the
+    samples of the tile's sample group)."""
     from snn_ipu import LIFLayer, SynapticLayer
 
     def history(layer):
         r = plan(torch.nn.Sequential(layer), batch_size=4, num_steps=10)
         row = r.layers[0]
-        return row.details["memory"]["history"], row.neurons_per_tile
+        return (row.details["memory"]["history"],
+                row.neurons_per_tile * int(row.details["samples_per_group_max"]))
 
     plain, _ = history(LIFLayer(40, 24))
     learned, n = history(LIFLayer(40, 24, learn_beta=True))
-    assert learned - plain == 10 * 4 * n * 4
+    assert learned - plain == 10 * n * 4
     named = plan(torch.nn.Sequential(LIFLayer(40, 24, name="hidden1")), 4, 10)
     assert named.layers[0].name == "hidden1"  # the layer's own name, as errors use it
     syn_plain, _ = history(SynapticLayer(40, 24))
     syn_learned, n = history(SynapticLayer(40, 24, learn_alpha=True))
-    assert syn_learned - syn_plain == 2 * 10 * 4 * n * 4
+    assert syn_learned - syn_plain == 2 * 10 * n * 4
 
 
 def test_plan_sizes_must_be_integers():

@@ -120,7 +120,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
 plan::LayerSpec checkedSpec(unsigned inFeatures, unsigned outFeatures, unsigned batch,
                            unsigned timesteps, bool recurrent, int model, unsigned capacityIn,
                            unsigned capacityOut, double activity, unsigned weightBytes,
-                           bool denseHistory,
+                           bool denseHistory, bool linearInput,
                            std::initializer_list<std::pair<const char *, unsigned>> more) {
   // Sizes multiply into byte and element counts: beyond int32 they would wrap.
   for (const auto &[name, value] :
@@ -153,6 +153,7 @@ plan::LayerSpec checkedSpec(unsigned inFeatures, unsigned outFeatures, unsigned 
   spec.activity = activity;
   spec.weightBytes = weightBytes;
   spec.denseHistory = denseHistory;
+  spec.linearInput = linearInput;
   return spec;
 }
 
@@ -164,10 +165,10 @@ void registerPlanBindings(py::module_ &m) {
       [](unsigned inFeatures, unsigned outFeatures, unsigned batch, unsigned timesteps,
          bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
          unsigned weightBytes, const std::string &target, unsigned threads, unsigned neuronsPerTile,
-         bool denseHistory, unsigned sampleGroups, unsigned maxTiles) {
+         bool denseHistory, unsigned sampleGroups, unsigned maxTiles, bool linearInput) {
         const plan::LayerSpec spec = checkedSpec(
             inFeatures, outFeatures, batch, timesteps, recurrent, model, capacityIn, capacityOut,
-            activity, weightBytes, denseHistory,
+            activity, weightBytes, denseHistory, linearInput,
             {{"threads", threads}, {"neurons_per_tile", neuronsPerTile},
              {"sample_groups", sampleGroups}, {"max_tiles", maxTiles}});
         const plan::Target t = plan::targetByName(target, threads);
@@ -186,18 +187,21 @@ void registerPlanBindings(py::module_ &m) {
       py::arg("capacity_out") = 0, py::arg("activity") = 0.05, py::arg("weight_bytes") = 4,
       py::arg("target") = "ipu2", py::arg("threads") = 0, py::arg("neurons_per_tile") = 0,
       py::arg("dense_history") = false, py::arg("sample_groups") = 1, py::arg("max_tiles") = 0,
+      py::arg("linear_input") = false,
       "Places one layer on a target (\"ipu2\" or \"host\"): tile_starts, bytes per tile, exchange "
       "bytes and cycles per step, samples/s, and whether (and why not) it fits. capacity 0 = auto; "
       "neurons_per_tile 0 = let the planner choose (the tile size and, on an IPU, the sample "
-      "groups, using at most max_tiles tiles, 0 = all).");
+      "groups, using at most max_tiles tiles, 0 = all). linear_input: the input list is the "
+      "network's input, laid out linearly by PopART (its per-step slices cost more).");
   m.def(
       "plan_candidates",
       [](unsigned inFeatures, unsigned outFeatures, unsigned batch, unsigned timesteps,
          bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
-         unsigned weightBytes, bool denseHistory, unsigned maxTiles) {
+         unsigned weightBytes, bool denseHistory, unsigned maxTiles, bool linearInput) {
         const plan::LayerSpec spec =
             checkedSpec(inFeatures, outFeatures, batch, timesteps, recurrent, model, capacityIn,
-                        capacityOut, activity, weightBytes, denseHistory, {{"max_tiles", maxTiles}});
+                        capacityOut, activity, weightBytes, denseHistory, linearInput,
+                        {{"max_tiles", maxTiles}});
         const plan::Target t = plan::ipu2Target();
         py::list out;
         for (const plan::LayerPlan &p : plan::planCandidates(spec, t, maxTiles))
@@ -208,7 +212,7 @@ void registerPlanBindings(py::module_ &m) {
       py::arg("in_features"), py::arg("out_features"), py::arg("batch"), py::arg("timesteps"),
       py::arg("recurrent") = false, py::arg("model") = 0, py::arg("capacity_in") = 0,
       py::arg("capacity_out") = 0, py::arg("activity") = 0.05, py::arg("weight_bytes") = 4,
-      py::arg("dense_history") = false, py::arg("max_tiles") = 0,
+      py::arg("dense_history") = false, py::arg("max_tiles") = 0, py::arg("linear_input") = false,
       "ipu2: the fitting plans fastest for their tile count, fewest tiles first, as tuples "
       "(tiles used, cycles per training step, neurons per tile, sample groups, busiest tile bytes).");
 }

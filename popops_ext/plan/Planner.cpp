@@ -77,6 +77,16 @@ std::uint64_t shiftedSliceOpCycles(std::uint64_t stepBytes, const Target &t) {
   const std::uint64_t perTile = std::max<std::uint64_t>(128, ceilDiv(stepBytes, t.numTiles));
   return t.syncCycles + cost::ceilU((2.0 * perTile + 4) / t.exchangeBytesPerCycle);
 }
+// A dynamic slice of a [T, B, ...] tensor mapped linearly over the IPU (the
+// network's input, as PopART lays out a tensor no op created): its first step
+// sits on the first tiles, up to a tile's share of the whole tensor (at least
+// 128 bytes) on each.
+std::uint64_t linearSliceOpCycles(std::uint64_t stepBytes, std::uint64_t totalBytes,
+                                  const Target &t) {
+  const std::uint64_t perTile = std::max<std::uint64_t>(128, ceilDiv(totalBytes, t.numTiles));
+  return t.syncCycles +
+         cost::ceilU((2.0 * std::min(perTile, stepBytes) + 4) / t.exchangeBytesPerCycle);
+}
 // An elementwise operation on `bytes` of one tile (zeroing a step's gradients,
 // adding to them, the step counter).
 std::uint64_t tileOpCycles(std::uint64_t bytes, const Target &t) {
@@ -150,16 +160,31 @@ void fillCycles(LayerPlan &p, const Target &t) {
   if (t.isIpu()) {
     const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
     std::uint64_t b = phase(B * Kin * kIdBytes) + phase(B * kCountsBytes);
-    if (!readout)
-      b += phase(B * K * kIdBytes) + phase(B * kCountsBytes) + phase(B * K * kValueBytes) +
-           phase(B * ceilDiv(n, 16) * kValueBytes) +
-           rec * (phase(B * K * kIdBytes) + phase(B * kCountsBytes));
+    // Each slice's copy is a phase; a copy right after another joins its phase.
+    std::uint64_t last = 0;
+    auto next = [&](std::uint64_t bytes) {
+      b += phase(last);
+      last = bytes;
+    };
+    if (!readout) {
+      next(B * K * kIdBytes);
+      next(B * kCountsBytes);
+      next(B * K * kValueBytes);
+      next(B * ceilDiv(n, 16) * kValueBytes);
+      if (rec) {
+        next(B * K * kIdBytes);
+        next(B * kCountsBytes);
+      }
+    }
     if (denseU)
-      b += stateVarsPerNeuron(s.model) * phase(B * n * kValueBytes);
-    if (rec)
-      b += phase(combineSamples * others * K * kValueBytes);
-    b += phase(readout ? B * n * kValueBytes : B * K * kValueBytes) +
-         phase(combineSamples * others * Kin * kValueBytes);
+      for (unsigned v = 0; v < stateVarsPerNeuron(s.model); ++v)
+        next(B * n * kValueBytes);
+    if (rec) { // the recurrent gradient's compute sets come between
+      next(combineSamples * others * K * kValueBytes);
+      next(0);
+    }
+    last += readout ? B * n * kValueBytes : B * K * kValueBytes; // dL/d(values)[t] or dL/dU[t]
+    b += phase(last) + phase(combineSamples * others * Kin * kValueBytes);
     c.exchangeBackward = b;
   } else {
     c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);
@@ -181,7 +206,12 @@ void fillCycles(LayerPlan &p, const Target &t) {
     const std::uint64_t words = std::uint64_t(p.numTiles) * ceilDiv(n, 16);
     const std::uint64_t denseVars = s.denseHistory ? stateVarsPerNeuron(s.model) : 0;
     const std::uint64_t counter = tileOpCycles(8, t); // t += 1 (the counter and a constant)
-    std::uint64_t f = sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t) + counter;
+    // the step's input list (ids, counts)
+    const std::uint64_t inputSlices =
+        s.linearInput ? linearSliceOpCycles(Bt * kin * 4, s.timesteps * Bt * kin * 4, t) +
+                            linearSliceOpCycles(Bt * 8, s.timesteps * Bt * 8, t)
+                      : sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t);
+    std::uint64_t f = inputSlices + counter;
     if (readout)
       f += sliceOpCycles(Bt * N, 4, t);
     else // ids, membranes, counts and needed, spike bits of the step; the dense state
@@ -190,8 +220,7 @@ void fillCycles(LayerPlan &p, const Target &t) {
     c.stepOpsForward = f;
     // inputs of step t, dL/d(values)[t] (readout: dL/dU[t]), gradIn[t] zeroed on the
     // combining tiles and written back, the counter
-    std::uint64_t b = sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
-                      sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
+    std::uint64_t b = inputSlices + sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
                       tileOpCycles(combineSamples * kin * kValueBytes, t) +
                       sliceOpCycles(Bt * kin, 4, t) + counter;
     if (!readout) // ids, counts, membranes of step t; spike bits of t - 1
