@@ -181,22 +181,17 @@ class PlanReport:
 
         Every layer's op tensors ([T, B, ...] inputs, outputs, gradients) are
         spread over all tiles of the IPU, so every tile holds all layers' shares.
+        The rest of a layer's tile data (its per-call weight blocks, state, buffers
+        and gradient blocks) lives while its op runs: on tiles of its own, or,
+        overlaid, while the other ops, which run before or after it, do not.
         """
         if not self.layers:
             return 0
         if not self.is_ipu:
             return max(r.bytes_per_tile_max for r in self.layers)
-        if not self.disjoint:
-            return self.bytes_per_tile_overlaid
         io = [int(r.details["memory"]["io_share"]) for r in self.layers]
         own = max(r.bytes_per_tile_max - share for r, share in zip(self.layers, io))
         return own + sum(io)
-
-    @property
-    def bytes_per_tile_overlaid(self) -> int:
-        """Bytes on tile 0 with every layer laid out from tile 0 (what the ipu backend
-        does with layers that :func:`place` did not place)."""
-        return sum(r.bytes_per_tile_max for r in self.layers)
 
     @property
     def budget(self) -> int:

@@ -42,7 +42,7 @@ def test_report_prints_both_sides(s_network):
     text = str(s_network)
     for row in s_network.plan.layers:
         assert row.name in text
-    assert "busiest tile" in text and "plan 312.1 KiB" in text
+    assert "busiest tile" in text and "plan 142.2 KiB" in text
 
 
 def test_a_network_that_does_not_fit():

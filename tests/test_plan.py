@@ -339,10 +339,11 @@ def test_layers_side_by_side_share_only_their_io_tensors():
 
 
 def test_layers_that_fit_alone_but_not_together():
+    # overlaid, one op after the other: the larger layer's own 390 KiB and both io shares
     r = PlanReport("ipu2", 4, 10, [_row("a", 1000, 400 * KIB, 10 * KIB),
-                                   _row("b", 1000, 300 * KIB, 20 * KIB)], 1.33e9)
+                                   _row("b", 1000, 300 * KIB, 250 * KIB)], 1.33e9)
     assert not r.disjoint and r.tile_offsets == [0, 0]
-    assert r.bytes_per_tile_combined == 700 * KIB
+    assert r.bytes_per_tile_combined == 390 * KIB + 260 * KIB
     assert not r.fits
     assert any("together" in p for p in r.problems())
     with pytest.raises(PlanError, match="together"):
