@@ -79,6 +79,15 @@ void LayerGraph::connectEach(VertexRef v, const std::string &field,
     graph_.connect(v[field][i], tensors[i]);
 }
 
+double LayerGraph::expectedListed() const {
+  // As the planner: spikes and eligible entries, no more than the capacity.
+  return std::min<double>(capacityOut_, 2 * plan_.spec.activity * outFeatures_);
+}
+
+double LayerGraph::expectedListed(const Tile &tile) const {
+  return std::min<double>(tile.localCapacity, expectedListed() * tile.width / outFeatures_);
+}
+
 void LayerGraph::estimate(const VertexRef &v, std::uint64_t cycles) {
   graph_.setPerfEstimate(v, cycles);
 }
@@ -428,7 +437,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       // a readout lists nothing
       estimate(v, plan::cost::stateUpdateWorkerCycles(
                       plan_.spec.model, tile.width,
-                      readout ? 0.0 : 2 * plan_.spec.activity * tile.width));
+                      readout ? 0.0 : expectedListed(tile)));
     }
   }
   body.add(Execute(up, {dnai_, "stateUpdate"}));
@@ -474,7 +483,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.connect(v["counts"], stepCounts[b]);
       graph_.setTileMapping(v, combineTile(b));
       estimate(v, plan::cost::listCombineWorkerCycles(tilesPerGroup_,
-                                                      2 * plan_.spec.activity * N));
+                                                      expectedListed()));
     }
     // Every spike of the step as bits, dropped ones included: the backward
     // pass needs them for the resets.
@@ -792,7 +801,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       }
       graph_.setTileMapping(v, tile.index);
       estimate(v, plan::cost::stateGradWorkerCycles(plan_.spec.model, tile.width,
-                                                    2 * plan_.spec.activity * tile.width));
+                                                    expectedListed(tile)));
     }
   }
   body.add(Execute(sg, {dnai_, "stateGrad"}));

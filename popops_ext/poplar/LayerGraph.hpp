@@ -155,6 +155,10 @@ private:
     return tiles_[groupOf(b) * tilesPerGroup_ + localSample(b) % tilesPerGroup_].index;
   }
   void estimate(const poplar::VertexRef &v, std::uint64_t cycles);
+  // Entries a step's list is expected to hold (spikes and eligible ones, at most
+  // the capacity), and a tile's share of them, for the vertices' estimates.
+  double expectedListed() const;
+  double expectedListed(const Tile &tile) const;
   // A Vector<Input<Vector<T>>> field: one tensor per element.
   void connectEach(poplar::VertexRef v, const std::string &field,
                    const std::vector<poplar::Tensor> &tensors);
