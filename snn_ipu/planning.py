@@ -283,7 +283,7 @@ class PlanReport:
                                    for j, (c, w) in enumerate(zip(row, widths))))
             if i == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        how = ("the slowest layer's (pipelined: the layers at once)"
+        how = ("the slowest layer's: pipelined, the layers at once"
                if self.pipelined and self.disjoint else "the layers' sum")
         lines.append(
             f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step ({how}), "
