@@ -14,6 +14,7 @@ from . import data, encoding, events, losses, plot, regularizers, surrogate
 from .dropout import SpikeDropout
 from .interop import export_to_nir, from_snntorch, import_from_nir, to_snntorch
 from .layers import LayerState, LIFLayer, ReadoutLayer, SynapticLayer
+from .pipelining import pipeline
 from .planning import PlanError, PlanReport, place, plan
 from .overflow import SpikeOverflowError
 from .spikes import SparseSpikes
@@ -37,6 +38,7 @@ __all__ = [
     "from_snntorch",
     "import_from_nir",
     "losses",
+    "pipeline",
     "place",
     "plan",
     "plot",

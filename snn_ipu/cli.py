@@ -193,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="(default: ipu2)")
     plan.add_argument("--activity", type=positive, default=0.05,
                       help="expected fraction of neurons spiking per step (default: 0.05)")
+    plan.add_argument("--input-max-spikes", type=at_least(1), default=None,
+                      help="capacity of the input list (default: from --activity)")
+    plan.add_argument("--pipelined", action="store_true",
+                      help="plan the pipelined network (snn_ipu.pipeline: each layer reads "
+                           "its input one step late, the layers on tiles of their own)")
+    plan.add_argument("--graph-report", action="store_true",
+                      help="also build the IPU program on the host and print its report "
+                           "beside the plan's estimates (ipu2; slow for large networks)")
 
     commands.add_parser("bench", help="run the training benchmark (snn-ipu bench --help)",
                         add_help=False)
@@ -293,8 +301,15 @@ def _run_plan(args: argparse.Namespace) -> int:
     model = model_shapes(config, shape.num_inputs, shape.num_classes)
     print(f"network {shape.num_inputs}-{'-'.join(map(str, config.hidden))}-{shape.num_classes}"
           f", batch {config.batch_size}, T={shape.num_steps}, target {args.target}")
-    print(plan(model, config.batch_size, shape.num_steps, target=args.target,
-               activity=args.activity))
+    if args.pipelined:
+        from .pipelining import pipeline
+
+        pipeline(model)
+    report = plan(model, config.batch_size, shape.num_steps, target=args.target,
+                  activity=args.activity, input_max_spikes=args.input_max_spikes)
+    print(report)
+    if args.graph_report:
+        print(report.graph_report())
     return 0
 
 

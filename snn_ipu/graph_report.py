@@ -88,7 +88,7 @@ class GraphReport:
         """Bytes on the busiest of the layer's own tiles: its variables (its ops'
         io tensors spread over other tiles too), the vertex state there, the reserve."""
         first = self.plan.tile_offsets[layer]
-        tiles = slice(first, first + self.plan.layers[layer].num_tiles)
+        tiles = slice(first, first + self.plan.layers[layer].tiles_used)
         own = self.layer_bytes[layer][tiles] + self.vertex_state_bytes[tiles]
         return int(own.max()) + self.reserved_bytes
 
@@ -115,14 +115,15 @@ class GraphReport:
         p = self.plan
         lines = [f"graph report on {p.target}: batch {p.batch_size}, {p.num_steps} steps "
                  f"(the IPU program built on the host; planner's estimate alongside)"]
-        head = ["layer", "tiles", "KiB/tile graph", "plan", "fwd cycles/step graph",
+        head = ["layer", "tiles x groups", "KiB/tile graph", "plan", "fwd cycles/step graph",
                 "(exch)", "plan", "(exch)", "bwd cycles/step graph", "(exch)", "plan", "(exch)"]
         rows = [head]
         for i, row in enumerate(p.layers):
             fwd, bwd = self.op(i, False), self.op(i, True)
             c = row.details["cycles"]
             rows.append([
-                row.name, str(row.num_tiles), f"{self.layer_tile_bytes(i) / 1024:.1f}",
+                row.name, f"{row.num_tiles} x {row.sample_groups}",
+                f"{self.layer_tile_bytes(i) / 1024:.1f}",
                 f"{row.bytes_per_tile_max / 1024:.1f}",
                 f"{fwd.step:,}", f"{fwd.step_exchange:,}",
                 f"{int(row.details['cycles_forward_timestep']):,}",
@@ -137,6 +138,7 @@ class GraphReport:
                                    for k, (v, w) in enumerate(zip(r, widths))))
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
+        # the ops run one after another in the graph
         plan_cycles = sum(int(r.details["cycles_training_step"]) for r in p.layers)
         lines.append(
             f"training step: graph {self.cycles_per_step / 1e6:.3f} Mcycles (no optimizer), "
@@ -169,6 +171,7 @@ def _attributes(row, first_tile: int) -> Dict[str, float]:
         "surrogate_p1": 0.0, "grad_window": 0.5, "capacity": row.capacity_out, "has_bias": 1,
         "recurrent": int(row.recurrent), "keep_dense_state": int(dense),
         "neurons_per_tile": row.neurons_per_tile, "first_tile": first_tile,
+        "sample_groups": row.sample_groups,
         "activity": float(d["activity"]),
     }
 

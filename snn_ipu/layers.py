@@ -59,6 +59,7 @@ from .layer_settings import (
 )
 from .losses import RECORDED_MEMBRANE
 from .overflow import check_overflow_policy, raise_or_warn_overflow
+from .pipelining import check_input_delay, delayed
 from .spikes import SparseSpikes, capacity_or_none
 
 __all__ = ["LIFLayer", "SynapticLayer", "ReadoutLayer", "LayerConfig", "LayerState"]
@@ -142,6 +143,9 @@ class _Layer(nn.Module):
     record_membrane = Setting(lambda value: flag("record_membrane", value))
     carry_state = Setting(lambda value: flag("carry_state", value))
 
+    # Timesteps this layer's input arrives late (snn_ipu.pipelining; 0: not delayed).
+    input_delay = Setting(check_input_delay)
+
     def __init__(
         self,
         in_features: int,
@@ -191,6 +195,8 @@ class _Layer(nn.Module):
         # instead of zero: a long sequence in chunks, as truncated BPTT or streaming.
         self.carry_state = False
         self.state = None
+        # Layer pipelining (snn_ipu.pipelining.pipeline): x[t] is read at step t + delay.
+        self.input_delay = 0
         # The tiles of this layer's IPU op (snn_ipu.planning.place); None: from tile 0.
         self.ipu_tiles = None
         self.last_call: Optional[CallRecord] = None
@@ -307,6 +313,17 @@ class _Layer(nn.Module):
     @state.setter
     def state(self, value) -> None:
         self.__dict__["_state"] = None if value is None else _layer_state(self.name, value)
+
+    def _input(self, x) -> SparseSpikes:
+        """The call's input as a list, delayed by ``input_delay`` steps."""
+        spikes = as_sparse(x, self.in_features, self.name)
+        if self.input_delay and self.carry_state:
+            # the steps a delay pushes past a chunk's end would have to start the next one
+            raise ValueError(
+                f"{self.name}: input_delay={self.input_delay} with carry_state is not "
+                "supported (the delayed steps of one chunk would be lost to the next)"
+            )
+        return delayed(spikes, self.input_delay)
 
     def reset_state(self) -> None:
         """The next call starts from zero state (with ``carry_state``)."""
@@ -432,7 +449,7 @@ class _SpikingLayer(_Layer):
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> SparseSpikes:
         """Runs the layer over all timesteps; returns its output spikes."""
-        spikes = as_sparse(x, self.in_features, self.name)
+        spikes = self._input(x)
         self._check_parameters()
         records_grad = torch.is_grad_enabled() and (
             spikes.values.requires_grad
@@ -594,7 +611,7 @@ class ReadoutLayer(_Layer):
         )
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
-        spikes = as_sparse(x, self.in_features, self.name)
+        spikes = self._input(x)
         self._check_parameters()
         initial = self._initial_state(spikes)
         if initial is not None and (initial.synaptic is not None or initial.spikes is not None):

@@ -9,8 +9,18 @@ step, and whether it fits, with what to change when it does not.
 layer its tiles, so that the ``ipu`` backend builds the layers where the
 report counted them.
 
+On an IPU a layer is split over its neurons (tiles of whole 8-neuron
+grains) and over its samples (``sample_groups`` groups of tiles, each with its
+own copy of the weight rows and only its own samples' lists): the planner picks
+both from its cost model. The layers' ops run one after another, so by default
+each may use the whole IPU, all from tile 0 ("overlaid": their data must fit
+together); a pipelined network (:func:`snn_ipu.pipeline`) is planned on
+disjoint tiles, its step time the slowest layer's (what the layers would take
+running at once).
+
 The estimates are a model (instruction counts of the codelets, exchange at
-4 bytes per tile per cycle), not measurements on an IPU.
+4 bytes per tile per cycle, a sync per BSP superstep; docs/ipu.md gives every
+constant's source), not measurements on an IPU.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from ._numbers import MAX_SIZE, whole_number
+from ._numbers import MAX_SIZE, flag, whole_number
 from .backends.work_split import MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
@@ -54,7 +64,8 @@ class LayerPlanRow:
     samples_per_second: float
     fits: bool
     reason: str
-    sample_groups: int = 1  # host: a work item per (tile, group of the batch's samples)
+    # host: a work item per (tile, group of the batch's samples); IPU: groups of tiles
+    sample_groups: int = 1
     details: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
@@ -81,17 +92,48 @@ class LayerPlanRow:
             details=dict(d),
         )
 
+    @property
+    def tiles_used(self) -> int:
+        """Tiles the layer occupies: its tiles of neurons times its sample groups (IPU)."""
+        return int(self.details.get("tiles_used", self.num_tiles))
+
+    @property
+    def cycle_parts(self) -> Dict[str, int]:
+        """Cycles of a training step by what bounds them: ``compute`` (the vertices'
+        own loops), ``exchange`` (bytes moved between tiles) and ``sync`` (a BSP sync
+        per compute set and exchange phase, the popops step operations), IPU plans."""
+        d, c = self.details, self.details["cycles"]
+        steps = int(d["timesteps"])
+        sync_cycles = int(d["sync_cycles"])
+        phase_cycles = sync_cycles + int(d["exchange_overhead_cycles"])  # fixed, per phase
+        per_group = int(d.get("samples_per_group_max", d["batch"]))
+        phases = (2 if self.model != "readout" else 1) + (2 if self.num_tiles > 1 else 1)
+        weight_syncs = per_group * sync_cycles
+        sync = steps * (int(c["sync_forward"]) + int(c["sync_backward"])
+                        + int(c["step_ops_forward"]) + int(c["step_ops_backward"])
+                        + phases * phase_cycles + weight_syncs)
+        exchange = steps * (int(c["exchange_forward"]) + int(c["exchange_backward"])
+                            - phases * phase_cycles) + int(c["group_reduce"])
+        compute = max(self.cycles_per_step - sync - exchange, 0)
+        return {"compute": compute, "exchange": exchange, "sync": sync}
+
+    @property
+    def bound(self) -> str:
+        parts = self.cycle_parts
+        return max(parts, key=parts.get) + "-bound"
+
 
 @dataclass(frozen=True)
 class PlanReport:
     """Plans of all layers of a network for one batch size and sequence length.
 
     A training step runs the layers one after another, so its cycles are the
-    sum over layers. On an IPU every layer's data stays resident: when the
-    layers' tiles add up to no more than the IPU has, each layer gets its own
-    tiles (``tile_offsets``); otherwise they are laid out from tile 0 and the
-    network fits only if the layers' busiest tiles together fit in one tile
-    (a conservative test).
+    sum over layers; a pipelined one (``pipelined``) could run them at once, on
+    tiles of their own, and its cycles are the slowest layer's. On an IPU every
+    layer's data stays resident: ``layout`` is ``"overlaid"`` (every layer from
+    tile 0, each with its fastest plan: the network fits only if the layers'
+    busiest tiles together fit in one tile, a conservative test) or
+    ``"disjoint"`` (each layer on tiles of its own, ``tile_offsets``).
     """
 
     target: str
@@ -99,6 +141,8 @@ class PlanReport:
     num_steps: int
     layers: List[LayerPlanRow]
     clock_hz: float
+    pipelined: bool = False
+    layout: str = "overlaid"
 
     @property
     def is_ipu(self) -> bool:
@@ -110,18 +154,25 @@ class PlanReport:
 
     @property
     def disjoint(self) -> bool:
-        """Whether every layer can have tiles of its own."""
-        return self.is_ipu and sum(r.num_tiles for r in self.layers) <= self.target_tiles
+        """Whether every layer has tiles of its own (else all start at tile 0)."""
+        return self.is_ipu and self.layout == "disjoint"
+
+    @property
+    def tiles_used(self) -> int:
+        """Tiles of the IPU the network occupies."""
+        if self.disjoint:
+            return sum(r.tiles_used for r in self.layers)
+        return max((r.tiles_used for r in self.layers), default=0)
 
     @property
     def tile_offsets(self) -> List[int]:
-        """First tile of each layer: side by side if they fit so, else all from tile 0."""
+        """First tile of each layer: side by side when disjoint, else all from tile 0."""
         if not self.disjoint:
             return [0] * len(self.layers)
         offsets, next_tile = [], 0
         for r in self.layers:
             offsets.append(next_tile)
-            next_tile += r.num_tiles
+            next_tile += r.tiles_used
         return offsets
 
     @property
@@ -130,22 +181,17 @@ class PlanReport:
 
         Every layer's op tensors ([T, B, ...] inputs, outputs, gradients) are
         spread over all tiles of the IPU, so every tile holds all layers' shares.
+        The rest of a layer's tile data (its per-call weight blocks, state, buffers
+        and gradient blocks) lives while its op runs: on tiles of its own, or,
+        overlaid, while the other ops, which run before or after it, do not.
         """
         if not self.layers:
             return 0
         if not self.is_ipu:
             return max(r.bytes_per_tile_max for r in self.layers)
-        if not self.disjoint:
-            return self.bytes_per_tile_overlaid
         io = [int(r.details["memory"]["io_share"]) for r in self.layers]
         own = max(r.bytes_per_tile_max - share for r, share in zip(self.layers, io))
         return own + sum(io)
-
-    @property
-    def bytes_per_tile_overlaid(self) -> int:
-        """Bytes on tile 0 with every layer laid out from tile 0 (what the ipu backend
-        does with layers that :func:`place` did not place)."""
-        return sum(r.bytes_per_tile_max for r in self.layers)
 
     @property
     def budget(self) -> int:
@@ -153,7 +199,11 @@ class PlanReport:
 
     @property
     def cycles_per_step(self) -> int:
-        return sum(r.cycles_per_step for r in self.layers)
+        """A training step: the layers' sum, or with pipelining the slowest layer."""
+        per_layer = [r.cycles_per_step for r in self.layers]
+        if self.pipelined and self.disjoint:
+            return max(per_layer, default=0)
+        return sum(per_layer)
 
     @property
     def seconds_per_step(self) -> float:
@@ -208,21 +258,24 @@ class PlanReport:
 
     def __str__(self) -> str:
         unit = "tile" if self.is_ipu else "item"
-        head = ["layer", "model", "in->out", "K in/out",
-                "tiles" if self.is_ipu else "tiles x groups", f"n/{unit}",
+        head = ["layer", "model", "in->out", "K in/out", "tiles x groups", f"n/{unit}",
                 f"KiB/{unit} max", "mean", "budget", "exch KiB/step", "Mcycles/step", "fits"]
+        if self.is_ipu:
+            head.insert(-1, "bound")
         rows = [head]
         for r in self.layers:
             rows.append([
                 r.name, r.model + (" rec" if r.recurrent else ""),
                 f"{r.in_features}->{r.out_features}", f"{r.capacity_in}/{r.capacity_out}",
-                str(r.num_tiles) if self.is_ipu else f"{r.num_tiles} x {r.sample_groups}",
+                f"{r.num_tiles} x {r.sample_groups}",
                 str(r.neurons_per_tile),
                 f"{r.bytes_per_tile_max / 1024:.1f}", f"{r.bytes_per_tile_mean / 1024:.1f}",
                 f"{r.bytes_budget / 1024:.0f}" if self.is_ipu else "n/a",
                 f"{r.exchange_bytes_per_step / 1024:.1f}",
                 f"{r.cycles_per_step / 1e6:.3f}", "yes" if r.fits else "NO",
             ])
+            if self.is_ipu:
+                rows[-1].insert(-1, r.bound)
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         lines = [f"plan on {self.target}: batch {self.batch_size}, {self.num_steps} steps"]
         for i, row in enumerate(rows):
@@ -230,22 +283,27 @@ class PlanReport:
                                    for j, (c, w) in enumerate(zip(row, widths))))
             if i == 0:
                 lines.append("  ".join("-" * w for w in widths))
+        how = ("the slowest layer's: pipelined, the layers at once"
+               if self.pipelined and self.disjoint else "the layers' sum")
         lines.append(
-            f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step, "
+            f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step ({how}), "
             f"{self.seconds_per_step * 1e3:.3f} ms/step, {self.samples_per_second:,.0f} samples/s"
-            + (f", busiest tile {_kib(self.bytes_per_tile_combined)} with all layers "
+            + (f", {self.tiles_used} of {self.target_tiles} tiles, busiest tile "
+               f"{_kib(self.bytes_per_tile_combined)} with all layers "
                + ("on their own tiles" if self.disjoint else "overlaid from tile 0")
                if self.is_ipu else "")
             + (" - fits" if self.fits else " - DOES NOT FIT")
         )
-        if self.is_ipu and self.disjoint and len(self.layers) > 1:
-            overlaid = self.bytes_per_tile_overlaid
+        if self.is_ipu and self.pipelined:
             lines.append(
-                "note: the ipu backend places the layers so only after "
-                "snn_ipu.planning.place(model, batch_size, num_steps); without it every layer "
-                f"starts at tile 0 and the busiest tile holds {_kib(overlaid)}"
-                + ("" if overlaid <= self.budget else " - that does NOT fit")
-            )
+                "pipelined: each layer reads its input one step late (input_delay), so the "
+                "layers of a step could run at once; the ops as built still run one after "
+                "another (one time loop per op), which takes the layers' sum, "
+                f"{sum(r.cycles_per_step for r in self.layers) / 1e6:.3f} Mcycles/step")
+        elif self.is_ipu and not self.disjoint and len(self.layers) > 1:
+            lines.append(
+                "layout: the ops run one after another, so each layer takes its fastest plan "
+                "from tile 0 (what the ipu backend does for layers place() did not place)")
         if not self.is_ipu and self.layers:
             lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
                          f"samples; tiles keep their weight block within "
@@ -268,14 +326,16 @@ def _kib(n: int) -> str:
 @dataclass(frozen=True)
 class IpuTiles:
     """Where :func:`place` put a layer's op on the IPU, for one batch size and
-    sequence length: tiles ``[first_tile, first_tile + num_tiles)``, each with
-    ``neurons_per_tile`` of its output neurons (the last with the rest)."""
+    sequence length: ``sample_groups`` groups of ``num_tiles`` tiles from
+    ``first_tile`` on, each tile of a group with ``neurons_per_tile`` of its output
+    neurons (the last with the rest) for the group's share of the batch."""
 
     first_tile: int
     num_tiles: int
     neurons_per_tile: int
     batch_size: int
     num_steps: int
+    sample_groups: int = 1
 
 
 @dataclass
@@ -335,6 +395,58 @@ def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:
     ]
 
 
+def _layer_shape_args(s: _LayerShape, batch_size: int, num_steps: int, capacity_in: int,
+                      capacity_out: int, activity: float) -> tuple:
+    return (s.in_features, s.out_features, batch_size, num_steps, s.recurrent, s.model,
+            capacity_in, capacity_out, float(activity), s.weight_bytes)
+
+
+def _allocate(fronts: List[list], budget: int, slowest: bool) -> Optional[List[int]]:
+    """Which candidate of each layer's front (tuples (tiles, cycles, ...), fewest tiles
+    first, each faster than the one before) to take so that their tiles add up to at
+    most ``budget``: the least total cycles, or with ``slowest`` the least slowest
+    layer's. None when even the smallest candidates do not fit together."""
+    if any(not f for f in fronts) or sum(f[0][0] for f in fronts) > budget:
+        return None
+    if slowest:
+        def pick(limit):
+            chosen = []
+            for f in fronts:
+                ok = [i for i, c in enumerate(f) if c[1] <= limit]
+                if not ok:
+                    return None
+                chosen.append(ok[0])
+            return chosen if sum(f[i][0] for f, i in zip(fronts, chosen)) <= budget else None
+
+        limits = sorted({c[1] for f in fronts for c in f})
+        lo, hi = 0, len(limits) - 1  # the largest limit is always feasible
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pick(limits[mid]) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return pick(limits[lo])
+    # Least total: keep, per number of tiles used so far, the cheapest choice (pruned
+    # to the states that no cheaper state with fewer tiles dominates).
+    states = {0: (0, [])}
+    for f in fronts:
+        grown: Dict[int, tuple] = {}
+        for tiles, (cost, picks) in states.items():
+            for i, c in enumerate(f):
+                t = tiles + c[0]
+                if t > budget:
+                    break
+                if t not in grown or cost + c[1] < grown[t][0]:
+                    grown[t] = (cost + c[1], picks + [i])
+        states, best = {}, None
+        for t in sorted(grown):
+            if best is None or grown[t][0] < best:
+                best = grown[t][0]
+                states[t] = grown[t]
+    return min(states.values(), key=lambda v: v[0])[1]
+
+
 def plan(
     model_or_sizes: Union[torch.nn.Module, Sequence[int]],
     batch_size: int,
@@ -344,6 +456,7 @@ def plan(
     activity: float = 0.05,
     threads: Optional[int] = None,
     input_max_spikes: Optional[int] = None,
+    pipelined: Optional[bool] = None,
 ) -> PlanReport:
     """Plan every layer of a network on ``target`` (``"ipu2"`` or ``"host"``).
 
@@ -355,17 +468,22 @@ def plan(
     of neurons spiking per step: it sets the cycle estimates and, where no
     ``max_spikes`` is given, the automatic capacities (and so the bytes). A layer
     that learns beta or alpha is planned with the dense state history its IPU op
-    keeps for their gradients.
+    keeps for their gradients. ``pipelined`` plans the layers on tiles of their
+    own with the slowest layer's step time (:func:`snn_ipu.pipeline`; ``None``:
+    whether a layer of the module has an ``input_delay``).
     """
     from ._native import _C
 
     if isinstance(model_or_sizes, torch.nn.Module):
         shapes = _shapes_from_module(model_or_sizes)
+        if pipelined is None:
+            pipelined = any(getattr(m, "input_delay", 0) for _, m in _snn_layers(model_or_sizes))
     elif isinstance(model_or_sizes, Sequence) and model_or_sizes and all(
             isinstance(s, _LayerShape) for s in model_or_sizes):
         shapes = list(model_or_sizes)  # snn_ipu.training.model_shapes: no weights built
     else:
         shapes = _shapes_from_sizes(model_or_sizes)
+    pipelined = flag("pipelined", pipelined)
     if target not in ("ipu2", "host"):
         raise ValueError(f"unknown target {target!r}; expected 'ipu2' or 'host'")
     for what, value, optional in (
@@ -381,20 +499,42 @@ def plan(
         raise ValueError(f"activity must be a fraction in [0, 1], got {activity!r}")
     n_threads = threads if threads is not None else planning_threads()
 
+    # Each layer's own best plan (on an IPU: its fastest, using the whole IPU).
     rows: List[LayerPlanRow] = []
+    args: List[tuple] = []
     capacity_in = input_max_spikes or 0
     clock_hz = 1.0
-    for s in shapes:
+    for i, s in enumerate(shapes):
         capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
-        d = _C.plan_layer(
-            s.in_features, s.out_features, batch_size, num_steps, s.recurrent, s.model,
-            capacity_in, capacity_out, float(activity), s.weight_bytes, target, n_threads,
-            dense_history=s.dense_history,
-        )
+        a = _layer_shape_args(s, batch_size, num_steps, capacity_in, capacity_out, activity)
+        # the first layer reads the network's input, laid out by PopART
+        d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history,
+                          linear_input=i == 0)
         rows.append(LayerPlanRow.from_plan(s.name, d))
+        args.append(a[:6] + (int(d["capacity_in"]), int(d["capacity_out"])) + a[8:])
         clock_hz = float(d["clock_hz"])
         capacity_in = int(d["capacity_out"])  # the next layer reads this layer's list
-    return PlanReport(target, batch_size, num_steps, rows, clock_hz)
+    report = PlanReport(target, batch_size, num_steps, rows, clock_hz, pipelined)
+    if target != "ipu2" or len(rows) < 2 or (not pipelined and report.fits):
+        return report
+    # Tiles of their own: share the IPU's tiles out between the layers.
+    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0)
+              for i, (a, s) in enumerate(zip(args, shapes))]
+    picks = _allocate(fronts, report.target_tiles, slowest=pipelined)
+    if picks is None:
+        return report
+    disjoint = [
+        LayerPlanRow.from_plan(s.name, _C.plan_layer(
+            *a, "ipu2", 1, neurons_per_tile=f[i][2], dense_history=s.dense_history,
+            sample_groups=f[i][3], linear_input=k == 0))
+        for k, (a, s, f, i) in enumerate(zip(args, shapes, fronts, picks))
+    ]
+    candidate = PlanReport(target, batch_size, num_steps, disjoint, clock_hz, pipelined,
+                           "disjoint")
+    if candidate.fits and (pipelined or not report.fits
+                           or candidate.cycles_per_step < report.cycles_per_step):
+        return candidate
+    return report
 
 
 def place(
@@ -404,16 +544,19 @@ def place(
     max_spikes: Optional[int] = None,
     activity: float = 0.05,
     input_max_spikes: Optional[int] = None,
+    pipelined: Optional[bool] = None,
 ) -> PlanReport:
     """Plan ``model`` for an IPU (:func:`plan`, target ``"ipu2"``) and give each of
     its layers the tiles of that plan (``layer.ipu_tiles``, an :class:`IpuTiles`).
 
-    The ``ipu`` backend then builds each layer's op on its own tiles, side by
-    side, with the plan's tile size, where the report counted them; without
-    ``place`` every op starts at tile 0 and the layers share tiles. When the
-    layers' tiles add up to more than the IPU has, they still start at tile 0
-    (``PlanReport.tile_offsets``). Call it again after changing the batch size
-    or the sequence length: a layer placed for other ones refuses to run.
+    The ``ipu`` backend then builds each layer's op where the report counted it,
+    with the plan's tile size and sample groups: all from tile 0 (the "overlaid"
+    layout, what it also does for a layer ``place`` did not place) or, for a
+    pipelined network or where that is faster or the only fit, side by side
+    (``PlanReport.tile_offsets``). ``place`` is for choosing: the batch size,
+    sequence length and activity the plan is made for. Call it again after
+    changing the batch size or the sequence length: a layer placed for other
+    ones refuses to run.
 
     Raises:
         PlanError: the network does not fit; the message says what to change.
@@ -421,9 +564,9 @@ def place(
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"place() needs the model (a torch.nn.Module), got {type(model).__name__}")
     report = plan(model, batch_size, num_steps, target="ipu2", max_spikes=max_spikes,
-                  activity=activity, input_max_spikes=input_max_spikes)
+                  activity=activity, input_max_spikes=input_max_spikes, pipelined=pipelined)
     report.raise_if_not_fits()
     for (_, layer), row, first in zip(_snn_layers(model), report.layers, report.tile_offsets):
         layer.ipu_tiles = IpuTiles(first, row.num_tiles, row.neurons_per_tile, batch_size,
-                                   num_steps)
+                                   num_steps, row.sample_groups)
     return report

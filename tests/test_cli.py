@@ -193,6 +193,11 @@ def test_plan_prints_the_report_of_the_configured_network(capsys):
     config = TrainConfig(data="shd", hidden=[256, 256], batch_size=32)
     expected = str(plan(build_model(config, 700, 20), 32, 100, target="ipu2", activity=0.05))
     assert expected in out
+    out = run(capsys, ["plan", "--data", "shd", "--hidden", "256", "256", "--batch-size", "32",
+                       "--pipelined", "--input-max-spikes", "20"]).out
+    expected = plan(build_model(config, 700, 20), 32, 100, activity=0.05, input_max_spikes=20,
+                    pipelined=True)
+    assert expected.disjoint and str(expected) in out and "pipelined:" in out
 
 
 def test_help_names_the_program_and_every_default(capsys):

@@ -18,8 +18,8 @@ def test_layers_sit_on_their_planned_tiles(s_network):
     used = np.flatnonzero(s_network.vertices)
     own = set()
     for row, first in zip(p.layers, p.tile_offsets):
-        own |= set(range(first, first + row.num_tiles))
-        assert s_network.vertices[first:first + row.num_tiles].min() > 0, row.name
+        own |= set(range(first, first + row.tiles_used))
+        assert s_network.vertices[first:first + row.tiles_used].min() > 0, row.name
     assert set(used.tolist()) == own
 
 
@@ -42,7 +42,7 @@ def test_report_prints_both_sides(s_network):
     text = str(s_network)
     for row in s_network.plan.layers:
         assert row.name in text
-    assert "busiest tile" in text and "plan 312.1 KiB" in text
+    assert "busiest tile" in text and "plan 142.2 KiB" in text
 
 
 def test_a_network_that_does_not_fit():
@@ -73,3 +73,12 @@ def test_vertex_estimates_add_up_to_the_planners_phases(s_network):
         for graph_name, plan_name in pairs:
             assert abs(phases[graph_name] - c[plan_name]) <= 0.02 * c[plan_name], \
                 (row.name, graph_name, phases[graph_name], c[plan_name])
+
+
+def test_step_cycles_agree_with_the_plan_per_layer_and_phase(s_network):
+    """Each op's time-loop iteration as the graph builds it (compute sets and their
+    syncs, exchange phases, popops operations) within 10% of the planner's timestep."""
+    for i, row in enumerate(s_network.plan.layers):
+        for grad, key in ((False, "cycles_forward_timestep"), (True, "cycles_backward_timestep")):
+            graph, planned = s_network.op(i, grad).step, int(row.details[key])
+            assert abs(graph - planned) <= 0.1 * planned, (row.name, grad, graph, planned)

@@ -137,17 +137,18 @@ def full_spikes(T, B, n, K=8):
 
 
 def test_place_puts_each_layer_on_its_own_tiles(fake_poptorch):
-    """place() hands every layer the tiles its plan counted, side by side from tile 0,
-    and the ops are built there with the plan's tile size."""
+    """place() of a pipelined plan hands every layer the tiles its plan counted, side by
+    side from tile 0, and the ops are built there with the plan's tile size and sample
+    groups."""
     net = torch.nn.Sequential(LIFLayer(700, 256, max_spikes=16), LIFLayer(256, 256, max_spikes=16),
                               ReadoutLayer(256, 20))
     T, B = 100, 128
-    report = snn_ipu.place(net, B, T, input_max_spikes=8)
+    report = snn_ipu.place(net, B, T, input_max_spikes=8, pipelined=True)
     rows = report.layers
     assert [r.num_tiles for r in rows] == [
         -(-layer.out_features // r.neurons_per_tile) for layer, r in zip(net, rows)]
-    firsts = [0, rows[0].num_tiles, rows[0].num_tiles + rows[1].num_tiles]
-    assert firsts[2] + rows[2].num_tiles <= 1472  # side by side on one IPU
+    firsts = [0, rows[0].tiles_used, rows[0].tiles_used + rows[1].tiles_used]
+    assert firsts[2] + rows[2].tiles_used <= 1472  # side by side on one IPU
     assert [layer.ipu_tiles.first_tile for layer in net] == firsts
     x = call_spiking(net[0], full_spikes(T, B, 700))
     h = call_spiking(net[1], full_spikes(T, B, 256, K=16))
@@ -156,6 +157,7 @@ def test_place_puts_each_layer_on_its_own_tiles(fake_poptorch):
     attrs = [c["attributes"] for c in fake_poptorch.custom_op_calls]
     assert [a["first_tile"] for a in attrs] == firsts
     assert [a["neurons_per_tile"] for a in attrs] == [r.neurons_per_tile for r in rows]
+    assert [a["sample_groups"] for a in attrs] == [r.sample_groups for r in rows]
 
 
 def test_unplaced_layers_start_at_tile_zero(fake_poptorch):
@@ -185,12 +187,12 @@ def test_place_refuses_networks_that_do_not_fit():
 def test_learned_decays_are_planned_with_their_dense_history(fake_poptorch, monkeypatch):
     seen = []
 
-    def recording(*args, **kwargs):
-        seen.append(kwargs["dense_history"])
-        return tile_starts(*args, **kwargs)
+    def recording(cfg, spikes, weight, capacity, dense_history):
+        seen.append(dense_history)
+        return split(cfg, spikes, weight, capacity, dense_history)
 
-    tile_starts = ipu.tile_starts_for
-    monkeypatch.setattr(ipu, "tile_starts_for", recording)
+    split = ipu._ipu_split
+    monkeypatch.setattr(ipu, "_ipu_split", recording)
     layer = LIFLayer(8, 6, max_spikes=4)
     call_spiking(layer, spikes())  # fixed beta
     call_spiking(layer, spikes(), beta=torch.full((6,), 0.9, requires_grad=True))

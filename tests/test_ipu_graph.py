@@ -168,10 +168,11 @@ def test_one_tile_plan():
 
 
 def test_placed_network_with_tile_offsets():
-    """place() puts each layer on tiles of its own: the graph is built from there."""
+    """place() puts each layer on tiles of its own (as it does for a pipelined plan):
+    the graph is built from there."""
     net, x, readout = tie_free("leaky", "zero", False, 0.3, sg.FastSigmoid(5.0))
     graph = on_graph(net)
-    report = place(graph, B, T)
+    report = place(graph, B, T, pipelined=True)
     assert report.tile_offsets[1] > 0
     assert graph[1].ipu_tiles.first_tile == report.tile_offsets[1]
     compare(net, graph, x, readout)

@@ -56,7 +56,9 @@ def test_tiny_layer_on_one_tile_bytes_by_hand():
     assert p["memory"] == expected
     assert p["bytes_per_tile_max"] == 1761 + RESERVED == sum(expected.values())
     assert p["bytes_per_tile_mean"] == pytest.approx(1761 + RESERVED)
-    assert p["bytes_total"] == 1761 + RESERVED + 1471 * 1  # + the io share on the other tiles
+    # the tile's own bytes without its io share, and the op's 552 io bytes (spread over
+    # the IPU) once
+    assert p["bytes_total"] == 1761 + RESERVED - 1 + 552
     assert p["fits"] and p["reason"] == ""
 
 
@@ -125,7 +127,8 @@ def test_spike_matmul_cycles_by_hand():
     p = tiny(in_features=100, capacity_in=100, activity=0.1, batch=6, neurons_per_tile=4)
     per_spike = 6 + math.ceil(8 / 2) * 3      # row padded to 8: 18
     per_item = 8 + 10 * per_spike             # 188
-    assert p["cycles"]["spike_matmul"] == 30 + (15 + per_item) * 6
+    # poplibs' supervisor start of 18 cycles (popsparse PerformanceEstimation.hpp)
+    assert p["cycles"]["spike_matmul"] == 18 + (15 + per_item) * 6
 
 
 @pytest.mark.parametrize("target", ["ipu2", "host"])
@@ -139,8 +142,8 @@ def test_tiles_cover_all_neurons(target, out):
     assert np.all(np.diff(starts) > 0)
     sizes = np.diff(starts)
     assert np.all(sizes[:-1] % 8 == 0)  # whole 8-neuron chunks but for the last tile
-    if target == "ipu2":
-        assert p["num_tiles"] <= 1472 and p["sample_groups"] == 1
+    if target == "ipu2":  # groups of tiles, each with a share of the 4 samples
+        assert p["num_tiles"] * p["sample_groups"] <= 1472 and 1 <= p["sample_groups"] <= 4
     else:  # a work item per thread at least: tiles, or sample groups of a tile
         assert p["num_tiles"] * p["sample_groups"] >= 3
         assert p["sample_groups"] == 1 or p["num_tiles"] < 3
@@ -236,8 +239,8 @@ def test_plan_from_sizes():
     assert r.fits
     assert r.cycles_per_step == sum(x.cycles_per_step for x in r.layers)
     assert r.samples_per_second == pytest.approx(32 / (r.cycles_per_step / 1.33e9))
-    tiles = [x.num_tiles for x in r.layers]
-    assert r.tile_offsets == [0, tiles[0], tiles[0] + tiles[1]]
+    # the ops run one after another: each layer its fastest plan, all from tile 0
+    assert r.layout == "overlaid" and r.tile_offsets == [0, 0, 0]
     text = str(r)
     assert "layer0" in text and "readout" in text and "samples/s" in text and "fits" in text
     r.raise_if_not_fits()  # no error
@@ -268,22 +271,24 @@ def test_plan_from_module_reads_layer_attributes():
 
 def test_plan_of_layers_learning_decays_counts_their_dense_history():
     """A layer that learns beta (or alpha) keeps U (and syn) over T on the IPU: the
-    plan's history bytes are the hand-computed T x B x neurons x 4 per state."""
+    plan's history bytes are the hand-computed T x B x neurons x 4 per state (B: the
+    samples of the tile's sample group)."""
     from snn_ipu import LIFLayer, SynapticLayer
 
     def history(layer):
         r = plan(torch.nn.Sequential(layer), batch_size=4, num_steps=10)
         row = r.layers[0]
-        return row.details["memory"]["history"], row.neurons_per_tile
+        return (row.details["memory"]["history"],
+                row.neurons_per_tile * int(row.details["samples_per_group_max"]))
 
     plain, _ = history(LIFLayer(40, 24))
     learned, n = history(LIFLayer(40, 24, learn_beta=True))
-    assert learned - plain == 10 * 4 * n * 4
+    assert learned - plain == 10 * n * 4
     named = plan(torch.nn.Sequential(LIFLayer(40, 24, name="hidden1")), 4, 10)
     assert named.layers[0].name == "hidden1"  # the layer's own name, as errors use it
     syn_plain, _ = history(SynapticLayer(40, 24))
     syn_learned, n = history(SynapticLayer(40, 24, learn_alpha=True))
-    assert syn_learned - syn_plain == 2 * 10 * 4 * n * 4
+    assert syn_learned - syn_plain == 2 * 10 * n * 4
 
 
 def test_plan_sizes_must_be_integers():
@@ -325,7 +330,8 @@ def _row(name, tiles, max_bytes, io_share):
 
 def test_layers_side_by_side_share_only_their_io_tensors():
     r = PlanReport("ipu2", 4, 10, [_row("a", 1000, 400 * KIB, 10 * KIB),
-                                   _row("b", 400, 300 * KIB, 20 * KIB)], 1.33e9)
+                                   _row("b", 400, 300 * KIB, 20 * KIB)], 1.33e9,
+                   layout="disjoint")
     assert r.disjoint and r.tile_offsets == [0, 1000]
     # a's tile holds its own 390 KiB plus both layers' io shares
     assert r.bytes_per_tile_combined == 390 * KIB + 30 * KIB
@@ -333,10 +339,11 @@ def test_layers_side_by_side_share_only_their_io_tensors():
 
 
 def test_layers_that_fit_alone_but_not_together():
+    # overlaid, one op after the other: the larger layer's own 390 KiB and both io shares
     r = PlanReport("ipu2", 4, 10, [_row("a", 1000, 400 * KIB, 10 * KIB),
-                                   _row("b", 1000, 300 * KIB, 20 * KIB)], 1.33e9)
+                                   _row("b", 1000, 300 * KIB, 250 * KIB)], 1.33e9)
     assert not r.disjoint and r.tile_offsets == [0, 0]
-    assert r.bytes_per_tile_combined == 700 * KIB
+    assert r.bytes_per_tile_combined == 390 * KIB + 260 * KIB
     assert not r.fits
     assert any("together" in p for p in r.problems())
     with pytest.raises(PlanError, match="together"):
@@ -353,18 +360,14 @@ def test_host_plan_fits_and_reports_items():
         plan([100], batch_size=8, num_steps=20)
 
 
-def test_side_by_side_report_says_what_the_ipu_backend_does():
-    """The plan places layers side by side, the ipu backend only after place(): the
-    report says so, with the overlaid total (here over a tile's 624 KiB)."""
-    r = plan([700, 256, 256, 20], batch_size=128, num_steps=100)
-    assert r.disjoint and r.fits
-    overlaid = sum(row.bytes_per_tile_max for row in r.layers)
-    assert overlaid > 624 * 1024
-    assert "only after snn_ipu.planning.place" in str(r)
-    assert "without it every layer starts at tile 0" in str(r)
-    assert "that does NOT fit" in str(r)
-    crowded = plan([700, 256, 256, 20], batch_size=140, num_steps=100)
-    assert crowded.disjoint and not crowded.fits
-    (problem,) = crowded.problems()
-    assert "busiest tile (every layer's input and output tensors" in problem
-    assert "overlap" not in problem
+def test_report_says_how_the_layers_share_the_ipu():
+    """Unplaced, the ops run one after another, each from tile 0 with its fastest plan
+    (what the ipu backend builds); pipelined, each layer gets tiles of its own."""
+    r = plan([700, 256, 256, 20], batch_size=64, num_steps=100)
+    assert r.layout == "overlaid" and r.fits
+    assert "each layer takes its fastest plan from tile 0" in str(r)
+    assert r.tiles_used == max(row.tiles_used for row in r.layers)
+    p = plan([700, 256, 256, 20], batch_size=64, num_steps=100, pipelined=True)
+    assert p.disjoint and p.fits and p.tiles_used <= 1472
+    assert "pipelined" in str(p) and "the slowest layer's" in str(p)
+    assert p.cycles_per_step == max(row.cycles_per_step for row in p.layers)

@@ -22,6 +22,9 @@ struct LayerSpec {
   unsigned weightBytes = 4;
   // Keep dense U (and syn) over T: needed only to learn beta / alpha.
   bool denseHistory = false;
+  // The input list is the network's input, laid out by PopART (linearly over
+  // the tiles, poputil::mapTensorLinearly), not by the op before (step by step).
+  bool linearInput = false;
 };
 
 // Eligible-only entries expected per spike (neurons just below threshold).

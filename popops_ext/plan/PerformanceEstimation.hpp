@@ -28,7 +28,11 @@ enum class NeuronModel : unsigned {
 
 namespace cost {
 
-constexpr std::uint64_t kSupervisorCycles = 30;
+// The supervisor's start of a vertex: poplibs' estimators take 18 cycles
+// (lib/popsparse/PerformanceEstimation.hpp, SDK 3.4). A worker's entry (loading
+// its fields, setting up its loop) is our own count of the codelets' prologues;
+// poplibs' worker overheads range from ~10 to 34 cycles (docs/ipu.md).
+constexpr std::uint64_t kSupervisorCycles = 18;
 constexpr std::uint64_t kWorkerEntryCycles = 15;
 
 inline std::uint64_t ceilDiv(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
@@ -41,7 +45,9 @@ inline std::uint64_t vertexCycles(std::uint64_t slowestWorker, unsigned numWorke
 }
 
 // Cycles of one vector step of a row update (load weights, add/accumulate,
-// store). Halves are widened to float before the add, hence the extra cycles.
+// store). Halves are widened to float before the add, hence the extra cycles:
+// 3 and 5, as poplibs' sparse gather-and-add (popsparse PerformanceEstimation.hpp,
+// sparseGatherElementWiseCycles: cyclesPerVector = floatData ? 3 : 5).
 inline std::uint64_t rowStepCycles(bool floatWeights) { return floatWeights ? 3 : 5; }
 
 // What the graph does (popops_ext/poplar/LayerGraph.cpp): the per-sample
@@ -106,6 +112,16 @@ inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numParti
                                        double entriesPerSample, unsigned numWorkers) {
   return computeSetCycles(samplesOnTile, listCombineWorkerCycles(numPartials, entriesPerSample),
                           numWorkers);
+}
+
+// TileListSlice: the tile's entries of a sample's combined list (ids, membranes,
+// gradients), a pass over the tile's share of the list.
+inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
+  return 60 + 8ull * localCapacity;
+}
+// SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
+inline std::uint64_t spikeBitsWorkerCycles(unsigned neurons) {
+  return kWorkerEntryCycles + 3ull * neurons;
 }
 
 // LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the
@@ -195,10 +211,10 @@ inline std::uint64_t optimizerCycles(std::uint64_t numWeights, unsigned vectorWi
 // One exchange phase: the sync, then the largest amount any tile receives at
 // the tile's receive bandwidth (broadcasts cost the receiver, not the sender).
 inline std::uint64_t exchangeCycles(std::uint64_t bytesReceivedMax, double bytesPerCycle,
-                                    unsigned syncCycles) {
+                                    unsigned syncCycles, unsigned overheadCycles = 0) {
   if (bytesReceivedMax == 0)
     return 0;
-  return syncCycles + ceilU(bytesReceivedMax / bytesPerCycle);
+  return syncCycles + overheadCycles + ceilU(bytesReceivedMax / bytesPerCycle);
 }
 
 } // namespace cost

@@ -59,12 +59,45 @@ std::uint64_t gatheredListBytes(const LayerPlan &p) {
   return localListBytes(p.spec, first) * (p.numTiles - 1) + localListBytes(p.spec, last);
 }
 
+// What the per-step popops operations of the graph cost (LayerGraph.cpp), as
+// the graph report costs them: a sync, then the bytes on the busiest tile at
+// the exchange's bytes per cycle. A dynamic slice or update of a [T, B, ...]
+// tensor (spread slice by slice over the IPU, popops::createSliceableTensor)
+// touches on a tile its share of one step and the step's copy beside it, plus
+// the 4-byte step counter.
+std::uint64_t sliceOpCycles(std::uint64_t stepElements, std::uint64_t elementBytes,
+                            const Target &t) {
+  const std::uint64_t perTile = std::max<std::uint64_t>(1, ceilDiv(stepElements, t.numTiles));
+  return t.syncCycles + cost::ceilU((2.0 * perTile * elementBytes + 4) / t.exchangeBytesPerCycle);
+}
+// A slice of a step shifted by one (a zero step, mapped linearly at no less than
+// 128 bytes a tile, in front of the [T, B, ...] tensor): the zero step is the
+// representative slice.
+std::uint64_t shiftedSliceOpCycles(std::uint64_t stepBytes, const Target &t) {
+  const std::uint64_t perTile = std::max<std::uint64_t>(128, ceilDiv(stepBytes, t.numTiles));
+  return t.syncCycles + cost::ceilU((2.0 * perTile + 4) / t.exchangeBytesPerCycle);
+}
+// A dynamic slice of a [T, B, ...] tensor mapped linearly over the IPU (the
+// network's input, as PopART lays out a tensor no op created): its first step
+// sits on the first tiles, up to a tile's share of the whole tensor (at least
+// 128 bytes) on each.
+std::uint64_t linearSliceOpCycles(std::uint64_t stepBytes, std::uint64_t totalBytes,
+                                  const Target &t) {
+  const std::uint64_t perTile = std::max<std::uint64_t>(128, ceilDiv(totalBytes, t.numTiles));
+  return t.syncCycles +
+         cost::ceilU((2.0 * std::min(perTile, stepBytes) + 4) / t.exchangeBytesPerCycle);
+}
+// An elementwise operation on `bytes` of one tile (zeroing a step's gradients,
+// adding to them, the step counter).
+std::uint64_t tileOpCycles(std::uint64_t bytes, const Target &t) {
+  return t.syncCycles + cost::ceilU(bytes / t.exchangeBytesPerCycle);
+}
+
 void fillCycles(LayerPlan &p, const Target &t) {
   const LayerSpec &s = p.spec;
   const Activity act = expectedActivity(s);
-  // A work item runs its tile's neurons for its group's samples.
-  const unsigned n = p.neuronsPerTileMax, W = t.workersPerTile,
-                 B = unsigned(ceilDiv(s.batch, p.sampleGroups));
+  // A work item (IPU: a tile) runs its tile's neurons for its group's samples.
+  const unsigned n = p.neuronsPerTileMax, W = t.workersPerTile, B = p.samplesPerGroupMax;
   const unsigned row = paddedRow(n); // what the row loops actually walk
   const bool floatW = s.weightBytes == 4;
   const unsigned vec = t.vectorWidth(s.weightBytes);
@@ -80,12 +113,33 @@ void fillCycles(LayerPlan &p, const Target &t) {
   c.stateUpdate = cost::stateUpdateCycles(s.model, B, n, listedLocal, W);
   c.listCombine =
       readout ? 0 : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
+  // A tile receives its group's samples' lists only.
   const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
                                 rec * B * (s.capacityOut * kIdBytes + kCountsBytes);
   const std::uint64_t gatherIn = readout ? 0 : combineSamples * gathered;
-  c.exchangeForward = cost::exchangeCycles(listsIn, t.exchangeBytesPerCycle, t.syncCycles) +
-                      cost::exchangeCycles(gatherIn, t.exchangeBytesPerCycle, t.syncCycles);
+  auto phase = [&](std::uint64_t bytes) {
+    return cost::exchangeCycles(bytes, t.exchangeBytesPerCycle, t.syncCycles,
+                                t.exchangeOverheadCycles);
+  };
+  // The gathers of a sample's pieces onto its combining tile: all but its own piece.
+  const std::uint64_t others = p.numTiles > 1 ? p.numTiles - 1 : 0;
+  if (t.isIpu()) {
+    // The graph's exchange phases (LayerGraph.cpp): each step slice is copied
+    // onto the tiles right after it is cut, so each is a phase of its own.
+    c.exchangeForward = phase(B * s.capacityIn * kIdBytes) +
+                        phase(B * kCountsBytes + rec * B * (s.capacityOut * kIdBytes + 16)) +
+                        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
+  } else {
+    c.exchangeForward = phase(listsIn) + phase(gatherIn);
+  }
 
+  // TileListSlice (a tile's entries of the step's list) and SpikeBitsToList (the
+  // spikes of t - 1, dropped ones included) per sample, in one compute set.
+  c.listSlice = readout ? 0
+                        : cost::computeSetCycles(2 * std::uint64_t(B),
+                                                 std::max(cost::listSliceWorkerCycles(p.localCapacity),
+                                                          cost::spikeBitsWorkerCycles(n)),
+                                                 W);
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
   // Weight gradients are accumulated in float whatever the weights' dtype.
   c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W,
@@ -102,34 +156,130 @@ void fillCycles(LayerPlan &p, const Target &t) {
       p.numTiles > 1
           ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
           : 0;
-  c.exchangeBackward =
-      cost::exchangeCycles(listsIn + gradOut, t.exchangeBytesPerCycle, t.syncCycles) +
-      cost::exchangeCycles(reduceIn, t.exchangeBytesPerCycle, t.syncCycles);
+  const bool denseU = readout || s.denseHistory;
+  if (t.isIpu()) {
+    const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
+    std::uint64_t b = phase(B * Kin * kIdBytes) + phase(B * kCountsBytes);
+    // Each slice's copy is a phase; a copy right after another joins its phase.
+    std::uint64_t last = 0;
+    auto next = [&](std::uint64_t bytes) {
+      b += phase(last);
+      last = bytes;
+    };
+    if (!readout) {
+      next(B * K * kIdBytes);
+      next(B * kCountsBytes);
+      next(B * K * kValueBytes);
+      next(B * ceilDiv(n, 16) * kValueBytes);
+      if (rec) {
+        next(B * K * kIdBytes);
+        next(B * kCountsBytes);
+      }
+    }
+    if (denseU)
+      for (unsigned v = 0; v < stateVarsPerNeuron(s.model); ++v)
+        next(B * n * kValueBytes);
+    if (rec) { // the recurrent gradient's compute sets come between
+      next(combineSamples * others * K * kValueBytes);
+      next(0);
+    }
+    last += readout ? B * n * kValueBytes : B * K * kValueBytes; // dL/d(values)[t] or dL/dU[t]
+    b += phase(last) + phase(combineSamples * others * Kin * kValueBytes);
+    c.exchangeBackward = b;
+  } else {
+    c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);
+  }
   const std::uint64_t fanIn = s.inFeatures + rec * s.outFeatures;
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
+
+  if (t.isIpu()) {
+    // Compute sets per step besides the weight gradient's, as LayerGraph builds
+    // them: forward spike matmul, (recurrent matmul), state update, (combine);
+    // backward (recurrent input grad and reduce), (list slice), state grad,
+    // input grad and its reduce.
+    const std::uint64_t setsForward = 2 + rec + (readout ? 0 : 1);
+    const std::uint64_t setsBackward = 3 + 2 * rec + (readout ? 0 : 1);
+    c.syncForward = setsForward * t.syncCycles;
+    c.syncBackward = setsBackward * t.syncCycles;
+    // The per-step popops operations (LayerGraph.cpp), in the graph report's costs.
+    const std::uint64_t Bt = s.batch, kin = s.capacityIn, kout = s.capacityOut, N = s.outFeatures;
+    const std::uint64_t words = std::uint64_t(p.numTiles) * ceilDiv(n, 16);
+    const std::uint64_t denseVars = s.denseHistory ? stateVarsPerNeuron(s.model) : 0;
+    const std::uint64_t counter = tileOpCycles(8, t); // t += 1 (the counter and a constant)
+    // the step's input list (ids, counts)
+    const std::uint64_t inputSlices =
+        s.linearInput ? linearSliceOpCycles(Bt * kin * 4, s.timesteps * Bt * kin * 4, t) +
+                            linearSliceOpCycles(Bt * 8, s.timesteps * Bt * 8, t)
+                      : sliceOpCycles(Bt * kin, 4, t) + sliceOpCycles(Bt * 2, 4, t);
+    std::uint64_t f = inputSlices + counter;
+    if (readout)
+      f += sliceOpCycles(Bt * N, 4, t);
+    else // ids, membranes, counts and needed, spike bits of the step; the dense state
+      f += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 4, 4, t) +
+           sliceOpCycles(Bt * words, 4, t) + denseVars * sliceOpCycles(Bt * N, 4, t);
+    c.stepOpsForward = f;
+    // inputs of step t, dL/d(values)[t] (readout: dL/dU[t]), gradIn[t] zeroed on the
+    // combining tiles and written back, the counter
+    std::uint64_t b = inputSlices + sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
+                      tileOpCycles(combineSamples * kin * kValueBytes, t) +
+                      sliceOpCycles(Bt * kin, 4, t) + counter;
+    if (!readout) // ids, counts, membranes of step t; spike bits of t - 1
+      b += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
+           shiftedSliceOpCycles(Bt * words * 4, t);
+    if (denseU)
+      b += stateVarsPerNeuron(s.model) * shiftedSliceOpCycles(Bt * N * 4, t);
+    // recurrent: the list of t - 1; its gradient zeroed, then added to dL/d(values)[t]
+    b += rec * (shiftedSliceOpCycles(Bt * kout * 4, t) + shiftedSliceOpCycles(Bt * 2 * 4, t) +
+                tileOpCycles(combineSamples * kout * kValueBytes, t) +
+                sliceOpCycles(Bt * kout, 4, t));
+    c.stepOpsBackward = b;
+    // Once per step: every tile receives its weight rows (each group its own
+    // copy), and with several groups each tile reduces 1/G of its block from
+    // the other groups' copies (receive, then add in float vectors).
+    const std::uint64_t block = std::uint64_t(row) * fanIn;
+    c.groupReduce = cost::exchangeCycles(block * s.weightBytes, t.exchangeBytesPerCycle,
+                                         t.syncCycles, t.exchangeOverheadCycles);
+    if (p.sampleGroups > 1) {
+      const std::uint64_t others = ceilDiv(block * (p.sampleGroups - 1), p.sampleGroups);
+      c.groupReduce +=
+          cost::exchangeCycles(others * kValueBytes, t.exchangeBytesPerCycle, t.syncCycles,
+                                         t.exchangeOverheadCycles) +
+          t.syncCycles +
+          cost::vertexCycles(cost::kWorkerEntryCycles + ceilDiv(ceilDiv(others, W), t.floatVectorWidth),
+                             W);
+    }
+  }
 
   // Work items beyond the ones that run at once (host threads) run in waves.
   const std::uint64_t waves =
       ceilDiv(std::uint64_t(p.numTiles) * p.sampleGroups, t.parallelTiles);
-  p.cyclesForwardTimestep =
-      waves * (c.spikeMatmul + c.stateUpdate + c.listCombine + c.exchangeForward);
+  p.cyclesForwardTimestep = waves * (c.spikeMatmul + c.stateUpdate + c.listCombine +
+                                     c.exchangeForward + c.syncForward + c.stepOpsForward);
   p.cyclesBackwardTimestep =
-      waves * (c.stateGrad + c.weightGrad + c.inputGrad + c.partialReduce + c.exchangeBackward);
+      waves * (c.listSlice + c.stateGrad + c.weightGrad + c.inputGrad + c.partialReduce +
+               c.exchangeBackward + c.syncBackward + c.stepOpsBackward);
   p.cyclesTrainingStep =
       std::uint64_t(s.timesteps) * (p.cyclesForwardTimestep + p.cyclesBackwardTimestep) +
-      waves * c.optimizer;
+      waves * c.optimizer + c.groupReduce;
   p.clockHz = t.clockHz;
   p.secondsPerTrainingStep = p.cyclesTrainingStep / t.clockHz;
-  p.samplesPerSecond = p.secondsPerTrainingStep > 0 ? B / p.secondsPerTrainingStep : 0;
+  p.samplesPerSecond = p.secondsPerTrainingStep > 0 ? s.batch / p.secondsPerTrainingStep : 0;
 
-  p.exchangeBytesForward = p.numTiles * listsIn + (readout ? 0 : B * gathered);
+  const std::uint64_t copies = t.isIpu() ? p.sampleGroups : 1;
+  p.exchangeBytesForward = copies * (p.numTiles * listsIn + (readout ? 0 : B * gathered));
   p.exchangeBytesBackward =
-      p.numTiles * listsIn + (readout ? B * s.outFeatures * kValueBytes : p.numTiles * gradOut) +
-      (p.numTiles > 1 ? B * (s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes : 0);
+      copies * (p.numTiles * listsIn +
+                (readout ? B * s.outFeatures * kValueBytes : p.numTiles * gradOut) +
+                (p.numTiles > 1 ? B * (s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes
+                                : 0));
 }
 
 void fillMemory(LayerPlan &p, const Target &t) {
-  const LayerSpec &s = p.spec;
+  // On an IPU a tile holds its group's samples only; the op's [T, B, ...]
+  // tensors (ioShare) are the whole batch's, spread over the IPU.
+  LayerSpec s = p.spec;
+  if (t.isIpu())
+    s.batch = p.samplesPerGroupMax;
   const unsigned first = p.tileStarts[1] - p.tileStarts[0];
   const unsigned last = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
   const std::uint64_t gathered = gatheredListBytes(p);
@@ -137,8 +287,10 @@ void fillMemory(LayerPlan &p, const Target &t) {
   const std::uint64_t reduceOutputs = std::uint64_t(s.batch) * (s.capacityIn + rec * s.capacityOut);
 
   // On an IPU the op's tensors are spread over every tile of the chip.
-  p.ioTiles = t.isIpu() ? std::max(p.numTiles, t.numTiles) : p.numTiles;
-  p.bytesIoTotal = ioBytes(s);
+  const unsigned used = t.isIpu() ? p.numTiles * p.sampleGroups : p.numTiles;
+  p.ioTiles = t.isIpu() ? std::max(used, t.numTiles) : p.numTiles;
+  p.bytesIoTotal = ioBytes(p.spec);
+  const std::uint64_t ioShare = ceilDiv(p.bytesIoTotal, p.ioTiles);
 
   // Sample b's lists are combined on tile b % numTiles and output o's partial
   // gradients reduced on tile o / ceil(outputs / numTiles): tile 0 does most.
@@ -149,6 +301,11 @@ void fillMemory(LayerPlan &p, const Target &t) {
                  ceilDiv(reduceOutputs, p.numTiles),
                  p.ioTiles};
   p.maxTile = tileMemory(s, role0, t.reservedBytesPerTile);
+  p.maxTile.ioShare = ioShare;
+  if (t.isIpu() && p.sampleGroups > 1) // the groups' weight gradients, summed over the IPU
+    p.maxTile.reduce += ceilDiv(std::uint64_t(s.outFeatures) *
+                                    (s.inFeatures + (s.recurrent ? s.outFeatures : 0)) * kValueBytes,
+                                p.ioTiles);
   p.bytesPerTileMax = p.maxTile.total();
 
   // Sum over tiles: everything but combining and reducing scales with neurons.
@@ -161,8 +318,13 @@ void fillMemory(LayerPlan &p, const Target &t) {
       full.total() * (p.numTiles - 1) + tail.total() +
       (readout ? 0 : std::uint64_t(s.batch) * gathered) +
       (p.numTiles > 1 ? reduceOutputs * p.numTiles * kValueBytes : 0);
-  p.bytesPerTileMean = double(onLayerTiles) / p.numTiles;
-  p.bytesTotal = onLayerTiles + full.ioShare * (p.ioTiles - p.numTiles);
+  // (IPU: every group's tiles alike; their io shares counted once, below)
+  const std::uint64_t groups = t.isIpu() ? p.sampleGroups : 1;
+  const std::uint64_t ownIo = std::uint64_t(full.ioShare) * (p.numTiles - 1) + tail.ioShare;
+  const std::uint64_t onGroupTiles = onLayerTiles - ownIo;
+  p.bytesPerTileMean = double(onGroupTiles) / p.numTiles + double(ioShare);
+  p.bytesTotal = groups * onGroupTiles + (t.isIpu() ? p.bytesIoTotal : ownIo +
+                                          full.ioShare * (p.ioTiles - p.numTiles));
   p.bytesBudget = t.bytesPerTile;
 }
 
@@ -298,10 +460,15 @@ LayerPlan planWithStarts(const LayerSpec &spec, const Target &t, std::vector<uns
   LayerPlan p;
   p.spec = resolveSpec(spec);
   p.target = t.name;
+  if (sampleGroups == 0 || sampleGroups > p.spec.batch)
+    throw std::invalid_argument("sample_groups must lie in [1, batch]");
   p.sampleGroups = sampleGroups;
+  p.samplesPerGroupMax = unsigned(ceilDiv(p.spec.batch, sampleGroups));
   p.numTiles = unsigned(starts.size() - 1);
-  if (t.isIpu() && p.numTiles > t.numTiles)
-    throw std::invalid_argument("more tiles than the target has");
+  if (t.isIpu() && std::uint64_t(p.numTiles) * sampleGroups > t.numTiles)
+    throw std::invalid_argument("more tiles (" + std::to_string(p.numTiles) + " x " +
+                                std::to_string(sampleGroups) + " sample groups) than the target's " +
+                                std::to_string(t.numTiles));
   p.tileStarts = std::move(starts);
   p.neuronsPerTileMax = p.tileStarts[1] - p.tileStarts[0];
   p.neuronsPerTileMin = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
@@ -328,17 +495,61 @@ std::vector<unsigned> evenStarts(unsigned out, unsigned items, unsigned grain) {
 }
 } // namespace
 
-LayerPlan planWithTileSize(const LayerSpec &spec, const Target &t, unsigned neuronsPerTile) {
+LayerPlan planWithTileSize(const LayerSpec &spec, const Target &t, unsigned neuronsPerTile,
+                           unsigned sampleGroups) {
   const unsigned out = spec.outFeatures;
   const unsigned chunk = std::max(1u, std::min(neuronsPerTile, out));
   const unsigned numTiles = unsigned(ceilDiv(out, chunk));
   std::vector<unsigned> starts(numTiles + 1);
   for (unsigned i = 0; i <= numTiles; ++i)
     starts[i] = std::min<unsigned>(out, i * chunk);
-  return planWithStarts(spec, t, std::move(starts));
+  return planWithStarts(spec, t, std::move(starts), sampleGroups);
 }
 
-LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
+std::vector<LayerPlan> planCandidates(const LayerSpec &spec, const Target &t, unsigned maxTiles) {
+  if (!t.isIpu())
+    throw std::invalid_argument("planCandidates: an IPU target only");
+  const LayerSpec s = resolveSpec(spec);
+  const unsigned out = s.outFeatures;
+  const unsigned budget = maxTiles ? std::min(maxTiles, t.numTiles) : t.numTiles;
+  // Every distinct tile size from one tile to all of them, and for each every
+  // sample split that changes the samples per group (more groups for the same
+  // largest group would only use more tiles).
+  std::set<unsigned> sizes;
+  for (unsigned tiles = 1; tiles <= std::min(out, budget); ++tiles) {
+    const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), t.neuronGrain);
+    if (ceilDiv(out, chunk) <= budget)
+      sizes.insert(chunk);
+  }
+  std::vector<LayerPlan> fitting;
+  for (unsigned chunk : sizes) {
+    const unsigned tiles = unsigned(ceilDiv(out, std::min(chunk, out)));
+    unsigned lastPerGroup = 0;
+    for (unsigned g = 1; g <= s.batch && std::uint64_t(g) * tiles <= budget; ++g) {
+      const unsigned perGroup = unsigned(ceilDiv(s.batch, g));
+      if (perGroup == lastPerGroup)
+        continue;
+      lastPerGroup = perGroup;
+      LayerPlan p = planWithTileSize(s, t, chunk, g);
+      if (p.fits)
+        fitting.push_back(std::move(p));
+    }
+  }
+  std::sort(fitting.begin(), fitting.end(), [](const LayerPlan &a, const LayerPlan &b) {
+    const unsigned ta = tilesUsed(a), tb = tilesUsed(b);
+    return ta != tb ? ta < tb : a.cyclesTrainingStep < b.cyclesTrainingStep;
+  });
+  std::vector<LayerPlan> front;
+  for (LayerPlan &p : fitting)
+    if (front.empty() || p.cyclesTrainingStep < front.back().cyclesTrainingStep) {
+      if (!front.empty() && tilesUsed(front.back()) == tilesUsed(p))
+        continue;
+      front.push_back(std::move(p));
+    }
+  return front;
+}
+
+LayerPlan planLayer(const LayerSpec &spec, const Target &t, unsigned maxTiles) {
   const LayerSpec s = resolveSpec(spec);
   const unsigned out = s.outFeatures;
   if (!t.isIpu()) {
@@ -364,31 +575,23 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t) {
     const unsigned rounds = unsigned(ceilDiv(items, t.parallelTiles));
     return planWithStarts(s, t, evenStarts(out, rounds * t.parallelTiles, g));
   }
-  // Every distinct tile size from one tile to all of them.
+  // The fastest fitting plan (fewest tiles among equals) ...
+  std::vector<LayerPlan> front = planCandidates(s, t, maxTiles);
+  if (!front.empty())
+    return front.back();
+  // ... or, when none fits, the one-group plan with the least memory per tile.
+  const unsigned budget = maxTiles ? std::min(maxTiles, t.numTiles) : t.numTiles;
   std::set<unsigned> sizes;
-  for (unsigned tiles = 1; tiles <= std::min(out, t.numTiles); ++tiles) {
+  for (unsigned tiles = 1; tiles <= std::min(out, budget); ++tiles) {
     const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), t.neuronGrain);
-    if (ceilDiv(out, chunk) <= t.numTiles)
+    if (ceilDiv(out, chunk) <= budget)
       sizes.insert(chunk);
   }
-  bool haveFit = false;
   LayerPlan best;
   for (unsigned chunk : sizes) {
     LayerPlan p = planWithTileSize(s, t, chunk);
-    bool better;
-    if (best.numTiles == 0)
-      better = true;
-    else if (p.fits != haveFit)
-      better = p.fits;
-    else if (p.fits)
-      better = p.cyclesTrainingStep < best.cyclesTrainingStep ||
-               (p.cyclesTrainingStep == best.cyclesTrainingStep && p.numTiles < best.numTiles);
-    else
-      better = p.bytesPerTileMax < best.bytesPerTileMax;
-    if (better) {
-      haveFit = p.fits;
+    if (best.numTiles == 0 || p.bytesPerTileMax < best.bytesPerTileMax)
       best = std::move(p);
-    }
   }
   return best;
 }

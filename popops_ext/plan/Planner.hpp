@@ -22,12 +22,24 @@ struct StepCycles {
   std::uint64_t stateUpdate = 0;
   std::uint64_t listCombine = 0;
   std::uint64_t exchangeForward = 0;
+  std::uint64_t listSlice = 0; // a tile's entries of the step's list, the spikes of t - 1
   std::uint64_t stateGrad = 0;
   std::uint64_t weightGrad = 0;
   std::uint64_t inputGrad = 0;
   std::uint64_t partialReduce = 0;
   std::uint64_t exchangeBackward = 0;
+  // A sync per compute set (poplar runs each as a BSP superstep), outside the
+  // weight gradient's (in weightGrad), forward and backward.
+  std::uint64_t syncForward = 0;
+  std::uint64_t syncBackward = 0;
+  // The popops operations of each step (dynamicSlice / dynamicUpdate of the
+  // [T, B, ...] tensors, the step counter): a sync each plus their bytes.
+  std::uint64_t stepOpsForward = 0;
+  std::uint64_t stepOpsBackward = 0;
   std::uint64_t optimizer = 0;
+  // Once per training step: the weight rows copied onto every sample group's
+  // tiles, and (sampleGroups > 1) the groups' weight gradients reduced.
+  std::uint64_t groupReduce = 0;
 };
 
 struct LayerPlan {
@@ -35,9 +47,13 @@ struct LayerPlan {
   std::string target;
   unsigned numTiles = 0;
   std::vector<unsigned> tileStarts; // numTiles + 1 entries, 0 .. outFeatures
-  // Host: the batch cut into this many groups, a work item being a tile's
-  // neurons for one group's samples (IPU: 1).
+  // The batch cut into this many groups. Host: a work item is a tile's
+  // neurons for one group's samples. IPU: each group has numTiles tiles of its
+  // own (numTiles x sampleGroups in all), with its own copy of the weight rows
+  // and only its own samples' lists; the groups' weight gradients are reduced
+  // once per training step.
   unsigned sampleGroups = 1;
+  unsigned samplesPerGroupMax = 0; // ceil(batch / sampleGroups)
   unsigned neuronsPerTileMax = 0;
   unsigned neuronsPerTileMin = 0;
   unsigned localCapacity = 0; // entries of a tile's partial list
@@ -69,15 +85,31 @@ struct LayerPlan {
 // Fills in automatic capacities and checks the spec; throws std::invalid_argument.
 LayerSpec resolveSpec(const LayerSpec &spec);
 
-// Plans with exactly `neuronsPerTile` neurons on every tile but the last.
-LayerPlan planWithTileSize(const LayerSpec &spec, const Target &target, unsigned neuronsPerTile);
+// Plans with exactly `neuronsPerTile` neurons on every tile but the last, the
+// batch split over `sampleGroups` groups of tiles (IPU).
+LayerPlan planWithTileSize(const LayerSpec &spec, const Target &target, unsigned neuronsPerTile,
+                           unsigned sampleGroups = 1);
+
+// IPU: the fitting plans that are fastest for their number of tiles (the
+// Pareto front of tiles used against cycles per training step, fewest tiles
+// first), over every tile size and sample split using at most maxTiles tiles
+// (0: all of them). Empty when nothing fits.
+std::vector<LayerPlan> planCandidates(const LayerSpec &spec, const Target &target,
+                                      unsigned maxTiles = 0);
 
 // Picks the tile size: on an IPU the fastest plan that fits in tile memory
 // (or, when none fits, the one with the least memory per tile); on the host
 // work items sized for the L2 cache and at least one per thread: tiles in
 // whole rounds of the threads, or, where fewer tiles than threads fit the
 // cache, sample groups that give each thread a share of the batch.
-LayerPlan planLayer(const LayerSpec &spec, const Target &target);
+// On an IPU the choice is over tile sizes and sample groups, using at most
+// maxTiles tiles (0: all of the target's).
+LayerPlan planLayer(const LayerSpec &spec, const Target &target, unsigned maxTiles = 0);
+
+// Tiles a plan occupies: numTiles x sampleGroups on an IPU.
+inline unsigned tilesUsed(const LayerPlan &p) {
+  return p.target == "host" ? p.numTiles : p.numTiles * p.sampleGroups;
+}
 
 } // namespace plan
 } // namespace snn

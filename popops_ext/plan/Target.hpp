@@ -27,9 +27,12 @@ struct Target {
   // Tiles that compute at the same time: all of them on an IPU, the threads on a host.
   unsigned parallelTiles = 1;
   double clockHz = 1.0;
-  // Bytes a tile can receive per cycle, and the fixed cost of one exchange phase.
+  // Bytes a tile can receive per cycle; the cost of one sync (every compute
+  // set and every exchange phase is a BSP superstep that ends in one) and the
+  // fixed set-up of an exchange phase on top of its sync. Sources: docs/ipu.md.
   double exchangeBytesPerCycle = 1.0;
   unsigned syncCycles = 0;
+  unsigned exchangeOverheadCycles = 0;
   // Elements per vector op and cycles per vector step of the inner loops.
   unsigned floatVectorWidth = 1;
   unsigned halfVectorWidth = 1;

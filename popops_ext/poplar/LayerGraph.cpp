@@ -25,18 +25,10 @@ namespace pe = popops::expr;
 
 namespace {
 
-std::vector<Tensor> column(const std::vector<Tensor> &perTile, unsigned b) {
-  std::vector<Tensor> out;
-  out.reserve(perTile.size());
-  for (const auto &t : perTile)
-    out.push_back(t[b]);
-  return out;
-}
 
-// SpikeBitsPack / SpikeBitsToList, one worker's loop: a load, test and shift
-// per neuron.
+// SpikeBitsPack / SpikeBitsToList, one worker's loop (plan/PerformanceEstimation.hpp).
 std::uint64_t spikeBitsCycles(unsigned neurons) {
-  return plan::cost::kWorkerEntryCycles + 3ull * neurons;
+  return plan::cost::spikeBitsWorkerCycles(neurons);
 }
 
 } // namespace
@@ -59,13 +51,24 @@ LayerGraph::LayerGraph(Graph &graph, const plan::LayerPlan &plan, const NeuronCo
       batch_(plan.spec.batch), steps_(plan.spec.timesteps), inFeatures_(plan.spec.inFeatures),
       outFeatures_(plan.spec.outFeatures), capacityIn_(plan.spec.capacityIn),
       capacityOut_(plan.spec.capacityOut) {
-  if (config.firstTile + plan.numTiles > graph.getTarget().getNumTiles())
+  if (std::uint64_t(config.firstTile) + std::uint64_t(plan.numTiles) * plan.sampleGroups >
+      graph.getTarget().getNumTiles())
     throw std::invalid_argument("SnnLayer: the plan's tiles do not fit on this IPU target");
-  for (unsigned j = 0; j < plan.numTiles; ++j) {
-    const unsigned first = plan.tileStarts[j], width = plan.tileStarts[j + 1] - first;
-    tiles_.push_back({config.firstTile + j, first, width, plan::paddedRow(width),
-                      plan::localCapacity(plan.spec, width)});
-  }
+  // The batch in sampleGroups groups, larger ones first (the planner costs the first).
+  groups_ = plan.sampleGroups;
+  tilesPerGroup_ = plan.numTiles;
+  if (groups_ == 0 || groups_ > batch_)
+    throw std::invalid_argument("SnnLayer: the plan's sample groups must lie in [1, batch]");
+  groupStart_.assign(groups_ + 1, 0);
+  for (unsigned g = 0; g < groups_; ++g)
+    groupStart_[g + 1] = groupStart_[g] + batch_ / groups_ + (g < batch_ % groups_ ? 1 : 0);
+  for (unsigned g = 0; g < groups_; ++g)
+    for (unsigned j = 0; j < plan.numTiles; ++j) {
+      const unsigned first = plan.tileStarts[j], width = plan.tileStarts[j + 1] - first;
+      tiles_.push_back({config.firstTile + g * plan.numTiles + j, first, width,
+                        plan::paddedRow(width), plan::localCapacity(plan.spec, width), g,
+                        groupStart_[g], groupStart_[g + 1] - groupStart_[g]});
+    }
   wordsPerTile_ = spikeBitWords(plan);
 }
 
@@ -74,6 +77,15 @@ void LayerGraph::connectEach(VertexRef v, const std::string &field,
   graph_.setFieldSize(v[field], tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i)
     graph_.connect(v[field][i], tensors[i]);
+}
+
+double LayerGraph::expectedListed() const {
+  // As the planner: spikes and eligible entries, no more than the capacity.
+  return std::min<double>(capacityOut_, 2 * plan_.spec.activity * outFeatures_);
+}
+
+double LayerGraph::expectedListed(const Tile &tile) const {
+  return std::min<double>(tile.localCapacity, expectedListed() * tile.width / outFeatures_);
 }
 
 void LayerGraph::estimate(const VertexRef &v, std::uint64_t cycles) {
@@ -86,23 +98,22 @@ Tensor LayerGraph::empty(const Type &type) {
   return t;
 }
 
-std::vector<Tensor> LayerGraph::perTile(const Type &type, unsigned leading, bool padded,
-                                        const std::string &name) {
+std::vector<Tensor> LayerGraph::perTile(const Type &type, bool padded, const std::string &name) {
   std::vector<Tensor> out;
   for (const Tile &tile : tiles_) {
     const unsigned cols = padded ? tile.rowLength : tile.width;
-    Tensor t = graph_.addVariable(type, {leading, cols}, {dnai_, name});
+    Tensor t = graph_.addVariable(type, {tile.samples, cols}, {dnai_, name});
     graph_.setTileMapping(t, tile.index);
     out.push_back(t);
   }
   return out;
 }
 
-std::vector<Tensor> LayerGraph::perTileFixed(const Type &type, unsigned leading, unsigned columns,
+std::vector<Tensor> LayerGraph::perTileFixed(const Type &type, unsigned columns,
                                              const std::string &name) {
   std::vector<Tensor> out;
   for (const Tile &tile : tiles_) {
-    Tensor t = graph_.addVariable(type, {leading, columns}, {dnai_, name});
+    Tensor t = graph_.addVariable(type, {tile.samples, columns}, {dnai_, name});
     graph_.setTileMapping(t, tile.index);
     out.push_back(t);
   }
@@ -116,11 +127,38 @@ Tensor LayerGraph::perSample(const Type &type, unsigned columns, const std::stri
   return t;
 }
 
+Tensor LayerGraph::assemble(const std::vector<Tensor> &pieces) const {
+  std::vector<Tensor> rows;
+  for (unsigned g = 0; g < groups_; ++g) {
+    const auto first = pieces.begin() + std::ptrdiff_t(g) * tilesPerGroup_;
+    rows.push_back(concat(std::vector<Tensor>(first, first + tilesPerGroup_), 1));
+  }
+  return concat(rows, 0);
+}
+
 Tensor LayerGraph::unpadded(const std::vector<Tensor> &perTilePadded) const {
   std::vector<Tensor> parts;
   for (std::size_t j = 0; j < tiles_.size(); ++j)
     parts.push_back(perTilePadded[j].slice(0, tiles_[j].width, 1));
-  return concat(parts, 1);
+  return assemble(parts);
+}
+
+Tensor LayerGraph::flatAll(const std::vector<Tensor> &pieces) {
+  std::vector<Tensor> flat;
+  for (const Tensor &t : pieces)
+    flat.push_back(t.flatten());
+  return concat(flat);
+}
+
+unsigned LayerGraph::groupOf(unsigned b) const {
+  return unsigned(std::upper_bound(groupStart_.begin(), groupStart_.end(), b) -
+                  groupStart_.begin()) - 1;
+}
+
+std::vector<unsigned> LayerGraph::groupTiles(unsigned b) const {
+  std::vector<unsigned> out(tilesPerGroup_);
+  std::iota(out.begin(), out.end(), groupOf(b) * tilesPerGroup_);
+  return out;
 }
 
 Tensor LayerGraph::sliceable(const Type &type, std::vector<std::size_t> shape,
@@ -141,8 +179,9 @@ void LayerGraph::stepUpdate(Sequence &prog, const Tensor &t, const Tensor &step,
 
 Tensor LayerGraph::createWeight(unsigned cols, const DebugContext &dc) const {
   Tensor w = graph_.addVariable(weightType_, {outFeatures_, cols}, dc);
-  for (const Tile &tile : tiles_)
-    graph_.setTileMapping(w.slice(tile.first, tile.first + tile.width, 0), tile.index);
+  for (unsigned j = 0; j < tilesPerGroup_; ++j) // the first sample group's tiles
+    graph_.setTileMapping(w.slice(tiles_[j].first, tiles_[j].first + tiles_[j].width, 0),
+                          tiles_[j].index);
   return w;
 }
 
@@ -180,21 +219,22 @@ std::vector<Tensor> LayerGraph::paramSlices(Sequence &prog, const Tensor &p,
     graph_.setTileMapping(t, tile.index);
     out.push_back(t);
   }
-  prog.add(Copy(src, concat(out), false, {dnai_, name}));
+  prog.add(Copy(concat(std::vector<Tensor>(groups_, src)), concat(out), false, {dnai_, name}));
   return out;
 }
 
 std::vector<Tensor> LayerGraph::toEveryTile(Sequence &prog, const Tensor &t,
                                             const std::string &name) {
-  std::vector<Tensor> out, flat;
+  std::vector<Tensor> out, src, flat;
   for (const Tile &tile : tiles_) {
-    Tensor c = graph_.addVariable(t.elementType(), t.shape(), {dnai_, name});
+    const Tensor part = t.slice(tile.sampleBegin, tile.sampleBegin + tile.samples, 0);
+    Tensor c = graph_.addVariable(t.elementType(), part.shape(), {dnai_, name});
     graph_.setTileMapping(c, tile.index);
     out.push_back(c);
+    src.push_back(part.flatten());
     flat.push_back(c.flatten());
   }
-  prog.add(Copy(concat(std::vector<Tensor>(tiles_.size(), t.flatten())), concat(flat), false,
-                {dnai_, name}));
+  prog.add(Copy(concat(src), concat(flat), false, {dnai_, name}));
   return out;
 }
 
@@ -204,8 +244,10 @@ std::vector<Tensor> LayerGraph::toOwnTiles(Sequence &prog, const Tensor &t,
   const unsigned last = t.rank() - 1;
   for (unsigned j = 0; j < tiles_.size(); ++j) {
     const Tile &tile = tiles_[j];
-    const Tensor part = perTile ? t.slice(j * perTile, (j + 1) * perTile, last)
-                                : t.slice(tile.first, tile.first + tile.width, last);
+    const unsigned k = j % tilesPerGroup_; // the tile's place in its group
+    const Tensor part = (perTile ? t.slice(k * perTile, (k + 1) * perTile, last)
+                                 : t.slice(tile.first, tile.first + tile.width, last))
+                            .slice(tile.sampleBegin, tile.sampleBegin + tile.samples, 0);
     Tensor c = graph_.addVariable(t.elementType(), part.shape(), {dnai_, name});
     graph_.setTileMapping(c, tile.index);
     out.push_back(c);
@@ -258,30 +300,30 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const Tensor noBias = empty(FLOAT);
 
   // Tile state, [B, ...] per tile.
-  const auto cur = perTile(FLOAT, B, true, "currents");
+  const auto cur = perTile(FLOAT, true, "currents");
   // Membrane and spikes padded per sample like the currents, so that every
   // sample's row starts on the 8-byte boundary the emission's vector loads need.
-  const auto U = perTile(FLOAT, B, true, "membrane");
+  const auto U = perTile(FLOAT, true, "membrane");
   std::vector<Tensor> syn, spiked, spikeIds, spikeMem, eligIds, eligMem, tileCounts, outStep;
-  std::vector<Tensor> toZero = {concat(cur, 1).flatten(), concat(U, 1).flatten()};
+  std::vector<Tensor> toZero = {flatAll(cur), flatAll(U)};
   if (synaptic) {
-    syn = perTile(FLOAT, B, false, "synaptic");
-    toZero.push_back(concat(syn, 1).flatten());
+    syn = perTile(FLOAT, false, "synaptic");
+    toZero.push_back(flatAll(syn));
   }
   if (readout) {
-    outStep = perTile(FLOAT, B, false, "membraneOut");
+    outStep = perTile(FLOAT, false, "membraneOut");
   } else {
-    spiked = perTile(FLOAT, B, true, "spiked");
-    spikeIds = perTile(INT, B, false, "spikeIds");
-    spikeMem = perTile(FLOAT, B, false, "spikeMembrane");
-    eligIds = perTile(INT, B, false, "eligibleIds");
-    eligMem = perTile(FLOAT, B, false, "eligibleMembrane");
-    tileCounts = perTileFixed(UNSIGNED_INT, B, 2, "tileCounts");
-    toZero.push_back(concat(spiked, 1).flatten());
+    spiked = perTile(FLOAT, true, "spiked");
+    spikeIds = perTile(INT, false, "spikeIds");
+    spikeMem = perTile(FLOAT, false, "spikeMembrane");
+    eligIds = perTile(INT, false, "eligibleIds");
+    eligMem = perTile(FLOAT, false, "eligibleMembrane");
+    tileCounts = perTileFixed(UNSIGNED_INT, 2, "tileCounts");
+    toZero.push_back(flatAll(spiked));
   }
   std::vector<Tensor> bits; // S[t] of the tile's neurons, 16 to a word
   if (!readout)
-    bits = perTileFixed(FLOAT, B, wordsPerTile_, "spikeBits[t]");
+    bits = perTileFixed(FLOAT, wordsPerTile_, "spikeBits[t]");
 
   ForwardOutputs out;
   Tensor stepIds, stepMem, stepCounts, counts4;
@@ -289,7 +331,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     out.ids = sliceable(INT, {T, B, K}, "ids");
     out.membrane = sliceable(FLOAT, {T, B, K}, "listMembrane");
     counts4 = sliceable(INT, {T, B, 4}, "counts4");
-    out.spikeBits = sliceable(FLOAT, {T, B, unsigned(tiles_.size()) * wordsPerTile_}, "spikeBits");
+    out.spikeBits = sliceable(FLOAT, {T, B, tilesPerGroup_ * wordsPerTile_}, "spikeBits");
     stepIds = perSample(INT, K, "stepIds");
     stepMem = perSample(FLOAT, K, "stepMembrane");
     stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
@@ -325,7 +367,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const double spikesIn = std::min<double>(capacityIn_, plan_.spec.activity * inFeatures_);
   for (unsigned j = 0; j < tiles_.size(); ++j) {
     const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < B; ++b) {
+    for (unsigned b = 0; b < tile.samples; ++b) {
       // One sample per vertex (ends = {its count}): the tile's workers share the samples.
       auto v = graph_.addVertex(mm, "SpikeMatmul<" + wt + ">",
                                 {{"ids", idsT[j][b]},
@@ -345,7 +387,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     ComputeSet rm = graph_.addComputeSet({dnai_, "recurrentMatmul"});
     for (unsigned j = 0; j < tiles_.size(); ++j) {
       const Tile &tile = tiles_[j];
-      for (unsigned b = 0; b < B; ++b) {
+      for (unsigned b = 0; b < tile.samples; ++b) {
         auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
                                   {{"ids", prevIds[j][b]},
                                    {"ends", prevCounts[j][b].slice(0, 1)},
@@ -366,7 +408,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const char *updateVertex = readout ? "ReadoutUpdate" : synaptic ? "SynapticUpdate" : "LifUpdate";
   for (unsigned j = 0; j < tiles_.size(); ++j) {
     const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < B; ++b) {
+    for (unsigned b = 0; b < tile.samples; ++b) {
       auto v = graph_.addVertex(up, updateVertex);
       graph_.connect(v["currents"], cur[j][b]);
       graph_.connect(v["bias"], config_.hasBias ? bias[j] : noBias);
@@ -395,23 +437,23 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       // a readout lists nothing
       estimate(v, plan::cost::stateUpdateWorkerCycles(
                       plan_.spec.model, tile.width,
-                      readout ? 0.0 : 2 * plan_.spec.activity * tile.width));
+                      readout ? 0.0 : expectedListed(tile)));
     }
   }
   body.add(Execute(up, {dnai_, "stateUpdate"}));
 
   if (!readout) {
-    // Sample b's partial lists meet on tile b % numTiles; only the first
-    // localCapacity entries of each can reach the combined list.
+    // Sample b's partial lists (from its group's tiles) meet on combineTile(b);
+    // only the first localCapacity entries of each can reach the combined list.
     std::vector<std::vector<Tensor>> sIds(B), sMem(B), eIds(B), eMem(B), counts(B);
     for (unsigned b = 0; b < B; ++b)
-      for (unsigned j = 0; j < tiles_.size(); ++j) {
-        const unsigned L = tiles_[j].localCapacity;
-        sIds[b].push_back(spikeIds[j][b].slice(0, L));
-        sMem[b].push_back(spikeMem[j][b].slice(0, L));
-        eIds[b].push_back(eligIds[j][b].slice(0, L));
-        eMem[b].push_back(eligMem[j][b].slice(0, L));
-        counts[b].push_back(tileCounts[j][b]);
+      for (unsigned j : groupTiles(b)) {
+        const unsigned L = tiles_[j].localCapacity, lb = localSample(b);
+        sIds[b].push_back(spikeIds[j][lb].slice(0, L));
+        sMem[b].push_back(spikeMem[j][lb].slice(0, L));
+        eIds[b].push_back(eligIds[j][lb].slice(0, L));
+        eMem[b].push_back(eligMem[j][lb].slice(0, L));
+        counts[b].push_back(tileCounts[j][lb]);
       }
     const auto gIds = gatherSamples(body, sIds, "gatheredSpikeIds");
     const auto gMem = gatherSamples(body, sMem, "gatheredSpikeMembrane");
@@ -421,7 +463,8 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
     for (unsigned b = 0; b < B; ++b) {
       std::vector<Tensor> pIds, pMem, qIds, qMem;
-      for (unsigned j = 0, at = 0; j < tiles_.size(); ++j) {
+      unsigned at = 0;
+      for (unsigned j : groupTiles(b)) {
         const unsigned L = tiles_[j].localCapacity;
         pIds.push_back(gIds[b].slice(at, at + L));
         pMem.push_back(gMem[b].slice(at, at + L));
@@ -439,13 +482,13 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.connect(v["membrane"], stepMem[b]);
       graph_.connect(v["counts"], stepCounts[b]);
       graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::listCombineWorkerCycles(unsigned(tiles_.size()),
-                                                      2 * plan_.spec.activity * N));
+      estimate(v, plan::cost::listCombineWorkerCycles(tilesPerGroup_,
+                                                      expectedListed()));
     }
     // Every spike of the step as bits, dropped ones included: the backward
     // pass needs them for the resets.
     for (unsigned j = 0; j < tiles_.size(); ++j)
-      for (unsigned b = 0; b < B; ++b) {
+      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
         auto v = graph_.addVertex(cb, "SpikeBitsPack",
                                   {{"spiked", spiked[j][b]}, {"bits", bits[j][b]}});
         graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
@@ -456,14 +499,14 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     stepUpdate(body, out.ids, stepIds, t, "ids[t]=");
     stepUpdate(body, out.membrane, stepMem, t, "membrane[t]=");
     stepUpdate(body, counts4, stepCounts.reinterpret(INT), t, "counts[t]=");
-    stepUpdate(body, out.spikeBits, concat(bits, 1), t, "spikeBits[t]=");
+    stepUpdate(body, out.spikeBits, assemble(bits), t, "spikeBits[t]=");
   }
   if (readout)
-    stepUpdate(body, out.denseMembrane, concat(outStep, 1), t, "U[t]=");
+    stepUpdate(body, out.denseMembrane, assemble(outStep), t, "U[t]=");
   else if (config_.keepDenseState)
     stepUpdate(body, out.denseMembrane, unpadded(U), t, "U[t]=");
   if (synaptic && config_.keepDenseState)
-    stepUpdate(body, out.denseSynaptic, concat(syn, 1), t, "syn[t]=");
+    stepUpdate(body, out.denseSynaptic, assemble(syn), t, "syn[t]=");
   popops::addInPlace(graph_, t, one, body, {dnai_, "t+=1"});
   prog.add(Repeat(T, body, {dnai_, "timeLoop"}));
 
@@ -486,10 +529,19 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   const ForwardInputs &in = bin.forward;
   const ForwardOutputs &fo = bin.outputs;
   const unsigned B = batch_, T = steps_, K = capacityOut_, Kin = capacityIn_, N = outFeatures_;
-  const unsigned numTiles = unsigned(tiles_.size());
+  const unsigned numTiles = unsigned(tiles_.size()); // of all sample groups
   const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
+  // Sample b's row of a per-tile variable on each tile of its group, and the
+  // tile of its group that reduces it (combineTile(b)).
+  auto groupColumn = [&](const std::vector<Tensor> &perTileVars, unsigned b) {
+    std::vector<Tensor> out;
+    for (unsigned j : groupTiles(b))
+      out.push_back(perTileVars[j][localSample(b)]);
+    return out;
+  };
+  auto reducer = [&](unsigned b) { return groupTiles(b)[localSample(b) % tilesPerGroup_]; };
   // WeightGradScatter is a MultiVertex over the tile's worker contexts.
   const unsigned workers = graph_.getTarget().getNumWorkerContexts();
   const bool denseU = readout || (config_.keepDenseState && fo.denseMembrane.valid());
@@ -509,23 +561,24 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
 
   // Dense carries and the per-sample parameter-gradient accumulators (the
   // per-sample vertices of a compute set must not share an InOut).
-  const auto carry = perTile(FLOAT, B, false, "carry");
-  const auto curGrad = perTile(FLOAT, B, true, "currentGrad"); // padding stays zero
-  const auto gBeta = perTile(FLOAT, B, false, "gradBeta");
-  std::vector<Tensor> toZero = {concat(carry, 1).flatten(), concat(curGrad, 1).flatten(),
-                                concat(gBeta, 1).flatten()};
+  const auto carry = perTile(FLOAT, false, "carry");
+  const auto curGrad = perTile(FLOAT, true, "currentGrad"); // padding stays zero
+  const auto gBeta = perTile(FLOAT, false, "gradBeta");
+  std::vector<Tensor> toZero = {flatAll(carry), flatAll(curGrad),
+                                flatAll(gBeta)};
   std::vector<Tensor> carrySyn, notSpiked, gThr, gAlpha, listIds, listMem, listGrad, nums, prevList,
       prevNums;
   if (!readout) {
-    notSpiked = perTile(FLOAT, B, false, "notSpiked");
-    gThr = perTile(FLOAT, B, false, "gradThreshold");
-    toZero.push_back(concat(gThr, 1).flatten());
+    notSpiked = perTile(FLOAT, false, "notSpiked");
+    gThr = perTile(FLOAT, false, "gradThreshold");
+    toZero.push_back(flatAll(gThr));
     std::vector<Tensor> sizes2L, sizesL;
     for (const Tile &tile : tiles_) {
-      Tensor ids = graph_.addVariable(INT, {B, 2 * tile.localCapacity}, {dnai_, "listIds"});
-      Tensor mem = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listMembrane"});
-      Tensor grd = graph_.addVariable(FLOAT, {B, 2 * tile.localCapacity}, {dnai_, "listGrad"});
-      Tensor prv = graph_.addVariable(INT, {B, tile.width}, {dnai_, "prevSpikeIds"});
+      const unsigned Bt = tile.samples;
+      Tensor ids = graph_.addVariable(INT, {Bt, 2 * tile.localCapacity}, {dnai_, "listIds"});
+      Tensor mem = graph_.addVariable(FLOAT, {Bt, 2 * tile.localCapacity}, {dnai_, "listMembrane"});
+      Tensor grd = graph_.addVariable(FLOAT, {Bt, 2 * tile.localCapacity}, {dnai_, "listGrad"});
+      Tensor prv = graph_.addVariable(INT, {Bt, tile.width}, {dnai_, "prevSpikeIds"});
       for (const Tensor &x : {ids, mem, grd, prv})
         graph_.setTileMapping(x, tile.index);
       listIds.push_back(ids);
@@ -533,14 +586,14 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       listGrad.push_back(grd);
       prevList.push_back(prv);
     }
-    nums = perTileFixed(UNSIGNED_INT, B, 2, "numListed");
-    prevNums = perTileFixed(UNSIGNED_INT, B, 1, "numPrevSpikes");
+    nums = perTileFixed(UNSIGNED_INT, 2, "numListed");
+    prevNums = perTileFixed(UNSIGNED_INT, 1, "numPrevSpikes");
   }
   if (synaptic) {
-    carrySyn = perTile(FLOAT, B, false, "carrySynaptic");
-    gAlpha = perTile(FLOAT, B, false, "gradAlpha");
-    toZero.push_back(concat(carrySyn, 1).flatten());
-    toZero.push_back(concat(gAlpha, 1).flatten());
+    carrySyn = perTile(FLOAT, false, "carrySynaptic");
+    gAlpha = perTile(FLOAT, false, "gradAlpha");
+    toZero.push_back(flatAll(carrySyn));
+    toZero.push_back(flatAll(gAlpha));
   }
   // Float weight gradients in the blocks' layout.
   std::vector<Tensor> gW, gV, gB;
@@ -562,11 +615,11 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       toZero.push_back(gb);
     }
   }
-  const auto partials = perTileFixed(FLOAT, B, Kin, "inputGradPartials");
+  const auto partials = perTileFixed(FLOAT, Kin, "inputGradPartials");
   std::vector<Tensor> recPartials;
   Tensor stepRecGrad;
   if (config_.recurrent) {
-    recPartials = perTileFixed(FLOAT, B, K, "recurrentGradPartials");
+    recPartials = perTileFixed(FLOAT, K, "recurrentGradPartials");
     stepRecGrad = perSample(FLOAT, K, "recurrentGrad");
   }
   const Tensor stepGradIn = perSample(FLOAT, Kin, "gradIn[t]");
@@ -576,8 +629,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   if (!readout) {
     Tensor ones = graph_.addConstant(FLOAT, {1}, 1.0f, {dnai_, "1"});
     graph_.setTileMapping(ones, tiles_[0].index);
-    prog.add(Copy(ones.broadcast(unsigned(concat(notSpiked, 1).numElements()), 0),
-                  concat(notSpiked, 1).flatten(), false, {dnai_, "notSpiked=1"}));
+    prog.add(Copy(ones.broadcast(unsigned(flatAll(notSpiked).numElements()), 0),
+                  flatAll(notSpiked), false, {dnai_, "notSpiked=1"}));
   }
 
   // Step t - 1 of a [T, ...] tensor is row t of [zeros; tensor].
@@ -636,7 +689,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     // dL/dS[t] += V^T dL/dI[t+1]; curGrad still holds step t+1 (zero at T-1).
     ComputeSet dot = graph_.addComputeSet({dnai_, "recurrentInputGrad"});
     for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < B; ++b) {
+      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
         auto v = graph_.addVertex(dot, "InputSpikeGrad<" + wt + ">",
                                   {{"ids", oIds[j][b]},
                                    {"numIds", oCnt[j][b][1].reinterpret(UNSIGNED_INT)},
@@ -652,20 +705,20 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
     std::vector<std::vector<Tensor>> recColumns(B);
     for (unsigned b = 0; b < B; ++b)
-      recColumns[b] = column(recPartials, b);
+      recColumns[b] = groupColumn(recPartials, b);
     const auto recGathered = gatherSamples(body, recColumns, "recurrentGradPartials");
     ComputeSet red = graph_.addComputeSet({dnai_, "recurrentReduce"});
     for (unsigned b = 0; b < B; ++b) {
       auto v = graph_.addVertex(red, "PartialReduce",
                                 {{"partials", recGathered[b]},
                                  {"out", stepRecGrad[b]},
-                                 {"numOut", oCnt[b % numTiles][b][1].reinterpret(UNSIGNED_INT)}});
-      graph_.setInitialValue(v["numPartials"], numTiles);
+                                 {"numOut", oCnt[reducer(b)][localSample(b)][1].reinterpret(UNSIGNED_INT)}});
+      graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
       graph_.setInitialValue(v["stride"], K);
       graph_.setTileMapping(v, combineTile(b));
       // as the planner: the expected listed entries, not the capacity
       estimate(v, plan::cost::partialReduceWorkerCycles(
-                      std::min<double>(K, 2 * plan_.spec.activity * N), numTiles));
+                      std::min<double>(K, 2 * plan_.spec.activity * N), tilesPerGroup_));
     }
     body.add(Execute(red, {dnai_, "recurrentReduce"}));
     popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
@@ -679,7 +732,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   if (!readout) {
     ComputeSet sl = graph_.addComputeSet({dnai_, "tileListSlice"});
     for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < B; ++b) {
+      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
         auto v = graph_.addVertex(sl, "TileListSlice",
                                   {{"ids", oIds[j][b]},
                                    {"membrane", oMem[j][b]},
@@ -694,7 +747,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
         graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
         graph_.setInitialValue(v["spikesOnly"], 0u);
         graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, 60 + 8 * tiles_[j].localCapacity);
+        estimate(v, plan::cost::listSliceWorkerCycles(tiles_[j].localCapacity));
         // Every spike of step t - 1 on the tile, dropped ones included.
         auto p = graph_.addVertex(sl, "SpikeBitsToList",
                                   {{"bits", pBits[j][b]},
@@ -714,7 +767,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
                                       : "LifStateGrad";
   for (unsigned j = 0; j < numTiles; ++j) {
     const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < B; ++b) {
+    for (unsigned b = 0; b < tile.samples; ++b) {
       auto v = graph_.addVertex(sg, gradVertex);
       graph_.connect(v["beta"], beta[j]);
       graph_.connect(v["prevMembrane"], denseU ? pU[j][b] : noFloat);
@@ -748,7 +801,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       }
       graph_.setTileMapping(v, tile.index);
       estimate(v, plan::cost::stateGradWorkerCycles(plan_.spec.model, tile.width,
-                                                    2 * plan_.spec.activity * tile.width));
+                                                    expectedListed(tile)));
     }
   }
   body.add(Execute(sg, {dnai_, "stateGrad"}));
@@ -756,9 +809,12 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   // Weight gradients: every sample's vertices write the same block, so the
   // samples take turns (one compute set each) instead of sharing one; within
   // a sample the tile's workers share out the columns.
-  for (unsigned b = 0; b < B; ++b) {
+  // With sample groups each group's tiles take their own samples' turns at once.
+  for (unsigned b = 0; b < tiles_[0].samples; ++b) {
     ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
     for (unsigned j = 0; j < numTiles; ++j) {
+      if (b >= tiles_[j].samples)
+        continue;
       auto v = graph_.addVertex(ws, "WeightGradScatter",
                                 {{"ids", idsT[j][b]},
                                  {"numIds", cntT[j][b][0]},
@@ -791,7 +847,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   // products, summed in tile order on the sample's reducing tile.
   ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
   for (unsigned j = 0; j < numTiles; ++j)
-    for (unsigned b = 0; b < B; ++b) {
+    for (unsigned b = 0; b < tiles_[j].samples; ++b) {
       auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
                                 {{"ids", idsT[j][b]},
                                  {"numIds", cntT[j][b][1]},
@@ -808,19 +864,19 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
   std::vector<std::vector<Tensor>> columns(B);
   for (unsigned b = 0; b < B; ++b)
-    columns[b] = column(partials, b);
+    columns[b] = groupColumn(partials, b);
   const auto gathered = gatherSamples(body, columns, "inputGradPartials");
   ComputeSet rd = graph_.addComputeSet({dnai_, "inputGradReduce"});
   for (unsigned b = 0; b < B; ++b) {
     auto v = graph_.addVertex(rd, "PartialReduce",
                               {{"partials", gathered[b]},
                                {"out", stepGradIn[b]},
-                               {"numOut", cntT[b % numTiles][b][1]}});
-    graph_.setInitialValue(v["numPartials"], numTiles);
+                               {"numOut", cntT[reducer(b)][localSample(b)][1]}});
+    graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
     graph_.setInitialValue(v["stride"], Kin);
     graph_.setTileMapping(v, combineTile(b));
     estimate(v, plan::cost::partialReduceWorkerCycles(
-                    std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), numTiles));
+                    std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), tilesPerGroup_));
   }
   body.add(Execute(rd, {dnai_, "inputGradReduce"}));
   stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");
@@ -828,27 +884,51 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   prog.add(Repeat(T, body, {dnai_, "timeLoopBack"}));
 
   // Back to the torch layouts; tile j keeps the rows of its neurons.
-  // The gradient in torch's [out, in] layout is a view of the tiles' blocks,
-  // not a copy: a copy would hold every weight gradient twice on its tile.
-  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols) {
-    std::vector<Tensor> parts;
-    for (unsigned j = 0; j < numTiles; ++j)
-      parts.push_back(
-          blocks[j].reshape({cols, tiles_[j].rowLength}).slice(0, tiles_[j].width, 1).transpose());
-    return concat(parts, 0);
-  };
-  auto sumSamples = [&](const std::vector<Tensor> &perSampleGrads, const std::string &name) {
-    return popops::reduce(graph_, concat(perSampleGrads, 1), FLOAT, {0},
+  // With one sample group the gradient in torch's [out, in] layout is a view
+  // of the tiles' blocks, not a copy: a copy would hold every weight gradient
+  // twice on its tile. With several, the groups' views are summed, once per
+  // training step (popops::reduce spreads the sum over the IPU).
+  auto sumGroups = [&](const std::vector<Tensor> &perGroup, const std::string &name) {
+    if (groups_ == 1)
+      return perGroup[0];
+    std::vector<Tensor> stacked;
+    for (const Tensor &x : perGroup)
+      stacked.push_back(x.expand({0}));
+    return popops::reduce(graph_, concat(stacked, 0), FLOAT, {0},
                           popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
   };
-  out.gradWeight = rowsToMatrix(gW, inFeatures_);
+  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols,
+                          const std::string &name) {
+    std::vector<Tensor> perGroup;
+    for (unsigned g = 0; g < groups_; ++g) {
+      std::vector<Tensor> parts;
+      for (unsigned j = g * tilesPerGroup_; j < (g + 1) * tilesPerGroup_; ++j)
+        parts.push_back(blocks[j]
+                            .reshape({cols, tiles_[j].rowLength})
+                            .slice(0, tiles_[j].width, 1)
+                            .transpose());
+      perGroup.push_back(concat(parts, 0));
+    }
+    return sumGroups(perGroup, name);
+  };
+  auto sumSamples = [&](const std::vector<Tensor> &perSampleGrads, const std::string &name) {
+    return popops::reduce(graph_, assemble(perSampleGrads), FLOAT, {0},
+                          popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
+  };
+  out.gradWeight = rowsToMatrix(gW, inFeatures_, "gradW");
   if (config_.recurrent)
-    out.gradRecWeight = rowsToMatrix(gV, N);
+    out.gradRecWeight = rowsToMatrix(gV, N, "gradV");
   if (config_.hasBias) {
-    std::vector<Tensor> parts;
-    for (unsigned j = 0; j < numTiles; ++j)
-      parts.push_back(gB[j].slice(0, tiles_[j].width));
-    out.gradBias = poputil::duplicate(graph_, concat(parts), prog, {dnai_, "gradBias"});
+    std::vector<Tensor> perGroup;
+    for (unsigned g = 0; g < groups_; ++g) {
+      std::vector<Tensor> parts;
+      for (unsigned j = g * tilesPerGroup_; j < (g + 1) * tilesPerGroup_; ++j)
+        parts.push_back(gB[j].slice(0, tiles_[j].width));
+      perGroup.push_back(concat(parts));
+    }
+    out.gradBias = groups_ == 1
+                       ? poputil::duplicate(graph_, perGroup[0], prog, {dnai_, "gradBias"})
+                       : sumGroups(perGroup, "gradBias");
   }
   out.gradBeta = sumSamples(gBeta, "gradBeta");
   if (!readout)

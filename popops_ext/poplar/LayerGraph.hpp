@@ -96,8 +96,12 @@ public:
   BackwardOutputs backward(poplar::program::Sequence &prog, const BackwardInputs &in);
 
 private:
+  // A tile of the layer: its neurons [first, first + width) for the samples
+  // [sampleBegin, sampleBegin + samples) of its sample group. The plan's
+  // numTiles tiles of neurons are repeated for each of its sampleGroups groups,
+  // group g on tiles firstTile + g * numTiles + j; tiles_ holds them group by group.
   struct Tile {
-    unsigned index, first, width, rowLength, localCapacity;
+    unsigned index, first, width, rowLength, localCapacity, group, sampleBegin, samples;
   };
 
   // Per tile, a [rows x rowLength] block of the transposed weight, padding zeroed.
@@ -108,25 +112,35 @@ private:
                                           const std::string &name);
   // Vertices read only their own tile's memory: what they need from other
   // tiles is copied over first (exchange as explicit Copy programs, counted
-  // in the graph report). Per tile, a copy of t on the tile:
+  // in the graph report). Per tile, a copy of its group's samples of t ([B, ...]):
   std::vector<poplar::Tensor> toEveryTile(poplar::program::Sequence &prog, const poplar::Tensor &t,
                                           const std::string &name);
-  // Per tile, a copy of its own slice of t along t's last dimension: its
-  // neurons, or its perTile columns [j * perTile, (j + 1) * perTile).
+  // Per tile, a copy of its own slice of t ([B, ...]) along t's last dimension
+  // (its neurons, or its perTile columns [j * perTile, (j + 1) * perTile)) for
+  // its group's samples.
   std::vector<poplar::Tensor> toOwnTiles(poplar::program::Sequence &prog, const poplar::Tensor &t,
                                          const std::string &name, unsigned perTile = 0);
   // Per sample b, the concatenation of pieces[b], gathered on the tile that combines b.
   std::vector<poplar::Tensor> gatherSamples(poplar::program::Sequence &prog,
                                             const std::vector<std::vector<poplar::Tensor>> &pieces,
                                             const std::string &name);
-  // Per tile, a [leading, width (or rowLength if padded)] variable on the tile.
-  std::vector<poplar::Tensor> perTile(const poplar::Type &type, unsigned leading, bool padded,
+  // Per tile, a [samples, width (or rowLength if padded)] variable on the tile.
+  std::vector<poplar::Tensor> perTile(const poplar::Type &type, bool padded,
                                       const std::string &name);
-  // Per tile, a [leading, columns] variable on the tile.
-  std::vector<poplar::Tensor> perTileFixed(const poplar::Type &type, unsigned leading,
-                                           unsigned columns, const std::string &name);
-  // [B, N]: the tiles' [B, rowLength] variables without their padding.
+  // Per tile, a [samples, columns] variable on the tile.
+  std::vector<poplar::Tensor> perTileFixed(const poplar::Type &type, unsigned columns,
+                                           const std::string &name);
+  // [B, sum of columns of a group]: the tiles' [samples, columns] pieces, a
+  // group's side by side and the groups one below the other.
+  poplar::Tensor assemble(const std::vector<poplar::Tensor> &pieces) const;
+  // [B, N]: the tiles' [samples, rowLength] variables without their padding.
   poplar::Tensor unpadded(const std::vector<poplar::Tensor> &perTilePadded) const;
+  // All of the tiles' pieces, flattened, as one tensor.
+  static poplar::Tensor flatAll(const std::vector<poplar::Tensor> &pieces);
+  // Positions in tiles_ of sample b's group, and b's row in their variables.
+  std::vector<unsigned> groupTiles(unsigned b) const;
+  unsigned groupOf(unsigned b) const;
+  unsigned localSample(unsigned b) const { return b - groupStart_[groupOf(b)]; }
   // Per sample b, a [columns] variable on the tile that combines / reduces b.
   poplar::Tensor perSample(const poplar::Type &type, unsigned columns, const std::string &name);
   poplar::Tensor empty(const poplar::Type &type);
@@ -136,8 +150,15 @@ private:
                            const poplar::Tensor &index, const std::string &name);
   void stepUpdate(poplar::program::Sequence &prog, const poplar::Tensor &t,
                   const poplar::Tensor &step, const poplar::Tensor &index, const std::string &name);
-  unsigned combineTile(unsigned b) const { return tiles_[b % tiles_.size()].index; }
+  // The tile of b's group that combines its lists and reduces its partials.
+  unsigned combineTile(unsigned b) const {
+    return tiles_[groupOf(b) * tilesPerGroup_ + localSample(b) % tilesPerGroup_].index;
+  }
   void estimate(const poplar::VertexRef &v, std::uint64_t cycles);
+  // Entries a step's list is expected to hold (spikes and eligible ones, at most
+  // the capacity), and a tile's share of them, for the vertices' estimates.
+  double expectedListed() const;
+  double expectedListed(const Tile &tile) const;
   // A Vector<Input<Vector<T>>> field: one tensor per element.
   void connectEach(poplar::VertexRef v, const std::string &field,
                    const std::vector<poplar::Tensor> &tensors);
@@ -151,6 +172,8 @@ private:
   std::vector<Tile> tiles_;
   unsigned batch_, steps_, inFeatures_, outFeatures_, capacityIn_, capacityOut_;
   unsigned wordsPerTile_ = 0;
+  unsigned groups_ = 1, tilesPerGroup_ = 1;
+  std::vector<unsigned> groupStart_; // groups_ + 1 sample boundaries
 };
 
 } // namespace ipu

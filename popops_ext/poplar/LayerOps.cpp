@@ -172,6 +172,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   r.keepDenseState = getInt("keep_dense_state", r.keepDenseState);
   r.neuronsPerTile = getInt("neurons_per_tile", r.neuronsPerTile);
   r.firstTile = getInt("first_tile", r.firstTile);
+  r.sampleGroups = getInt("sample_groups", r.sampleGroups);
   r.surrogateP0 = getFloat("surrogate_p0", r.surrogateP0);
   r.surrogateP1 = getFloat("surrogate_p1", r.surrogateP1);
   r.gradWindow = getFloat("grad_window", r.gradWindow);
@@ -187,6 +188,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   checkRange("keep_dense_state", r.keepDenseState, 0, 1);
   checkRange("neurons_per_tile", r.neuronsPerTile, 1, std::numeric_limits<std::int32_t>::max());
   checkRange("first_tile", r.firstTile, 0, std::numeric_limits<std::int32_t>::max());
+  checkRange("sample_groups", r.sampleGroups, 1, std::numeric_limits<std::int32_t>::max());
   if (!(r.activity >= 0.0f && r.activity <= 1.0f))
     fail("attribute activity must lie in [0, 1]");
   return r;
@@ -202,7 +204,8 @@ AttributeMap LayerAttributes::toMap() const {
             {"recurrent", recurrent},
             {"keep_dense_state", keepDenseState},
             {"neurons_per_tile", neuronsPerTile},
-            {"first_tile", firstTile}};
+            {"first_tile", firstTile},
+            {"sample_groups", sampleGroups}};
   m.floats = {{"surrogate_p0", surrogateP0},
               {"surrogate_p1", surrogateP1},
               {"grad_window", gradWindow},
@@ -240,7 +243,11 @@ plan::LayerPlan layerPlan(const LayerAttributes &a, const Shape &inIds, const Sh
   s.activity = a.activity;
   s.weightBytes = halfWeights ? 2 : 4;
   s.denseHistory = a.keepDenseState != 0;
-  return plan::planWithTileSize(s, plan::ipu2Target(), unsigned(a.neuronsPerTile));
+  if (std::uint64_t(a.sampleGroups) > s.batch)
+    fail("attribute sample_groups=" + std::to_string(a.sampleGroups) + " exceeds the batch of " +
+         std::to_string(s.batch));
+  return plan::planWithTileSize(s, plan::ipu2Target(), unsigned(a.neuronsPerTile),
+                                unsigned(a.sampleGroups));
 }
 
 std::vector<Shape> outputShapes(OpKind kind, const LayerAttributes &a, const Shape &inIds,

@@ -41,7 +41,8 @@ const ops::OpSignature &signature(OpKind kind);
 // The attributes of ops::kAttributes, checked; absent ones take their defaults.
 struct LayerAttributes {
   std::int64_t model = 0, reset = 0, surrogateKind = 0, capacity = 1, hasBias = 1;
-  std::int64_t recurrent = 0, keepDenseState = 0, neuronsPerTile = 8, firstTile = 0;
+  std::int64_t recurrent = 0, keepDenseState = 0, neuronsPerTile = 8, firstTile = 0,
+                                 sampleGroups = 1;
   float surrogateP0 = 2.0f, surrogateP1 = 0.0f, gradWindow = -1.0f, activity = 0.05f;
 
   // Throws std::invalid_argument naming the attribute that is unknown, of the

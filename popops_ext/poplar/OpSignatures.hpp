@@ -80,6 +80,7 @@ inline constexpr Attribute kAttributes[] = {
     {"keep_dense_state", AttributeKind::Int, 0}, // dense U (, syn) over T: learned decays
     {"neurons_per_tile", AttributeKind::Int, 8},
     {"first_tile", AttributeKind::Int, 0},
+    {"sample_groups", AttributeKind::Int, 1},   // the batch split over groups of tiles
     {"activity", AttributeKind::Float, 0.05},
 };
 constexpr int kNumAttributes = int(sizeof(kAttributes) / sizeof(kAttributes[0]));

@@ -30,7 +30,7 @@ from .._native import _C
 from ..spikes import SparseSpikes
 from ..surrogate import ATan
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .work_split import model_code, tile_starts_for
+from .work_split import model_code
 
 __all__ = [
     "DOMAIN",
@@ -105,28 +105,29 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     )
 
 
-def _neurons_per_tile(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
-                      capacity: int, dense_history: bool) -> int:
-    """The tile size the planner picks for ipu2 (what snn_ipu.planning reports)."""
-    starts = tile_starts_for(
+def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
+               capacity: int, dense_history: bool) -> Dict[str, int]:
+    """The tile size and sample groups the planner picks for ipu2 (what
+    snn_ipu.planning reports for an unplaced layer: its fastest plan that fits)."""
+    plan = _C.plan_layer(
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
-        recurrent=cfg.recurrent, model=cfg.model, capacity_in=spikes.capacity,
-        capacity_out=capacity, weight_bytes=weight.element_size(), target="ipu2", threads=1,
-        dense_history=dense_history,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, 0.05,
+        weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
-    return int(starts[1] - starts[0])
+    return {"neurons_per_tile": int(plan["neurons_per_tile_max"]),
+            "sample_groups": int(plan["sample_groups"])}
 
 
 def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacity: int,
            dense_history: bool) -> Dict[str, int]:
-    """``neurons_per_tile`` and ``first_tile`` of the layer's op: where
-    :func:`snn_ipu.planning.place` put the layer, else the planner's tile size
-    from tile 0."""
+    """``neurons_per_tile``, ``sample_groups`` and ``first_tile`` of the layer's op:
+    where :func:`snn_ipu.planning.place` put the layer, else the planner's own
+    choice for the layer from tile 0 (each layer may then use the whole IPU: the
+    ops run one after another, and ``snn_ipu.plan`` says whether their data fit
+    together, its "overlaid" layout)."""
     placed = cfg.ipu_tiles
     if placed is None:
-        return {"neurons_per_tile": _neurons_per_tile(cfg, spikes, weight, capacity,
-                                                      dense_history),
-                "first_tile": 0}
+        return {**_ipu_split(cfg, spikes, weight, capacity, dense_history), "first_tile": 0}
     shape = (spikes.batch_size, spikes.num_steps)
     if shape != (placed.batch_size, placed.num_steps):
         raise ValueError(
@@ -135,7 +136,8 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
             f"num_steps={shape[1]}: run snn_ipu.planning.place(model, {shape[0]}, {shape[1]}) "
             "again (IPU shapes are fixed when the model compiles)"
         )
-    return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile}
+    return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile,
+            "sample_groups": placed.sample_groups}
 
 
 def pack_attributes(
@@ -146,6 +148,7 @@ def pack_attributes(
     keep_dense_state: bool,
     first_tile: int = 0,
     activity: float = 0.05,
+    sample_groups: int = 1,
 ) -> Dict[str, Any]:
     """The custom op's attributes: ints and floats only, as PopTorch requires.
 
@@ -169,6 +172,7 @@ def pack_attributes(
         "keep_dense_state": int(bool(keep_dense_state)),
         "neurons_per_tile": int(neurons_per_tile),
         "first_tile": int(first_tile),
+        "sample_groups": int(sample_groups),
         "activity": float(activity),
     }
 

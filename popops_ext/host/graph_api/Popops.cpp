@@ -244,6 +244,15 @@ struct SliceOp : HostOp {
   }
   std::vector<Tensor> tensors() const override { return {base, slice, offset}; }
   std::size_t elements() const override { return slice.numElements(); }
+  // A tile copies only the selected slice's part of the base (poplibs'
+  // DynamicSlice vertices): costed as the first slice, whose layout every slice
+  // of a sliceable tensor shares.
+  std::vector<Tensor> costTensors() const override {
+    Tensor first = base;
+    for (std::size_t k = 0; k < dims.size(); ++k)
+      first = first.slice(0, sizes[k], unsigned(dims[k]));
+    return {first, slice, offset};
+  }
 };
 
 struct BinaryInPlace : HostOp {

@@ -58,7 +58,8 @@ std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
   const plan::Target t = plan::ipu2Target();
   if (maxReceived == 0)
     return 0;
-  return t.syncCycles + std::uint64_t(double(maxReceived) / t.exchangeBytesPerCycle + 0.999999);
+  return plan::cost::exchangeCycles(maxReceived, t.exchangeBytesPerCycle, t.syncCycles,
+                                    t.exchangeOverheadCycles);
 }
 
 // A popops operation: a sync, then one cycle per 4 bytes on the busiest tile
@@ -66,7 +67,7 @@ std::uint64_t exchangeCycles(std::uint64_t maxReceived) {
 // repeats it (rough: its vertices' own estimates are poplibs', not ours).
 std::uint64_t popopsCycles(const GraphModel &g, const HostOp &op) {
   std::vector<Chunk> chunks;
-  for (const poplar::Tensor &t : op.tensors())
+  for (const poplar::Tensor &t : op.costTensors())
     for (const Chunk &c : chunksOf(t))
       chunks.push_back(c);
   std::sort(chunks.begin(), chunks.end(), [](const Chunk &a, const Chunk &b) {
