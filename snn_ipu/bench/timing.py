@@ -110,6 +110,8 @@ def time_interleaved(problem: dict, entries: Sequence[Entry], lr: float, adam: s
         for key in nets:
             per_step = acts[key]
             out[key] = {"median_s": statistics.median(times[key]), "times_s": times[key],
+                        **({"compile_s": nets[key].compile_s}
+                           if hasattr(nets[key], "compile_s") else {}),
                         "repeats": len(times[key]), "timed": True,
                         "activity": [statistics.fmean(a[i] for a in per_step)
                                      for i in range(len(per_step[0]))]}
