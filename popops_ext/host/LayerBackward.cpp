@@ -143,9 +143,11 @@ void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsig
 }
 } // namespace
 
-// Where one of the tile's two runs is empty (most rows at low activity), the
-// other is already one run of the row: read in place, no copy. A recurrent
-// layer adds into the gradients (addRecurrentGrad), so it always copies.
+// Where the tile's two runs are one run of the row (one of them is empty, as
+// in most rows at low activity, or the spikes end where the eligible-only
+// entries begin, as always on a layer of one tile), they are read in place,
+// not copied. A recurrent layer adds into the gradients (addRecurrentGrad),
+// so it always copies.
 template <typename WT>
 typename LayerBackward<WT>::Listed LayerBackward<WT>::gatherListed(unsigned j, unsigned g,
                                                                   std::size_t row) {
@@ -153,8 +155,11 @@ typename LayerBackward<WT>::Listed LayerBackward<WT>::gatherListed(unsigned j, u
   const std::size_t base = row * in_.output.capacity;
   const int32_t *ids = in_.output.ids + base;
   const Range spikes = spikeRange(j, row), eligible = eligibleRange(j, row);
-  if (!recWeight_ && (spikes.begin == spikes.end || eligible.begin == eligible.end)) {
-    const Range r = spikes.begin == spikes.end ? eligible : spikes;
+  if (!recWeight_ && (spikes.begin == spikes.end || eligible.begin == eligible.end ||
+                      spikes.end == eligible.begin)) {
+    const Range r = spikes.begin == spikes.end     ? eligible
+                    : eligible.begin == eligible.end ? spikes
+                                                     : Range{spikes.begin, eligible.end};
     return {ids + r.begin, in_.membrane + base + r.begin, in_.gradOut + base + r.begin,
             r.end - r.begin};
   }
