@@ -182,3 +182,25 @@ def test_torch_compile_net_matches_reference():
     out, compiled_grads = dense_run(net)
     assert torch.equal(out, spikes)
     assert_grads_close(compiled_grads, grads)
+
+
+def test_entries_per_step_counts_the_lists(problem):
+    """The benchmark's listed entries per step are the output lists' own counts: spikes
+    and eligible-only entries (all samples of a step), per layer."""
+    from snn_ipu.bench.configs import SPARSE_WINDOW
+
+    net = OursNet(problem, "emulator", SPARSE_WINDOW, 1e-5, "fused")
+    T = problem["T"]
+    s, outputs = net.x, []
+    for layer in net.layers:  # with grad: the lists then carry the eligible entries
+        s = layer(s)
+        outputs.append(s)
+    entries = net.entries_per_step()
+    for out, entry in zip(outputs, entries):
+        counts = out.counts.long()
+        assert entry["spikes"] == pytest.approx(counts[..., 0].sum().item() / T)
+        assert entry["eligible_only"] == pytest.approx(
+            (counts[..., 1] - counts[..., 0]).sum().item() / T)
+        assert entry["capacity"] == out.capacity
+    assert any(e["eligible_only"] > 0 for e in entries)
+    assert TorchLoopNet(problem, 1e-5, "fused").entries_per_step() is None

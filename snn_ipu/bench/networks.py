@@ -68,6 +68,12 @@ class TrainingNet:
     def activity(self) -> List[float]:
         raise NotImplementedError
 
+    def entries_per_step(self) -> Optional[List[dict]]:
+        """Per layer, the listed entries of one step (all samples) in the last training
+        step: ``spikes`` and ``eligible_only`` (gradient-eligible, not spiking); None for
+        a dense network, which lists nothing."""
+        return None
+
 
 class DenseNet(TrainingNet):
     """Shared by the dense peers: ``nn.Linear`` layers, the dense input [T, B, in], the
@@ -134,6 +140,12 @@ class OursNet(TrainingNet):
 
     def activity(self) -> List[float]:
         return [float(layer.stats.get("activity", float("nan"))) for layer in self.layers]
+
+    def entries_per_step(self) -> List[dict]:
+        B = self.x.batch_size
+        return [{"spikes": layer.stats["activity"] * B * layer.out_features,
+                 "eligible_only": layer.stats["eligible_activity"] * B * layer.out_features,
+                 "capacity": layer.stats["capacity"]} for layer in self.layers]
 
 
 class SnnTorchNet(DenseNet):
