@@ -153,3 +153,54 @@ def first_spike_times(spikes):
     T = spikes.shape[0]
     steps = torch.arange(T).view(T, 1, 1).expand_as(spikes)
     return torch.where(spikes > 0, steps, torch.full_like(steps, T)).min(0).values
+
+
+def test_spike_atan_is_the_step_and_the_surrogate():
+    from snn_ipu.bench.networks import spike_atan
+
+    x = torch.tensor([-0.5, 0.0, 0.25, 1.0], requires_grad=True)
+    s = spike_atan(x)
+    assert s.tolist() == [0.0, 0.0, 1.0, 1.0]  # strict >, exactly 0/1
+    s.sum().backward()
+    expected = 1.0 / (1 + (3.141592653589793 / 2 * 2.0 * x.detach()) ** 2)  # alpha/2 = 1
+    assert torch.allclose(x.grad, expected, rtol=1e-6)
+
+
+def test_torch_compile_net_matches_reference():
+    """The compiled peer computes the reference's spikes and gradients. All layers share
+    one shape, so one graph is compiled (inductor's C++ compile dominates the test)."""
+    from snn_ipu.bench.networks import TorchCompileNet, family_status
+
+    if family_status("torch_compile") is not None:
+        pytest.skip(f"torch.compile unavailable: {family_status('torch_compile')}")
+    small = calibrate(make_problem(dict(sizes=(16, 16, 16, 16), T=6, B=3), 0.2, seed=5),
+                      "reference")
+    spikes, grads = reference_run(small)
+    assert spikes.sum() > 0
+    net = TorchCompileNet(small, 1e-5, "fused")
+    assert net.compile_s > 0
+    out, compiled_grads = dense_run(net)
+    assert torch.equal(out, spikes)
+    assert_grads_close(compiled_grads, grads)
+
+
+def test_entries_per_step_counts_the_lists(problem):
+    """The benchmark's listed entries per step are the output lists' own counts: spikes
+    and eligible-only entries (all samples of a step), per layer."""
+    from snn_ipu.bench.configs import SPARSE_WINDOW
+
+    net = OursNet(problem, "emulator", SPARSE_WINDOW, 1e-5, "fused")
+    T = problem["T"]
+    s, outputs = net.x, []
+    for layer in net.layers:  # with grad: the lists then carry the eligible entries
+        s = layer(s)
+        outputs.append(s)
+    entries = net.entries_per_step()
+    for out, entry in zip(outputs, entries):
+        counts = out.counts.long()
+        assert entry["spikes"] == pytest.approx(counts[..., 0].sum().item() / T)
+        assert entry["eligible_only"] == pytest.approx(
+            (counts[..., 1] - counts[..., 0]).sum().item() / T)
+        assert entry["capacity"] == out.capacity
+    assert any(e["eligible_only"] > 0 for e in entries)
+    assert TorchLoopNet(problem, 1e-5, "fused").entries_per_step() is None

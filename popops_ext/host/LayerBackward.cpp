@@ -143,11 +143,26 @@ void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsig
 }
 } // namespace
 
+// Where the tile's two runs are one run of the row (one of them is empty, as
+// in most rows at low activity, or the spikes end where the eligible-only
+// entries begin, as always on a layer of one tile), they are read in place,
+// not copied. A recurrent layer adds into the gradients (addRecurrentGrad),
+// so it always copies.
 template <typename WT>
-unsigned LayerBackward<WT>::gatherListed(unsigned j, unsigned g, std::size_t row) {
+typename LayerBackward<WT>::Listed LayerBackward<WT>::gatherListed(unsigned j, unsigned g,
+                                                                  std::size_t row) {
   TileState &s = unit(j, g);
   const std::size_t base = row * in_.output.capacity;
   const int32_t *ids = in_.output.ids + base;
+  const Range spikes = spikeRange(j, row), eligible = eligibleRange(j, row);
+  if (!recWeight_ && (spikes.begin == spikes.end || eligible.begin == eligible.end ||
+                      spikes.end == eligible.begin)) {
+    const Range r = spikes.begin == spikes.end     ? eligible
+                    : eligible.begin == eligible.end ? spikes
+                                                     : Range{spikes.begin, eligible.end};
+    return {ids + r.begin, in_.membrane + base + r.begin, in_.gradOut + base + r.begin,
+            r.end - r.begin};
+  }
   unsigned n = 0;
   auto append = [&](Range r) {
     const unsigned m = r.end - r.begin;
@@ -155,9 +170,9 @@ unsigned LayerBackward<WT>::gatherListed(unsigned j, unsigned g, std::size_t row
             s.listIds.data() + n, s.listMembrane.data() + n, s.listGrad.data() + n);
     n += m;
   };
-  append(spikeRange(j, row));
-  append(eligibleRange(j, row));
-  return n;
+  append(spikes);
+  append(eligible);
+  return {s.listIds.data(), s.listMembrane.data(), s.listGrad.data(), n};
 }
 
 // The tile's listed spikes of a row (ids, numIds) and its dropped ones
@@ -270,7 +285,8 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       v.numNeurons = width;
       v.compute();
     } else {
-      unsigned numListed = gatherListed(j, g, row);
+      const Listed listed = gatherListed(j, g, row);
+      unsigned numListed = listed.size;
       if (recWeight_ && t + 1 < T)
         addRecurrentGrad(j, g, t, lb, numListed);
       Range prev{0, 0};
@@ -287,9 +303,9 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       if (t > 0 && in_.droppedStart)
         numPrev = withDropped(j, g, row - B, prevIds, numPrev);
       auto bindCommon = [&](auto &v) {
-        v.listIds.bind(s.listIds.data(), numListed);
-        v.listMembrane.bind(s.listMembrane.data(), numListed);
-        v.listGrad.bind(s.listGrad.data(), numListed);
+        v.listIds.bind(listed.ids, numListed);
+        v.listMembrane.bind(listed.membrane, numListed);
+        v.listGrad.bind(listed.grad, numListed);
         v.numListed.bind(&numListed);
         v.prevSpikeIds.bind(prevIds, numPrev);
         v.numPrevSpikes.bind(&numPrev);

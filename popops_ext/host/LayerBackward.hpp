@@ -90,8 +90,14 @@ private:
   void prepareUnit(unsigned j, unsigned g);
   void prefetchRow(unsigned j, std::size_t row);
   void stepUnit(unsigned j, unsigned g, unsigned t);
+  // A tile's listed entries of one row: spikes, then eligible-only.
+  struct Listed {
+    const int32_t *ids;
+    const float *membrane, *grad;
+    unsigned size;
+  };
   // Rows are the call's (step, sample); b and t name the sample in its group.
-  unsigned gatherListed(unsigned j, unsigned g, std::size_t row);
+  Listed gatherListed(unsigned j, unsigned g, std::size_t row);
   unsigned withDropped(unsigned j, unsigned g, std::size_t row, const int32_t *&ids,
                        unsigned numIds);
   void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, unsigned numListed);

@@ -12,7 +12,14 @@ from typing import Optional, Sequence
 
 from .._arg_types import at_least, fraction, positive
 from .._paths import output_folder
-from .configs import BACKENDS, CONFIGS, DEFAULT_ACTIVITIES, FAMILY, QUICK_ACTIVITIES
+from .configs import (
+    BACKENDS,
+    CONFIGS,
+    DEFAULT_ACTIVITIES,
+    FAMILY,
+    QUICK_ACTIVITIES,
+    SLOW_TO_BUILD,
+)
 from .gpu import GPU_BACKENDS, check_device
 from .networks import family_status
 from .report import plot, table
@@ -41,7 +48,9 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                    help="target fractions of neurons spiking per step, in (0, 1] "
                         f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; "
                         f"{' '.join(map(str, QUICK_ACTIVITIES))} with --quick)")
-    p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    p.add_argument("--backends", nargs="+", default=None, choices=BACKENDS,
+                   help="default: all (with --quick, all but "
+                        f"{', '.join(SLOW_TO_BUILD)}: compiling takes minutes)")
     p.add_argument("--repeats", type=at_least(1), default=15,
                    help="timed steps per backend (max)")
     p.add_argument("--max-seconds", type=positive, default=20.0,
@@ -89,6 +98,8 @@ def parse_args(argv: Optional[Sequence[str]] = None,
     elif args.gpu_backends is not None:
         p.error("--gpu-backends needs --device cuda")
     args.gpu_backends = list(args.gpu_backends or GPU_BACKENDS)
+    if args.backends is None:
+        args.backends = [b for b in BACKENDS if not (args.quick and b in SLOW_TO_BUILD)]
     if args.activities is None:
         args.activities = list(QUICK_ACTIVITIES if args.quick else DEFAULT_ACTIVITIES)
     if args.quick:

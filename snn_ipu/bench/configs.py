@@ -22,17 +22,23 @@ BACKENDS: Tuple[str, ...] = (
     "reference",        # our dense PyTorch backend
     "spikingjelly",     # SpikingJelly 2.0 multi-step LIFNode (torch CPU path)
     "torch_loop",       # nn.Linear on all steps + a plain Python loop over T
+    "torch_compile",    # the torch loop's layers under torch.compile (inductor)
     "snntorch",         # nn.Linear + snntorch.Leaky, Python loop over T
 )
 #: The emulator's two settings, whose speed-up over the dense backends is reported.
 OURS: Tuple[str, ...] = ("emulator_sparse", "emulator_exact")
 #: Dense backends: their cost does not depend on activity (see ``--baseline-timing``).
-DENSE_BASELINES: Tuple[str, ...] = ("reference", "spikingjelly", "torch_loop", "snntorch")
+DENSE_BASELINES: Tuple[str, ...] = ("reference", "spikingjelly", "torch_loop", "torch_compile",
+                                     "snntorch")
 #: The package (or extension) each backend needs; one import check per family.
 FAMILY: Dict[str, str] = {
     "emulator_sparse": "emulator", "emulator_exact": "emulator", "reference": "reference",
     "spikingjelly": "spikingjelly", "torch_loop": "torch_loop", "snntorch": "snntorch",
+    "torch_compile": "torch_compile",
 }
+#: Left out of ``--quick`` unless named: compiling T unrolled steps per layer shape takes
+#: minutes on a small machine.
+SLOW_TO_BUILD: Tuple[str, ...] = ("torch_compile",)
 
 DEFAULT_ACTIVITIES: Tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.3)
 QUICK_ACTIVITIES: Tuple[float, ...] = (0.02, 0.1)

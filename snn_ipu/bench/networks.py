@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import List, Optional
 
 import torch
@@ -66,6 +67,12 @@ class TrainingNet:
 
     def activity(self) -> List[float]:
         raise NotImplementedError
+
+    def entries_per_step(self) -> Optional[List[dict]]:
+        """Per layer, the listed entries of one step (all samples) in the last training
+        step: ``spikes`` and ``eligible_only`` (gradient-eligible, not spiking); None for
+        a dense network, which lists nothing."""
+        return None
 
 
 class DenseNet(TrainingNet):
@@ -133,6 +140,12 @@ class OursNet(TrainingNet):
 
     def activity(self) -> List[float]:
         return [float(layer.stats.get("activity", float("nan"))) for layer in self.layers]
+
+    def entries_per_step(self) -> List[dict]:
+        B = self.x.batch_size
+        return [{"spikes": layer.stats["activity"] * B * layer.out_features,
+                 "eligible_only": layer.stats["eligible_activity"] * B * layer.out_features,
+                 "capacity": layer.stats["capacity"]} for layer in self.layers]
 
 
 class SnnTorchNet(DenseNet):
@@ -261,6 +274,67 @@ class SpikingJellyNet(DenseNet):
         return h
 
 
+def spike_atan(x: torch.Tensor) -> torch.Tensor:
+    """S = (x > 0) forward, the ATan surrogate backward, in plain tensor ops that
+    ``torch.compile`` traces whole: the step plus ``p - p.detach()`` (exactly zero) for
+    ``p = atan(pi/2 * alpha * x) / pi``, whose derivative is the surrogate
+    (alpha/2) / (1 + (pi/2 * alpha * x)^2)."""
+    p = torch.atan((math.pi / 2 * ATAN_ALPHA) * x) / math.pi
+    return (x > 0).to(x.dtype) + (p - p.detach())
+
+
+def compiled_lif_layer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                       beta: float, threshold: float) -> torch.Tensor:
+    """One layer of the torch loop's network (one GEMM on all T steps, then the per-step
+    neuron update, T unrolled) with :func:`spike_atan` for the spike: what
+    :class:`TorchCompileNet` compiles."""
+    currents = F.linear(x, weight, bias)
+    u = torch.zeros_like(currents[0])
+    s = torch.zeros_like(currents[0])
+    spikes = []
+    for t in range(currents.shape[0]):
+        u = beta * u + currents[t] - s.detach() * threshold
+        s = spike_atan(u - threshold)
+        spikes.append(s)
+    return torch.stack(spikes)
+
+
+_COMPILED: dict = {}
+
+
+def _compiled_layer():
+    # One torch.compile object per process: layers and networks of the same shapes
+    # reuse its compiled graphs (dynamo caches them on the function).
+    if "layer" not in _COMPILED:
+        _COMPILED["layer"] = torch.compile(compiled_lif_layer, dynamic=False)
+    return _COMPILED["layer"]
+
+
+class TorchCompileNet(DenseNet):
+    """The torch loop's network under ``torch.compile`` (inductor; on a CPU it emits
+    C++/OpenMP kernels): each layer, forward and backward, is one compiled graph in which
+    the T steps' elementwise updates are fused. The compilation runs in the constructor,
+    on a forward and backward pass whose gradients are dropped; its time is kept apart
+    (``compile_s``): a training run pays it once per shape."""
+
+    def __init__(self, problem: dict, lr: float, adam: str):
+        super().__init__(problem, lr, adam)
+        self._layer = _compiled_layer()
+        t0 = time.perf_counter()
+        F.cross_entropy(self.forward().sum(0), self.y).backward()
+        self.compile_s = time.perf_counter() - t0
+        self.opt.zero_grad(set_to_none=True)
+
+    def forward(self) -> torch.Tensor:
+        h = self.x
+        totals = []
+        for fc in self.fcs:
+            h = self._layer(h, fc.weight, fc.bias, BETA, THRESHOLD)
+            totals.append(h.detach().sum())
+        self._spikes = totals
+        return h
+
+
 def build(problem: dict, backend: str, lr: float, adam: str) -> TrainingNet:
     """The network of ``backend`` (one of :data:`~snn_ipu.bench.configs.BACKENDS`)."""
     if backend == "emulator_sparse":
@@ -275,6 +349,8 @@ def build(problem: dict, backend: str, lr: float, adam: str) -> TrainingNet:
         return SpikingJellyNet(problem, lr, adam)
     if backend == "torch_loop":
         return TorchLoopNet(problem, lr, adam)
+    if backend == "torch_compile":
+        return TorchCompileNet(problem, lr, adam)
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -288,6 +364,17 @@ def family_status(family: str) -> Optional[str]:
         elif family == "spikingjelly":
             _quiet_triton_probe()
             from spikingjelly.activation_based import neuron, surrogate  # noqa: F401
+        elif family == "torch_compile":
+            _check_inductor()
     except Exception as exc:  # ImportError, or a broken extension or package
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _check_inductor() -> None:
+    """Compiles a tiny function with inductor: raises where it cannot run here (no C++
+    compiler, an unsupported platform)."""
+    fn = torch.compile(lambda a: (a * 2 + 1).relu(), dynamic=False)
+    a = torch.arange(8.0)
+    if not torch.equal(fn(a), (a * 2 + 1).relu()):
+        raise RuntimeError("torch.compile computed a wrong result")

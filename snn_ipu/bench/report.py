@@ -9,17 +9,20 @@ from .configs import BACKENDS
 
 #: Short column names of the backends.
 SHORT = {"emulator_sparse": "sparse", "emulator_exact": "exact", "reference": "ref",
-         "spikingjelly": "sj", "torch_loop": "loop", "snntorch": "snnT"}
+         "spikingjelly": "sj", "torch_loop": "loop", "snntorch": "snnT",
+         "torch_compile": "comp"}
 #: Legend names of the backends.
 LABEL = {"emulator_sparse": "ours, sparse gradients (emulator)",
          "emulator_exact": "ours, exact gradients (emulator)",
          "reference": "ours, dense reference backend",
          "spikingjelly": "SpikingJelly 2.0 multi-step LIF",
-         "torch_loop": "plain torch loop", "snntorch": "snnTorch"}
+         "torch_loop": "plain torch loop", "snntorch": "snnTorch",
+         "torch_compile": "torch loop under torch.compile (inductor)"}
 #: The speed-ups the console table shows.
 RATIOS = ("emulator_sparse_vs_reference", "emulator_sparse_vs_spikingjelly",
-          "emulator_sparse_vs_torch_loop", "emulator_exact_vs_spikingjelly",
-          "emulator_exact_vs_torch_loop", "emulator_exact_vs_snntorch")
+          "emulator_sparse_vs_torch_loop", "emulator_sparse_vs_torch_compile",
+          "emulator_exact_vs_spikingjelly", "emulator_exact_vs_torch_loop",
+          "emulator_exact_vs_torch_compile", "emulator_exact_vs_snntorch")
 
 
 def fmt_ms(res: Optional[dict]) -> str:

@@ -23,6 +23,7 @@ from .report import draw, fmt_ms
 
 COLUMNS = (("emulator_sparse", "ours, sparse"), ("emulator_exact", "ours, exact"),
            ("spikingjelly", "SpikingJelly 2.0"), ("torch_loop", "torch loop"),
+           ("torch_compile", "torch.compile"),
            ("snntorch", "snnTorch"), ("reference", "our dense reference"))
 NAMES = dict(COLUMNS)
 

@@ -121,7 +121,10 @@ def method_text(args: argparse.Namespace, calib_backend: str) -> Dict[str, str]:
                  f"{spikingjelly_tau(BETA):.6g}, v_reset=None, detach_reset=True, ATan(2)), "
                  "which subtracts the threshold before the next decay (ours after); "
                  "torch_loop: nn.Linear on all T steps, then a Python loop over T of "
-                 "U = beta*U + I - S*thr with an ATan-surrogate Heaviside; snntorch: "
+                 "U = beta*U + I - S*thr with an ATan-surrogate Heaviside; torch_compile: "
+                 "the torch loop's layers (T unrolled, the surrogate as atan's derivative) "
+                 "under torch.compile (inductor, default mode), compiled once per shape "
+                 "before timing (compile_s, not in the step times); snntorch: "
                  "nn.Linear + snntorch.Leaky per step",
     }
 

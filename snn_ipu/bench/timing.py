@@ -91,6 +91,7 @@ def time_interleaved(problem: dict, entries: Sequence[Entry], lr: float, adam: s
                 failed(e.key, exc)
         times: Dict[str, List[float]] = {key: [] for key in nets}
         acts: Dict[str, List[List[float]]] = {key: [] for key in nets}
+        listed: Dict[str, Optional[List[dict]]] = {key: None for key in nets}
         for _ in range(max((e.repeats for e in entries), default=0)):
             live = [e for e in entries if e.key in nets and len(times[e.key]) < e.repeats
                     and sum(times[e.key]) < max_seconds]
@@ -105,11 +106,15 @@ def time_interleaved(problem: dict, entries: Sequence[Entry], lr: float, adam: s
                         nets[e.key].step()
                         times[e.key].append(time.perf_counter() - t0)
                     acts[e.key].append(nets[e.key].activity())
+                    listed[e.key] = nets[e.key].entries_per_step()
                 except Exception as exc:
                     failed(e.key, exc)
         for key in nets:
             per_step = acts[key]
             out[key] = {"median_s": statistics.median(times[key]), "times_s": times[key],
+                        **({"compile_s": nets[key].compile_s}
+                           if hasattr(nets[key], "compile_s") else {}),
+                        **({"entries_per_step": listed[key]} if listed[key] else {}),
                         "repeats": len(times[key]), "timed": True,
                         "activity": [statistics.fmean(a[i] for a in per_step)
                                      for i in range(len(per_step[0]))]}
