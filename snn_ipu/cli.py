@@ -301,12 +301,9 @@ def _run_plan(args: argparse.Namespace) -> int:
     model = model_shapes(config, shape.num_inputs, shape.num_classes)
     print(f"network {shape.num_inputs}-{'-'.join(map(str, config.hidden))}-{shape.num_classes}"
           f", batch {config.batch_size}, T={shape.num_steps}, target {args.target}")
-    if args.pipelined:
-        from .pipelining import pipeline
-
-        pipeline(model)
     report = plan(model, config.batch_size, shape.num_steps, target=args.target,
-                  activity=args.activity, input_max_spikes=args.input_max_spikes)
+                  activity=args.activity, input_max_spikes=args.input_max_spikes,
+                  pipelined=args.pipelined)
     print(report)
     if args.graph_report:
         print(report.graph_report())

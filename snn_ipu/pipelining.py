@@ -53,7 +53,7 @@ def delayed(spikes: SparseSpikes, steps: int) -> SparseSpikes:
     # Static ops only (a slice and a concatenation): PopTorch traces them unchanged.
     out = SparseSpikes._made(_shift(spikes.ids, steps), _shift(spikes.counts, steps),
                              spikes.num_neurons, _shift(spikes.values, steps))
-    out.values_checked = spikes.values_checked
+    out._checked = spikes.values_checked
     return out
 
 

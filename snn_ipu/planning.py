@@ -483,7 +483,7 @@ def plan(
         shapes = list(model_or_sizes)  # snn_ipu.training.model_shapes: no weights built
     else:
         shapes = _shapes_from_sizes(model_or_sizes)
-    pipelined = flag("pipelined", pipelined)
+    pipelined = False if pipelined is None else flag("pipelined", pipelined)
     if target not in ("ipu2", "host"):
         raise ValueError(f"unknown target {target!r}; expected 'ipu2' or 'host'")
     for what, value, optional in (

@@ -342,16 +342,18 @@ def test_corrupted_ids_raise_not_crash():
     layer = LIFLayer(IN, HID, backend="triton")
     s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
     assert int(s.counts[3, 1, 0]) > 0
+    # Edited in place after the list's check, so that the backend's own scan meets them
+    # (a replaced or unchecked list is refused before, by the layers' common check).
     for bad in (10**6, -5, IN):
-        ids = s.ids.clone()
-        ids[3, 1, 0] = bad
+        edited = SparseSpikes(s.ids.clone(), s.counts, IN, s.values)
+        edited.ids[3, 1, 0] = bad
         with pytest.raises(ValueError, match=re.escape(
                 f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {IN})")):
-            layer(SparseSpikes(ids, s.counts, IN, s.values, validate=False))
-    counts = s.counts.clone()
-    counts[0, 0, 1] = s.capacity + 7
+            layer(edited)
+    edited = SparseSpikes(s.ids, s.counts.clone(), IN, s.values)
+    edited.counts[0, 0, 1] = s.capacity + 7
     with pytest.raises(ValueError, match="exceed capacity"):
-        layer(SparseSpikes(s.ids, counts, IN, s.values, validate=False))
+        layer(edited)
 
 
 def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
