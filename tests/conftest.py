@@ -45,3 +45,63 @@ def tie_free(make_layer, shape, window=None, seeds=40):
         if margin(layer.last_membrane, 1.0, window) > 1e-4:
             return layer, x
     pytest.fail("no tie-free seed")
+
+
+def check_learned_decays_and_threshold(backend, model, sizes, recurrent=False):
+    """Gradients of learned beta, threshold (and alpha) on ``backend`` equal the
+    reference's, on a tie-free draw of ``sizes`` = (T, B, IN, HID)."""
+    import copy
+
+    from snn_ipu import LIFLayer, SynapticLayer
+
+    steps, batch, n_in, n_hid = sizes
+    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, n_hid),
+                 recurrent=recurrent)
+    if model == "synaptic":
+        extra.update(learn_alpha=True)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    for seed in range(30):
+        torch.manual_seed(seed)
+        ref = cls(n_in, n_hid, backend="reference", grad_window=0.4, **extra)
+        with torch.no_grad():
+            ref.weight.mul_(4.0)
+        ref.record_membrane = True
+        x = binary((steps, batch, n_in), 0.25, seed)
+        with torch.no_grad():
+            ref(x)
+        if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
+            break
+    other = copy.deepcopy(ref)
+    other.backend = backend
+    readout = torch.randn(steps, batch, n_hid)
+    for layer in (ref, other):
+        (layer(x).to_dense() * readout).sum().backward()
+    for (name, p_ref), (_, p_other) in zip(ref.named_parameters(), other.named_parameters()):
+        assert_rel_close(p_other.grad, p_ref.grad, 1e-4, name)
+
+
+def check_readout(backend, sizes):
+    """A ReadoutLayer with learned beta on ``backend``: the reference's membrane, input
+    gradient and parameter gradients, ``sizes`` = (T, B, IN, OUT)."""
+    import copy
+
+    from snn_ipu import ReadoutLayer
+
+    steps, batch, n_in, n_out = sizes
+    torch.manual_seed(1)
+    ref = ReadoutLayer(n_in, n_out, beta=torch.linspace(0.5, 0.9, n_out), learn_beta=True,
+                       backend="reference")
+    other = copy.deepcopy(ref)
+    other.backend = backend
+    x = binary((steps, batch, n_in), 0.3, 1)
+    target = torch.randn(steps, batch, n_out)
+    got = []
+    for layer in (ref, other):
+        xg = x.clone().requires_grad_()
+        mem = layer(xg)
+        ((mem - target) ** 2).sum().backward()
+        got.append((mem.detach(), xg.grad))
+    torch.testing.assert_close(got[1][0], got[0][0], atol=1e-5, rtol=0)
+    assert_rel_close(got[1][1], got[0][1], 1e-4, "input grad")
+    for (name, p_ref), (_, p_other) in zip(ref.named_parameters(), other.named_parameters()):
+        assert_rel_close(p_other.grad, p_ref.grad, 1e-4, name)

@@ -13,7 +13,13 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_rel_close, binary, margin
+from conftest import (
+    assert_rel_close,
+    binary,
+    check_learned_decays_and_threshold,
+    check_readout,
+    margin,
+)
 
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer
 from snn_ipu import surrogate as sg
@@ -151,50 +157,12 @@ def test_stats_report_eligible_activity(backend):
 
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 def test_learned_decays_and_threshold(model):
-    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, HID))
-    if model == "synaptic":
-        extra.update(learn_alpha=True)
-    torch.manual_seed(0)
-    cls = SynapticLayer if model == "synaptic" else LIFLayer
-    for seed in range(30):
-        torch.manual_seed(seed)
-        ref = cls(IN, HID, backend="reference", grad_window=0.4, **extra)
-        with torch.no_grad():
-            ref.weight.mul_(4.0)
-        ref.record_membrane = True
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            ref(x)
-        if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
-            break
-    emu = copy.deepcopy(ref)
-    emu.backend = "emulator"
-    readout = torch.randn(T, B, HID)
-    for layer in (ref, emu):
-        (layer(x).to_dense() * readout).sum().backward()
-    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
-        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    check_learned_decays_and_threshold("emulator", model, (T, B, IN, HID))
 
 
 @pytest.mark.parametrize("steps", [T, 1])
 def test_readout(steps):
-    torch.manual_seed(1)
-    ref = ReadoutLayer(IN, OUT, beta=torch.linspace(0.5, 0.9, OUT), learn_beta=True,
-                       backend="reference")
-    emu = copy.deepcopy(ref)
-    emu.backend = "emulator"
-    x = binary((steps, B, IN), 0.3, 1)
-    target = torch.randn(steps, B, OUT)
-    grads = []
-    for layer in (ref, emu):
-        xg = x.clone().requires_grad_()
-        mem = layer(xg)
-        ((mem - target) ** 2).sum().backward()
-        grads.append((mem.detach(), xg.grad))
-    torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-5, rtol=0)
-    assert_rel_close(grads[1][1], grads[0][1], 1e-4, "input grad")
-    for (name, p_ref), (_, p_emu) in zip(ref.named_parameters(), emu.named_parameters()):
-        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    check_readout("emulator", (steps, B, IN, OUT))
 
 
 def test_half_weights_against_float32():

@@ -11,7 +11,13 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_rel_close, binary, margin
+from conftest import (
+    assert_rel_close,
+    binary,
+    check_learned_decays_and_threshold,
+    check_readout,
+    margin,
+)
 
 pytest.importorskip("triton")
 
@@ -127,50 +133,13 @@ def test_dense_backward_paths(monkeypatch):
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 def test_learned_decays_and_threshold(model):
     # the neuron-parallel BPTT kernel (feed-forward) and the per-sample one (recurrent)
-    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, HID),
-                 recurrent=model == "synaptic")
-    if model == "synaptic":
-        extra.update(learn_alpha=True)
-    cls = SynapticLayer if model == "synaptic" else LIFLayer
-    for seed in range(30):
-        torch.manual_seed(seed)
-        ref = cls(IN, HID, backend="reference", grad_window=0.4, **extra)
-        with torch.no_grad():
-            ref.weight.mul_(4.0)
-        ref.record_membrane = True
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            ref(x)
-        if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
-            break
-    tri = copy.deepcopy(ref)
-    tri.backend = "triton"
-    readout = torch.randn(T, B, HID)
-    for layer in (ref, tri):
-        (layer(x).to_dense() * readout).sum().backward()
-    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
-        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+    check_learned_decays_and_threshold("triton", model, (T, B, IN, HID),
+                                       recurrent=model == "synaptic")
 
 
 @pytest.mark.parametrize("steps", [T, 1])
 def test_readout(steps):
-    torch.manual_seed(1)
-    ref = ReadoutLayer(IN, OUT, beta=torch.linspace(0.5, 0.9, OUT), learn_beta=True,
-                       backend="reference")
-    tri = copy.deepcopy(ref)
-    tri.backend = "triton"
-    x = binary((steps, B, IN), 0.3, 1)
-    target = torch.randn(steps, B, OUT)
-    got = []
-    for layer in (ref, tri):
-        xg = x.clone().requires_grad_()
-        mem = layer(xg)
-        ((mem - target) ** 2).sum().backward()
-        got.append((mem.detach(), xg.grad))
-    torch.testing.assert_close(got[1][0], got[0][0], atol=1e-5, rtol=0)
-    assert_rel_close(got[1][1], got[0][1], 1e-4, "input grad")
-    for (name, p_ref), (_, p_tri) in zip(ref.named_parameters(), tri.named_parameters()):
-        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
+    check_readout("triton", (steps, B, IN, OUT))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
