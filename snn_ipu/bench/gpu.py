@@ -35,6 +35,7 @@ from .networks import (
     lif_loop,
     make_adam,
 )
+from .report import save_plot
 from .workload import calibrate, make_problem
 
 __all__ = ["GPU_BACKENDS", "check_device", "run"]
@@ -180,28 +181,20 @@ def table(result: dict) -> str:
 
 def plot(result: dict, path: Path) -> Optional[str]:
     """Time per step against activity, one line per backend; None, or why not drawn."""
-    try:
-        import matplotlib
+    def draw_panels(axes) -> None:
+        ax = axes[0]
+        targets = sorted(result["activities"], key=float)
+        for name in LABEL:
+            pts = [(float(t), result["activities"][t][name]["median_s"] * 1e3) for t in targets
+                   if "median_s" in result["activities"][t].get(name, {})]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=LABEL[name])
+        ax.set(xscale="log", yscale="log", xlabel="target activity (fraction spiking per step)",
+               ylabel="ms per training step",
+               title=f"{result['config']} on {result.get('device', 'GPU')}")
+        ax.legend(fontsize=8)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        return f"no plot: {exc}"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    targets = sorted(result["activities"], key=float)
-    for name in LABEL:
-        pts = [(float(t), result["activities"][t][name]["median_s"] * 1e3) for t in targets
-               if "median_s" in result["activities"][t].get(name, {})]
-        if pts:
-            ax.plot(*zip(*pts), marker="o", label=LABEL[name])
-    ax.set(xscale="log", yscale="log", xlabel="target activity (fraction spiking per step)",
-           ylabel="ms per training step",
-           title=f"{result['config']} on {result.get('device', 'GPU')}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return None
+    return save_plot(path, draw_panels, (7, 4.5), dpi=120)
 
 
 def run(args: argparse.Namespace, out: Path) -> int:

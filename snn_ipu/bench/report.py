@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from .configs import BACKENDS
 
@@ -127,8 +127,10 @@ def draw(ax, result: dict, one_thread: bool = True) -> None:
     ax.legend(fontsize=7)
 
 
-def plot(result: dict, path: Path) -> Optional[str]:
-    """Writes the config's plot to ``path``; returns why not where matplotlib is absent."""
+def save_plot(path: Path, draw_panels: Callable[[Sequence[Any]], None],
+              figsize: Tuple[float, float], panels: int = 1, dpi: int = 110) -> Optional[str]:
+    """A figure of ``panels`` axes side by side, drawn by ``draw_panels(axes)``, written
+    to ``path``; returns why not where matplotlib is absent (the benchmark runs without)."""
     try:
         import matplotlib
 
@@ -136,9 +138,14 @@ def plot(result: dict, path: Path) -> Optional[str]:
         import matplotlib.pyplot as plt
     except Exception as exc:
         return f"no plot: {exc}"
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    draw(ax, result)
+    fig, axes = plt.subplots(1, panels, figsize=figsize, squeeze=False)
+    draw_panels(axes[0])
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return None
+
+
+def plot(result: dict, path: Path) -> Optional[str]:
+    """Writes the config's plot to ``path``; returns why not where matplotlib is absent."""
+    return save_plot(path, lambda axes: draw(axes[0], result), (7, 4.5))

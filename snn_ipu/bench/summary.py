@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from .configs import DENSE_BASELINES
-from .report import draw, fmt_ms
+from .report import draw, fmt_ms, save_plot
 
 COLUMNS = (("emulator_sparse", "ours, sparse"), ("emulator_exact", "ours, exact"),
            ("spikingjelly", "SpikingJelly 2.0"), ("torch_loop", "torch loop"),
@@ -130,21 +130,11 @@ def full_table(result: dict) -> str:
 
 def summary_plot(results: Sequence[dict], path: Path) -> Optional[str]:
     """One panel per config; returns why not where matplotlib is absent."""
-    try:
-        import matplotlib
+    def draw_panels(axes) -> None:
+        for ax, result in zip(axes, results):
+            draw(ax, result, one_thread=False)
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception as exc:
-        return f"no plot: {exc}"
-    fig, axes = plt.subplots(1, len(results), figsize=(6.5 * len(results), 4.5),
-                             squeeze=False)
-    for ax, result in zip(axes[0], results):
-        draw(ax, result, one_thread=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
+    return save_plot(path, draw_panels, (6.5 * len(results), 4.5), panels=len(results))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
