@@ -506,6 +506,18 @@ LayerPlan planWithTileSize(const LayerSpec &spec, const Target &t, unsigned neur
   return planWithStarts(spec, t, std::move(starts), sampleGroups);
 }
 
+// Every distinct number of neurons per tile (a multiple of the grain) that spreads
+// ``out`` neurons over one to ``budget`` tiles.
+static std::set<unsigned> tileSizes(unsigned out, unsigned budget, unsigned grain) {
+  std::set<unsigned> sizes;
+  for (unsigned tiles = 1; tiles <= std::min(out, budget); ++tiles) {
+    const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), grain);
+    if (ceilDiv(out, chunk) <= budget)
+      sizes.insert(chunk);
+  }
+  return sizes;
+}
+
 std::vector<LayerPlan> planCandidates(const LayerSpec &spec, const Target &t, unsigned maxTiles) {
   if (!t.isIpu())
     throw std::invalid_argument("planCandidates: an IPU target only");
@@ -515,12 +527,7 @@ std::vector<LayerPlan> planCandidates(const LayerSpec &spec, const Target &t, un
   // Every distinct tile size from one tile to all of them, and for each every
   // sample split that changes the samples per group (more groups for the same
   // largest group would only use more tiles).
-  std::set<unsigned> sizes;
-  for (unsigned tiles = 1; tiles <= std::min(out, budget); ++tiles) {
-    const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), t.neuronGrain);
-    if (ceilDiv(out, chunk) <= budget)
-      sizes.insert(chunk);
-  }
+  const std::set<unsigned> sizes = tileSizes(out, budget, t.neuronGrain);
   std::vector<LayerPlan> fitting;
   for (unsigned chunk : sizes) {
     const unsigned tiles = unsigned(ceilDiv(out, std::min(chunk, out)));
@@ -581,12 +588,7 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t, unsigned maxTiles) {
     return front.back();
   // ... or, when none fits, the one-group plan with the least memory per tile.
   const unsigned budget = maxTiles ? std::min(maxTiles, t.numTiles) : t.numTiles;
-  std::set<unsigned> sizes;
-  for (unsigned tiles = 1; tiles <= std::min(out, budget); ++tiles) {
-    const unsigned chunk = roundUp(unsigned(ceilDiv(out, tiles)), t.neuronGrain);
-    if (ceilDiv(out, chunk) <= budget)
-      sizes.insert(chunk);
-  }
+  const std::set<unsigned> sizes = tileSizes(out, budget, t.neuronGrain);
   LayerPlan best;
   for (unsigned chunk : sizes) {
     LayerPlan p = planWithTileSize(s, t, chunk);
