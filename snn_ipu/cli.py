@@ -28,6 +28,9 @@ PROG = "snn-ipu"
 
 # options that may differ from the checkpoint's config on --resume
 RESUME_OVERRIDES = ("epochs", "data_dir", "backend")
+BACKENDS = ("auto", "reference", "emulator", "triton", "ipu")
+DEVICE_HELP = ("where the model runs: cpu, cuda or cuda:N (not saved in the checkpoint: a "
+               "run may resume on another device) (default: cpu)")
 
 
 def _data_name(text: str) -> str:
@@ -94,7 +97,8 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     opt(net, "--max-spikes", "spike-list capacity per step and sample; none: fitted per call "
         "(CPU backends)", type=at_least(1))
     opt(net, "--overflow", "when a list overflows max-spikes", choices=OVERFLOW_POLICIES)
-    opt(net, "--backend", "layer backend", choices=("auto", "reference", "emulator", "ipu"))
+    opt(net, "--backend", "layer backend (auto: emulator on the CPU, triton with --device "
+        "cuda)", choices=BACKENDS)
     opt(net, "--weight-scale", "initial weights ~ N(0, (scale/sqrt(fan_in))^2)", type=positive)
 
     fit = p.add_argument_group("training")
@@ -143,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: none)")
     run.add_argument("--log", metavar="PATH", help="metrics log, JSON lines (default: next to "
                      "--save, as NAME.metrics.jsonl)")
+    run.add_argument("--device", help=DEVICE_HELP)
     run.add_argument("--workers", type=at_least(0), default=0,
                      help="DataLoader processes reading and binning the data (default: 0)")
     run.add_argument("--download", action="store_true",
@@ -164,8 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "checkpoint's)")
     evaluate.add_argument("--split", choices=("test", "train"), default="test",
                           help="(default: test)")
-    evaluate.add_argument("--backend", choices=("auto", "reference", "emulator", "ipu"),
-                          help="(default: the checkpoint's)")
+    evaluate.add_argument("--backend", choices=BACKENDS, help="(default: the checkpoint's)")
+    evaluate.add_argument("--device", help=DEVICE_HELP)
     evaluate.add_argument("--batch-size", type=at_least(1), help="(default: the checkpoint's)")
     evaluate.add_argument("--workers", type=at_least(0), default=0, help="(default: 0)")
     evaluate.add_argument("--download", action="store_true",
@@ -234,6 +239,9 @@ def _run_train(args: argparse.Namespace) -> int:
                 config.randman_samples_per_class = 50
     if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
         from ._paths import FileLocks, writable_file
+        from .training import training_device
+
+        training_device(args.device, config.backend)  # refuses --device
         from .data.tasks import load_task
         from .poptorch_training import train_config
 
@@ -245,14 +253,21 @@ def _run_train(args: argparse.Namespace) -> int:
         return 0
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,
-          workers=args.workers, download=args.download)
+          workers=args.workers, download=args.download, device=args.device)
     return 0
 
 
 def _run_eval(args: argparse.Namespace) -> int:
     from .checkpoint import load_checkpoint, require_entries
     from .data.tasks import load_task
-    from .training import TrainConfig, _layer_text, build_model, evaluate, load_weights
+    from .training import (
+        TrainConfig,
+        _layer_text,
+        build_model,
+        evaluate,
+        load_weights,
+        training_device,
+    )
 
     state = load_checkpoint(args.checkpoint)
     require_entries(state, args.checkpoint, ("config", "model", "epoch"), "evaluate it")
@@ -261,10 +276,11 @@ def _run_eval(args: argparse.Namespace) -> int:
                                  ("backend", args.backend), ("batch_size", args.batch_size))
                if v is not None}
     config = dataclasses.replace(config, **changes)
+    device = training_device(args.device, config.backend)
     task = load_task(config, download=args.download)
     model = build_model(config, task.num_inputs, task.num_classes)
     load_weights(model, state, args.checkpoint)
-    model.eval()
+    model.to(device).eval()
     dataset = task.test if args.split == "test" else task.train
     result = evaluate(model, task, config, workers=args.workers, dataset=dataset)
     print(f"{args.checkpoint} (epoch {state['epoch']}) on {config.data} {args.split}: "

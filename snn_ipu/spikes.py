@@ -13,7 +13,7 @@ differentiable part, its gradient is dL/dS at exactly the listed positions.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 
 import torch
 
@@ -402,6 +402,15 @@ class SparseSpikes:
     def num_spikes(self) -> torch.Tensor:
         """Spikes per (t, b), ``[T, B]`` int64."""
         return self.counts[..., 0].long()
+
+    def to(self, device: Union[str, torch.device]) -> SparseSpikes:
+        """The list on ``device`` (``"cuda"``, ``"cpu"``, ...), as ``Tensor.to``: ids,
+        counts and values moved (values differentiably), nothing else changed."""
+        device = torch.device(device)
+        out = SparseSpikes(self.ids.to(device), self.counts.to(device), self.num_neurons,
+                           self.values.to(device), False)
+        out._checked = self.values_checked
+        return out
 
     def detach(self) -> SparseSpikes:
         out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)

@@ -22,6 +22,7 @@ one a single process computes on the whole batch (up to float rounding).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -31,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -271,10 +272,11 @@ class Distributed:
         if not self.active:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
-        flat = self.sum_(torch.cat([g.reshape(-1).float() for g in grads]))
+        # summed on the host: gloo reduces CPU tensors on every build of torch
+        flat = self.sum_(torch.cat([g.reshape(-1).float().cpu() for g in grads]))
         offset = 0
         for p, g in zip(parameters, grads):
-            p.grad = flat[offset:offset + g.numel()].view_as(p).to(p.dtype)
+            p.grad = flat[offset:offset + g.numel()].view_as(p).to(p.device, p.dtype)
             offset += g.numel()
 
     def broadcast_(self, module: nn.Module) -> None:
@@ -367,11 +369,61 @@ def _collated(task, dataset, index_lists, workers: int):
         yield task.collate([dataset[int(i)] for i in ix])
 
 
+def training_device(device: Union[str, torch.device, None], backend: str,
+                    dist: Optional[Distributed] = None) -> torch.device:
+    """Where a run trains: ``device`` (``cpu``, ``cuda``, ``cuda:N``; None: the CPU) checked
+    against the layers' ``backend`` before any work. Under ``torchrun`` a plain ``cuda``
+    means each process's own GPU, ``cuda:LOCAL_RANK``."""
+    if device is None:
+        device = "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"--device must be cpu, cuda or cuda:N, got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu, cuda or cuda:N, got {device!r} (an IPU "
+                         "trains with --backend ipu, which places the model itself)")
+    if backend == "ipu":
+        raise ValueError("--backend ipu runs on the IPU through PopTorch: leave --device out")
+    if dev.type == "cpu":
+        if backend == "triton" and not _triton_interpreted():
+            raise ValueError("--backend triton runs on NVIDIA GPUs: add --device cuda (on a "
+                             "CPU, --backend emulator is the sparse path)")
+        return dev
+    if backend == "emulator":
+        raise ValueError("--backend emulator runs on the CPU; with --device cuda use --backend "
+                         "auto (triton where Triton is installed), triton or reference")
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: torch.cuda.is_available() is False (torch "
+                         f"{torch.__version__}); it needs an NVIDIA GPU and a CUDA build of "
+                         "torch")
+    if dev.index is None:
+        local = int(os.environ.get("LOCAL_RANK", "0")) if dist is not None and dist.active else 0
+        dev = torch.device("cuda", local % torch.cuda.device_count())
+    if dev.index >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} "
+                         f"CUDA device(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return dev
+
+
+def _triton_interpreted() -> bool:
+    """Triton's interpreter runs the triton backend on CPU tensors (for tests)."""
+    from .backends.triton import _interpreter_on
+
+    return _interpreter_on()
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 def evaluate(model: nn.Sequential, task, config: TrainConfig, dist: Optional[Distributed] = None,
              workers: int = 0, dataset=None) -> Dict[str, Any]:
     """Accuracy, mean loss and per-layer activity of ``model`` on ``dataset`` (default: the
-    task's test set), without gradients; shared among the processes."""
+    task's test set), without gradients, on the model's device; shared among the
+    processes."""
     dist = dist or Distributed()
+    device = _model_device(model)
     dataset = task.test if dataset is None else dataset
     tally = _LayerTally(_spiking(model))
     sums = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, samples
@@ -379,6 +431,7 @@ def evaluate(model: nn.Sequential, task, config: TrainConfig, dist: Optional[Dis
     shares = [ix for ix in shares if len(ix)]
     with torch.no_grad():
         for x, y in _collated(task, dataset, shares, workers):
+            x, y = x.to(device), y.to(device)
             out = model(x)
             loss, correct = _objective(config, out, y)
             sums += torch.tensor([float(loss) * len(y), correct, len(y)], dtype=torch.float64)
@@ -414,6 +467,7 @@ def train(
     log: Callable[[str], None] = print,
     task=None,
     download: bool = False,
+    device: Union[str, torch.device, None] = None,
 ) -> Dict[str, Any]:
     """Trains as ``config`` says; returns the last epoch's metrics (with the model).
 
@@ -424,6 +478,8 @@ def train(
     :param workers: DataLoader worker processes for reading and binning
     :param task: the loaded :class:`~snn_ipu.data.tasks.Task` (default: from ``config``)
     :param download: let a tonic dataset download its missing files
+    :param device: where the model trains (:func:`training_device`; default: the CPU);
+        checkpoints hold CPU tensors whatever it is
 
     Before any work: the seed, the checkpoint to resume (its entries, its config, an
     ``epochs`` beyond the epochs it holds), the paths written (files, not folders; no
@@ -436,6 +492,7 @@ def train(
     if progress is not None:
         flag("progress", progress)
     check_seed(config.seed)
+    training_device(device, config.backend)  # before any work; again below per process
     state = _resume_state(resume, config) if resume is not None else None
     if save is not None:
         writable_file(save, "--save")
@@ -449,7 +506,7 @@ def train(
     # one writer per checkpoint and log: a second run is refused, not interleaved
     with FileLocks([save, log_path] if dist.main else []):
         return _train(config, save, resume, log_path, progress, workers, log, task, state,
-                      dist, download)
+                      dist, download, training_device(device, config.backend, dist))
 
 
 def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:
@@ -490,7 +547,7 @@ def load_weights(model: nn.Module, state: Dict[str, Any], path: os.PathLike) -> 
 
 
 def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, task, state,
-           dist: Distributed, download: bool) -> Dict[str, Any]:
+           dist: Distributed, download: bool, device: torch.device) -> Dict[str, Any]:
     from .data.tasks import load_task
 
     torch.manual_seed(config.seed)
@@ -499,6 +556,7 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
     task = load_task(config, download=download) if task is None else task
     model = build_model(config, task.num_inputs, task.num_classes)
     dist.broadcast_(model)
+    model.to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=config.lr)
     steps_per_epoch = math.ceil(len(task.train) / config.batch_size)
@@ -524,7 +582,8 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
         log(f"network: {task.num_inputs}-{'-'.join(map(str, config.hidden))}-"
             f"{task.num_classes} ({config.neuron}{', recurrent' if config.recurrent else ''}, "
             f"{config.readout} readout, grad_window={config.grad_window}, "
-            f"backend={config.backend}){f', {dist.world} processes' if dist.active else ''}")
+            f"backend={config.backend}{'' if device.type == 'cpu' else f', {device}'})"
+            f"{f', {dist.world} processes' if dist.active else ''}")
         if first_epoch > 1:
             log(f"resumed from {resume} after epoch {first_epoch - 1}")
     start = time.perf_counter()
@@ -546,7 +605,8 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
                     p.grad = torch.zeros_like(p)
             if len(share):
                 x, y = next(data)
-                x = augment(x, share.tolist(), config.seed, epoch)
+                x = augment(x, share.tolist(), config.seed, epoch).to(device)
+                y = y.to(device)
                 outputs = _forward(model, x)
                 loss, correct = _objective(config, outputs[-1], y)
                 mean_reg, sum_reg = _regularisation(config, outputs[:-1])
@@ -584,8 +644,9 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
                 f"{_layer_text(metrics['layers'])}  ({metrics['seconds']:.1f}s)")
             if save is not None:
                 save_checkpoint(save, {
-                    "config": config.to_dict(), "model": model.state_dict(),
-                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "config": config.to_dict(), "model": _on_cpu(model.state_dict()),
+                    "optimizer": _on_cpu(optimizer.state_dict()),
+                    "scheduler": scheduler.state_dict(),
                     "epoch": epoch, "metrics": history, "rng": rng_state(),
                     "data_order": {"seed": config.seed, "rule": "randperm(seed*1000003+epoch)"},
                     "world_size": dist.world,
@@ -599,6 +660,20 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
         if log_path is not None:
             log(f"metrics log: {log_path}")
     return {**metrics, "model": model, "history": history}
+
+
+def _on_cpu(state: Any) -> Any:
+    """A state dict with its tensors on the CPU: a checkpoint loads on any machine."""
+    if isinstance(state, torch.Tensor):
+        return state.cpu()
+    if isinstance(state, dict):
+        out = copy.copy(state)  # keeps a state_dict's _metadata
+        for k, v in state.items():
+            out[k] = _on_cpu(v)
+        return out
+    if isinstance(state, (list, tuple)):
+        return type(state)(_on_cpu(v) for v in state)
+    return state
 
 
 def _augment(config: TrainConfig, task):

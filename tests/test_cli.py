@@ -250,3 +250,48 @@ def test_spiking_output_layer_keeps_exact_gradients():
                                   backend="reference")
     model = training.build_model(config, 20, 3)
     assert [layer.grad_window for layer in model] == [0.1, 0.1, None]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--device", "tpu"], "--device must be cpu, cuda or cuda:N, got 'tpu'"),
+    (["--device", "cuda:x"], "--device must be cpu, cuda or cuda:N, got 'cuda:x'"),
+    (["--device", "cuda", "--backend", "emulator"], "--backend emulator runs on the CPU"),
+    (["--backend", "triton"], "--backend triton runs on NVIDIA GPUs: add --device cuda"),
+    (["--backend", "ipu", "--device", "cpu"], "--backend ipu runs on the IPU"),
+    pytest.param(["--device", "cuda"], "torch.cuda.is_available() is False",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")),
+])
+def test_a_device_the_backend_cannot_use_is_refused_before_any_work(tmp_path, capsys, argv,
+                                                                    message, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    save = tmp_path / "model.pt"
+    err = run(capsys, TINY + ["--save", str(save)] + argv, code=2).err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not save.exists()
+
+
+def test_triton_backend_trains_from_the_command_line_as_the_reference_does(
+        tmp_path, capsys, monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the GPU kernels, run on the CPU
+    argv = list(TINY)
+    argv[argv.index("--randman-samples-per-class") + 1] = "4"  # one batch: the
+    argv[argv.index("--batch-size") + 1] = "16"  # interpreter runs every kernel in numpy
+    argv[argv.index("--hidden") + 1:argv.index("--hidden") + 3] = ["12"]
+    from snn_ipu.backends import triton as triton_backend
+
+    calls = []
+    real = triton_backend.spiking_layer
+    monkeypatch.setattr(triton_backend, "spiking_layer",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    states = {}
+    for backend in ("reference", "triton"):
+        save = tmp_path / f"{backend}.pt"
+        run(capsys, argv + ["--epochs", "1", "--backend", backend, "--device", "cpu",
+                            "--save", str(save)])
+        states[backend] = load_checkpoint(save)
+        assert bool(calls) == (backend == "triton")  # the kernels ran, and only there
+    assert states["triton"]["metrics"][0]["loss"] == pytest.approx(
+        states["reference"]["metrics"][0]["loss"], rel=1e-4)
+    for name, ref in states["reference"]["model"].items():
+        torch.testing.assert_close(states["triton"]["model"][name], ref, rtol=1e-4, atol=1e-5)

@@ -216,3 +216,16 @@ def test_an_infinite_gradient_at_an_unlisted_neuron_does_not_reach_the_input(for
         gx = x.grad
     # from_dense's gradient reaches listed entries (here the spikes) alone
     assert gx.tolist() == [[[0.0, 1.0, 1.0]], [[0.0, 0.0, 1.0]]]
+
+
+def test_to_moves_the_list_and_keeps_its_gradient_path():
+    x = torch.tensor([[[0.0, 1.0, 0.0, 1.0]]], requires_grad=True)
+    s = SparseSpikes.from_dense(x, eligible=torch.tensor([[[True, False, False, False]]]))
+    moved = s.to("meta")
+    assert moved.ids.device.type == moved.counts.device.type == "meta"
+    assert moved.values.device.type == "meta" and moved.num_neurons == 4
+    assert moved.values_checked == s.values_checked
+    back = s.to(torch.device("cpu"))
+    assert back.ids.tolist() == s.ids.tolist() and back.counts.tolist() == s.counts.tolist()
+    (back.to_dense() * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    assert x.grad.tolist() == [[[1.0, 2.0, 0.0, 4.0]]]
