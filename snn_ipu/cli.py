@@ -239,17 +239,22 @@ def _run_train(args: argparse.Namespace) -> int:
                 config.randman_samples_per_class = 50
     if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
         from ._paths import FileLocks, writable_file
+        from .data.tasks import load_task
+        from .poptorch_training import train_config
         from .training import training_device
 
         training_device(args.device, config.backend)  # refuses --device
-        from .data.tasks import load_task
-        from .poptorch_training import train_config
-
+        unused = [flag for flag, given in (("--log", args.log is not None),
+                                           ("--workers", args.workers > 0),
+                                           ("--progress on", args.progress == "on")) if given]
+        if unused:
+            raise ValueError(f"{', '.join(unused)}: not with --backend ipu (PopTorch's loop "
+                             "prints a line per epoch and reads the data itself)")
         if args.save is not None:
             writable_file(args.save, "--save")
         with FileLocks([args.save]):
             train_config(config, load_task(config, download=args.download),
-                         checkpoint=args.save)
+                         checkpoint=args.save, resume=args.resume)
         return 0
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,

@@ -32,14 +32,14 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 import torch
 from torch import nn
 
 from . import ipu_overflow
 from ._numbers import flag
-from .checkpoint import save_checkpoint
+from .checkpoint import load_checkpoint, require_entries, save_checkpoint
 from .spikes import SparseSpikes
 
 __all__ = ["PopTorchConfig", "WithLoss", "evaluate", "predict_class", "size_lists", "train"]
@@ -210,17 +210,19 @@ def train(
     resume: Optional[Union[str, Path]] = None,
     num_inputs: Optional[int] = None,
     log: Callable[[str], None] = print,
+    checkpoint_extra: Optional[Dict[str, Any]] = None,
 ) -> Dict[str, float]:
     """Trains ``net`` (its layers with ``backend="auto"`` or ``"ipu"``) with PopTorch:
     ``epochs`` passes over ``train_set``, Adam at ``lr``, evaluated on all of
     ``test_set`` (padded to whole batches, the padding not counted) by an inference
     model after every epoch, the host weights and the optimizer's state saved to
     ``checkpoint`` after every epoch; ``resume``: a checkpoint to start from (weights,
-    optimizer state and epoch). Samples are ``(spikes [T, in], label)``, or with
-    ``num_inputs`` spike lists ``(ids [T, K], counts [T, 2], label)``
-    (:class:`snn_ipu.data.SpikeLists`). ``batch_size`` is the micro-batch of one
-    replica and step. Both models are compiled before the first epoch. Returns the
-    last epoch's metrics."""
+    optimizer state and epoch; an ``epochs`` it has already reached is an error);
+    ``checkpoint_extra``: more entries for every checkpoint. Samples are
+    ``(spikes [T, in], label)``, or with ``num_inputs`` spike lists
+    ``(ids [T, K], counts [T, 2], label)`` (:class:`snn_ipu.data.SpikeLists`).
+    ``batch_size`` is the micro-batch of one replica and step. Both models are compiled
+    before the first epoch. Returns the last epoch's metrics."""
     poptorch = _poptorch()
     model = WithLoss(net, loss_fn, predict, num_inputs)
     train_opts = config.options(poptorch, training=True)
@@ -241,8 +243,14 @@ def train(
     if resume is not None:
         # Before the models are made: PopTorch uploads the host weights and a loaded
         # optimizer state when it compiles.
-        state = torch.load(resume)
-        net.load_state_dict(state["model"])
+        from .training import load_weights
+
+        state = load_checkpoint(resume)
+        require_entries(state, resume, ("model", "optimizer", "epoch"), "resume training")
+        if epochs <= state["epoch"]:
+            raise ValueError(f"{resume} has already trained {state['epoch']} epochs; epochs="
+                             f"{epochs} leaves nothing to train: give more to continue")
+        load_weights(net, state, resume)
         optimizer.load_state_dict(state["optimizer"])
         first_epoch = state["epoch"] + 1
     training_model = poptorch.trainingModel(model, options=train_opts, optimizer=optimizer)
@@ -273,7 +281,8 @@ def train(
         # inference model (which reloads changed host weights) read.
         training_model.copyWeightsToHost()
         if checkpoint is not None:  # atomic, locked, CRC-checked on load (checkpoint.py)
-            save_checkpoint(checkpoint, {"epoch": epoch, "model": net.state_dict(),
+            save_checkpoint(checkpoint, {**(checkpoint_extra or {}), "epoch": epoch,
+                                         "model": net.state_dict(),
                                          "optimizer": optimizer.state_dict()})
         training_model.detachFromDevice()  # free the IPU(s) for the inference model
         test_acc = math.nan
@@ -318,14 +327,16 @@ def size_lists(net: nn.Module, x: torch.Tensor, headroom: float = 2.0) -> Dict[s
 
 
 def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
-                 log: Callable[[str], None] = print) -> Dict[str, float]:
+                 log: Callable[[str], None] = print,
+                 resume: Optional[Union[str, Path]] = None) -> Dict[str, float]:
     """``snn-ipu train --backend ipu``: the command line's network
     (:func:`snn_ipu.training.build_model`) on its task's data, through :func:`train`
     (the IPUModel where there is no IPU). The input goes in as spike lists
     (:class:`snn_ipu.data.SpikeLists`, listed one sample at a time by the task's own
     collate, never a dense dataset), of the capacity the data's busiest step needs.
     The layers' capacities come from an emulator pass (twice what it needed, then
-    ``overflow="drop"``) where ``--max-spikes`` does not set them."""
+    ``overflow="drop"``) where ``--max-spikes`` does not set them. Checkpoints hold the
+    config, so that ``snn-ipu train --resume`` continues them (``resume``)."""
     from . import losses
     from .data.collate import SpikeLists
     from .training import build_model
@@ -358,4 +369,5 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
         f"{config.batch_size} (on the IPUModel where there is no IPU)")
     return train(net, train_set, test_set, loss_fn, epochs=config.epochs,
                  batch_size=config.batch_size, lr=config.lr, config=pconfig,
-                 checkpoint=checkpoint, num_inputs=task.num_inputs, log=log)
+                 checkpoint=checkpoint, num_inputs=task.num_inputs, log=log, resume=resume,
+                 checkpoint_extra={"config": config.to_dict()})

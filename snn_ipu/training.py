@@ -374,6 +374,8 @@ def training_device(device: Union[str, torch.device, None], backend: str,
     """Where a run trains: ``device`` (``cpu``, ``cuda``, ``cuda:N``; None: the CPU) checked
     against the layers' ``backend`` before any work. Under ``torchrun`` a plain ``cuda``
     means each process's own GPU, ``cuda:LOCAL_RANK``."""
+    if backend == "ipu" and device is not None:
+        raise ValueError("--backend ipu runs on the IPU through PopTorch: leave --device out")
     if device is None:
         device = "cpu"
     try:
@@ -383,8 +385,6 @@ def training_device(device: Union[str, torch.device, None], backend: str,
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"--device must be cpu, cuda or cuda:N, got {device!r} (an IPU "
                          "trains with --backend ipu, which places the model itself)")
-    if backend == "ipu":
-        raise ValueError("--backend ipu runs on the IPU through PopTorch: leave --device out")
     if dev.type == "cpu":
         if backend == "triton" and not _triton_interpreted():
             raise ValueError("--backend triton runs on NVIDIA GPUs: add --device cuda (on a "

@@ -13,6 +13,7 @@ import torch
 from poptorch_standin import ROOT, install
 
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, ipu_overflow
+from snn_ipu.checkpoint import load_checkpoint
 from snn_ipu.cli import main as cli_main
 from snn_ipu.data import make_randman, split
 from snn_ipu.losses import ce_membrane_loss
@@ -297,3 +298,35 @@ def test_cli_feeds_shd_as_lists_of_the_data_width(monkeypatch, tmp_path, capsys)
     assert (T, B) == (100, 4) and K <= 2 * busiest < 700
     assert f"input lists: capacity {K} of 700" in capsys.readouterr().out
     assert dense_inputs == []
+
+
+def test_cli_resumes_an_ipu_run_from_its_checkpoint(monkeypatch, capsys, tmp_path):
+    poptorch = install(monkeypatch)
+    save = tmp_path / "ipu.pt"
+    assert cli_main(["train", "--data", "randman", "--backend", "ipu", "--epochs", "1",
+                     "--hidden", "16", "--steps", "8", "--randman-classes", "3",
+                     "--randman-inputs", "12", "--randman-samples-per-class", "20",
+                     "--batch-size", "8", "--grad-window", "0.5", "--progress", "off",
+                     "--save", str(save)]) == 0
+    first = load_checkpoint(save)
+    assert first["epoch"] == 1 and first["config"]["backend"] == "ipu"
+    uploaded = []  # the host weights PopTorch takes when the training model is made
+    real = poptorch.trainingModel
+
+    def training_model(model, *args, **kwargs):
+        uploaded.append({k: v.clone() for k, v in model.net.state_dict().items()})
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(poptorch, "trainingModel", training_model)
+    capsys.readouterr()
+    resume = ["train", "--resume", str(save), "--save", str(save), "--epochs", "2"]
+    assert cli_main(resume) == 0
+    out = capsys.readouterr().out
+    assert "epoch   2  " in out and "epoch   1  " not in out
+    for name, value in first["model"].items():
+        assert torch.equal(uploaded[0][name], value), name
+    assert load_checkpoint(save)["epoch"] == 2
+    assert cli_main(resume) == 2  # nothing left to train
+    assert "already trained 2 epochs" in capsys.readouterr().err
+    assert cli_main(resume[:-2] + ["--epochs", "3", "--log", str(tmp_path / "m.jsonl")]) == 2
+    assert "--log: not with --backend ipu" in capsys.readouterr().err
