@@ -43,8 +43,6 @@ def cache_path(name: str, config, folder: Path) -> Path:
 
 def _test_batch(task, batch: int):
     """The first ``batch`` test samples as a dense [T, B, in] 0/1 tensor and labels."""
-    if batch > len(task.test):
-        raise ValueError(f"--batch {batch}: the task's test set has {len(task.test)} samples")
     x, y = task.collate([task.test[i] for i in range(batch)])
     return x.to_dense().detach() if hasattr(x, "to_dense") else x, y
 
@@ -67,6 +65,9 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
     if (task.num_inputs, task.num_classes) != (cfg["sizes"][0], cfg["sizes"][-1]):
         raise ValueError(f"{name}: the task has {task.num_inputs} inputs and "
                          f"{task.num_classes} classes, the config {cfg['sizes']}")
+    if cfg["B"] > len(task.test):  # before training, not after
+        raise ValueError(f"--batch {cfg['B']}: the task's test set has {len(task.test)} "
+                         "samples")
     t0 = time.perf_counter()
     metrics = train(config, progress=False, task=task, log=lambda m: log(f"  [{name}] {m}"))
     model = metrics["model"]
