@@ -310,12 +310,23 @@ def lif_cell(current: torch.Tensor, u: torch.Tensor, s: torch.Tensor, beta: floa
 
 
 _COMPILED: dict = {}
+#: Compiled graphs one function may keep: one per layer width and gradient need (the
+#: cell's first step and the others) over every config of a run; dynamo's default (8)
+#: was reached within one run (digits, S, L: 12), after which it runs the function
+#: uncompiled, with a log warning only.
+GRAPHS_PER_FUNCTION = 64
 
 
 def _compiled(fn):
     # One torch.compile object per function and process: layers and networks of the same
-    # shapes reuse its compiled graphs (dynamo caches them on the function).
+    # shapes reuse its compiled graphs (dynamo caches them on the function's code).
     if fn not in _COMPILED:
+        import torch._dynamo
+
+        config = torch._dynamo.config
+        config.cache_size_limit = max(config.cache_size_limit, GRAPHS_PER_FUNCTION)
+        if hasattr(config, "fail_on_cache_limit_hit"):  # an error, not eager timings
+            config.fail_on_cache_limit_hit = True
         _COMPILED[fn] = torch.compile(fn, dynamic=False)
     return _COMPILED[fn]
 
