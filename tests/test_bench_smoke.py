@@ -134,6 +134,14 @@ def test_bench_arguments():
     assert quick_dir.resolve() != committed.resolve()
     quick_dir.rmdir()
     assert command.results_dir(command.parse_args([]), committed) == committed
+    # the whole-loop compiled peer (minutes of compiling per layer shape) only when named;
+    # the per-step one by default, but not in a quick run
+    default = command.parse_args([]).backends
+    assert "torch_compile" not in default and "torch_compile_step" in default
+    assert "torch_compile_step" not in command.parse_args(["--quick"]).backends
+    assert command.parse_args(["--backends", "torch_compile"]).backends == ["torch_compile"]
+    assert command.parse_args(["--configs", "S-trained", "digits-trained"]).configs == \
+        ["S-trained", "digits-trained"]
     for bad in (["--activities", "0"], ["--activities", "1.5"], ["--repeats", "0"],
                 ["--steps", "0"], ["--thread-configs", "XL"], ["--backends", "brian2"],
                 ["--max-seconds", "0"], ["--lr", "-1"]):
