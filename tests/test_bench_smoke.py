@@ -157,3 +157,14 @@ def test_bench_runs_outside_the_checkout(tmp_path):
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert "SpikingJelly 2.0" in proc.stdout
+
+
+def test_trained_configs_are_refused_on_a_gpu(monkeypatch, capsys):
+    """The GPU benchmark times calibrated weights only: a trained config is an error
+    there, not a calibrated network under its name."""
+    monkeypatch.setattr(command, "check_device", lambda device: None)
+    with pytest.raises(SystemExit):
+        command.parse_args(["--device", "cuda", "--configs", "S", "S-trained"])
+    assert "--configs S-trained: the trained networks run on the CPU benchmark only" in \
+        capsys.readouterr().err
+    assert command.parse_args(["--device", "cuda", "--configs", "S"]).configs == ["S"]

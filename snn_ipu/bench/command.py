@@ -102,6 +102,10 @@ def parse_args(argv: Optional[Sequence[str]] = None,
         why = check_device(args.device)
         if why is not None:
             p.error(why)
+        trained = [name for name in args.configs if CONFIGS[name].get("train")]
+        if trained:
+            p.error(f"--configs {' '.join(trained)}: the trained networks run on the CPU "
+                    "benchmark only (--device cpu)")
     elif args.gpu_backends is not None:
         p.error("--gpu-backends needs --device cuda")
     args.gpu_backends = list(args.gpu_backends or GPU_BACKENDS)
