@@ -187,7 +187,7 @@ def test_torch_compile_net_matches_reference():
 def test_torch_compile_step_net_matches_reference():
     """The per-step compiled peer (one-step cell under torch.compile, the loop over T in
     Python) computes the reference's spikes and gradients. One layer width: the cell
-    compiles twice (the first step, whose state needs no gradient, and the others)."""
+    compiles once."""
     from snn_ipu.bench.networks import TorchCompileStepNet, family_status
 
     if family_status("torch_compile") is not None:

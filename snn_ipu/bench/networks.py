@@ -310,10 +310,10 @@ def lif_cell(current: torch.Tensor, u: torch.Tensor, s: torch.Tensor, beta: floa
 
 
 _COMPILED: dict = {}
-#: Compiled graphs one function may keep: one per layer width and gradient need (the
-#: cell's first step and the others) over every config of a run; dynamo's default (8)
-#: was reached within one run (digits, S, L: 12), after which it runs the function
-#: uncompiled, with a log warning only.
+#: Compiled graphs one function may keep: one per layer width over every config of a
+#: run; dynamo's default (8) was reached within one run of digits, S and L (when the
+#: cell's first step compiled apart: 10), after which it ran the function uncompiled,
+#: with a log warning only.
 GRAPHS_PER_FUNCTION = 64
 
 
@@ -375,11 +375,14 @@ class TorchCompileStepNet(_Compiled):
         totals = []
         for fc in self.fcs:
             currents = fc(h)
-            u = torch.zeros_like(currents[0])
-            s = torch.zeros_like(currents[0])
-            spikes = []
-            for t in range(currents.shape[0]):
-                u, s = cell(currents[t], u, s, BETA, THRESHOLD)
+            # step 0 from zero state (U = I[0]) outside the cell, and S[t-1] passed
+            # detached (the cell detaches it anyway): every call of the cell then has
+            # the same inputs needing gradients, so it compiles once per layer width
+            u = currents[0]
+            s = spike_atan(u - THRESHOLD)
+            spikes = [s]
+            for t in range(1, currents.shape[0]):
+                u, s = cell(currents[t], u, s.detach(), BETA, THRESHOLD)
                 spikes.append(s)
             h = torch.stack(spikes)
             totals.append(h.detach().sum())
