@@ -118,8 +118,8 @@ def test_summary_table_by_hand():
     lines = summary.markdown_table([result], [0.011]).splitlines()
     assert len(lines) == 3
     # the fastest dense backend is the compiled torch loop
-    assert lines[2] == ("| S: 4-3-2 | 1.0% | 10.0 | 40.0 | 120 | 150 | 100 | 250 | 300 | "
-                        "10.0x (torch.compile) | 2.5x |")
+    assert lines[2] == ("| S: 4-3-2 | 1.0% | 10.0 | 40.0 | 120 | 150 | - | 100 | 250 | 300 | "
+                        "10.0x (torch.compile, whole loop) | 2.5x |")
 
 
 def test_bench_arguments():
@@ -134,6 +134,14 @@ def test_bench_arguments():
     assert quick_dir.resolve() != committed.resolve()
     quick_dir.rmdir()
     assert command.results_dir(command.parse_args([]), committed) == committed
+    # the whole-loop compiled peer (minutes of compiling per layer shape) only when named;
+    # the per-step one by default, but not in a quick run
+    default = command.parse_args([]).backends
+    assert "torch_compile" not in default and "torch_compile_step" in default
+    assert "torch_compile_step" not in command.parse_args(["--quick"]).backends
+    assert command.parse_args(["--backends", "torch_compile"]).backends == ["torch_compile"]
+    assert command.parse_args(["--configs", "S-trained", "digits-trained"]).configs == \
+        ["S-trained", "digits-trained"]
     for bad in (["--activities", "0"], ["--activities", "1.5"], ["--repeats", "0"],
                 ["--steps", "0"], ["--thread-configs", "XL"], ["--backends", "brian2"],
                 ["--max-seconds", "0"], ["--lr", "-1"]):
@@ -149,3 +157,14 @@ def test_bench_runs_outside_the_checkout(tmp_path):
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         assert "SpikingJelly 2.0" in proc.stdout
+
+
+def test_trained_configs_are_refused_on_a_gpu(monkeypatch, capsys):
+    """The GPU benchmark times calibrated weights only: a trained config is an error
+    there, not a calibrated network under its name."""
+    monkeypatch.setattr(command, "check_device", lambda device: None)
+    with pytest.raises(SystemExit):
+        command.parse_args(["--device", "cuda", "--configs", "S", "S-trained"])
+    assert "--configs S-trained: the trained networks run on the CPU benchmark only" in \
+        capsys.readouterr().err
+    assert command.parse_args(["--device", "cuda", "--configs", "S"]).configs == ["S"]

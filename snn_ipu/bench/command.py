@@ -17,13 +17,14 @@ from .configs import (
     CONFIGS,
     DEFAULT_ACTIVITIES,
     FAMILY,
+    OPT_IN,
     QUICK_ACTIVITIES,
     SLOW_TO_BUILD,
 )
 from .gpu import GPU_BACKENDS, check_device
 from .networks import family_status
 from .report import plot, table
-from .summary import caption, markdown_table, summary_plot
+from .summary import caption, entries_table, markdown_table, summary_plot
 from .sweep import run_config
 
 #: Where results go without ``--out`` (a full run; a quick one goes to a temporary dir).
@@ -34,23 +35,29 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description="Training-step benchmark: our emulator (sparse / exact gradients) "
-                    "against SpikingJelly 2.0, a plain torch loop, snnTorch and our dense "
-                    "reference, on the same network, weights and inputs. See "
-                    "docs/performance.md.")
+                    "against SpikingJelly 2.0, a plain torch loop (also under "
+                    "torch.compile), snnTorch and our dense reference, on the same "
+                    "network, weights and inputs. See docs/performance.md.")
     p.add_argument("--device", default="cpu",
                    help="cpu (the emulator against the CPU peers), or cuda / cuda:N: the triton "
                         "backend against the dense GPU peers (snn_ipu/bench/gpu.py)")
     p.add_argument("--gpu-backends", nargs="+", default=None, choices=GPU_BACKENDS,
                    help="with --device cuda: what to time (default: all, "
                         f"{' '.join(GPU_BACKENDS)})")
-    p.add_argument("--configs", nargs="+", default=["S", "L"], choices=sorted(CONFIGS))
+    p.add_argument("--configs", nargs="+", default=["S", "L"], choices=list(CONFIGS),
+                   help="S and L: calibrated random weights at each of --activities; "
+                        "S-trained and digits-trained: a network trained for a few epochs "
+                        "(S on an SHD-shaped randman task, the digits network), one row at "
+                        "its own activity (the trained weights are kept in --out)")
     p.add_argument("--activities", nargs="+", type=fraction, default=None,
                    help="target fractions of neurons spiking per step, in (0, 1] "
                         f"(default {' '.join(map(str, DEFAULT_ACTIVITIES))}; "
-                        f"{' '.join(map(str, QUICK_ACTIVITIES))} with --quick)")
+                        f"{' '.join(map(str, QUICK_ACTIVITIES))} with --quick); the "
+                        "trained configs ignore them")
     p.add_argument("--backends", nargs="+", default=None, choices=BACKENDS,
-                   help="default: all (with --quick, all but "
-                        f"{', '.join(SLOW_TO_BUILD)}: compiling takes minutes)")
+                   help=f"default: all but {', '.join(OPT_IN)} (compiling each layer's "
+                        "whole unrolled time loop takes minutes per layer shape at T=100); "
+                        f"with --quick, also without {', '.join(SLOW_TO_BUILD)}")
     p.add_argument("--repeats", type=at_least(1), default=15,
                    help="timed steps per backend (max)")
     p.add_argument("--max-seconds", type=positive, default=20.0,
@@ -95,11 +102,16 @@ def parse_args(argv: Optional[Sequence[str]] = None,
         why = check_device(args.device)
         if why is not None:
             p.error(why)
+        trained = [name for name in args.configs if CONFIGS[name].get("train")]
+        if trained:
+            p.error(f"--configs {' '.join(trained)}: the trained networks run on the CPU "
+                    "benchmark only (--device cpu)")
     elif args.gpu_backends is not None:
         p.error("--gpu-backends needs --device cuda")
     args.gpu_backends = list(args.gpu_backends or GPU_BACKENDS)
     if args.backends is None:
-        args.backends = [b for b in BACKENDS if not (args.quick and b in SLOW_TO_BUILD)]
+        args.backends = [b for b in BACKENDS
+                         if b not in OPT_IN and not (args.quick and b in SLOW_TO_BUILD)]
     if args.activities is None:
         args.activities = list(QUICK_ACTIVITIES if args.quick else DEFAULT_ACTIVITIES)
     if args.quick:
@@ -126,7 +138,8 @@ def results_dir(args: argparse.Namespace, default: Path = DEFAULT_OUT) -> Path:
 def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
          prog: str = "snn-ipu bench") -> int:
     """Runs the benchmark; writes ``bench_<config>.json`` and ``.png`` per config and,
-    for the whole run, ``summary.md`` (the README's table) and ``summary.png``."""
+    for the whole run, ``summary.md`` (the README's table at the run's activities, and
+    the listed entries per step) and ``summary.png``."""
     args = parse_args(argv, prog)
     try:
         out = output_folder(results_dir(args, default_out), "--out")
@@ -156,8 +169,9 @@ def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
         print(table(result))
         print(f"wrote {json_path}" + ("" if err is None else f" ({err})"), flush=True)
         results.append(result)
-    (out / "summary.md").write_text(markdown_table(results, [0.01, 0.02]) + "\n\n"
-                                    + caption(results) + "\n")
+    (out / "summary.md").write_text(markdown_table(results, args.activities) + "\n\n"
+                                    + caption(results) + "\n\n"
+                                    + entries_table(results, args.activities) + "\n")
     summary_plot(results, out / "summary.png")
     print(f"total {time.perf_counter() - t0:.0f}s; README table in {out / 'summary.md'}")
     return 0

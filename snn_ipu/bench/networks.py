@@ -1,7 +1,8 @@
 """One training step of the benchmark's network on each backend.
 
-Every network starts from the same weights (:func:`~snn_ipu.bench.workload.weights_of`,
-zero biases) and inputs, runs the LIF neuron
+Every network starts from the same weights and biases
+(:func:`~snn_ipu.bench.workload.weights_of`, :func:`~snn_ipu.bench.workload.biases_of`)
+and inputs, runs the LIF neuron
 
     U[t] = beta * U[t-1] + I[t] - S[t-1] * threshold,   S[t] = (U[t] > threshold)
 
@@ -25,7 +26,7 @@ from torch import nn
 from ..layers import LIFLayer
 from ..spikes import SparseSpikes
 from .configs import BETA, SPARSE_WINDOW, THRESHOLD
-from .workload import weights_of
+from .workload import biases_of, weights_of
 
 ATAN_ALPHA = 2.0
 
@@ -45,11 +46,11 @@ def make_adam(params, lr: float, kind: str) -> torch.optim.Optimizer:
 def _linears(problem: dict) -> List[nn.Linear]:
     sizes = problem["sizes"]
     fcs = []
-    for i, w in enumerate(weights_of(problem)):
+    for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
         fc = nn.Linear(sizes[i], sizes[i + 1])
         with torch.no_grad():
             fc.weight.copy_(w)
-            fc.bias.zero_()
+            fc.bias.copy_(b)
         fcs.append(fc)
     return fcs
 
@@ -113,12 +114,12 @@ class OursNet(TrainingNet):
                  adam: str):
         sizes = problem["sizes"]
         self.layers = []
-        for i, w in enumerate(weights_of(problem)):
+        for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
             layer = LIFLayer(sizes[i], sizes[i + 1], beta=BETA, threshold=THRESHOLD,
                              grad_window=grad_window, backend=backend, name=f"layer{i + 1}")
             with torch.no_grad():
                 layer.weight.copy_(w)
-                layer.bias.zero_()
+                layer.bias.copy_(b)
             self.layers.append(layer)
         self.params = [p for layer in self.layers for p in layer.parameters()]
         self.opt = make_adam(self.params, lr, adam)
@@ -299,37 +300,91 @@ def compiled_lif_layer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return torch.stack(spikes)
 
 
+def lif_cell(current: torch.Tensor, u: torch.Tensor, s: torch.Tensor, beta: float,
+             threshold: float):
+    """One timestep of one layer's neurons, ``(U[t], S[t])`` from ``I[t]``, ``U[t-1]`` and
+    ``S[t-1]``, with :func:`spike_atan` for the spike: what :class:`TorchCompileStepNet`
+    compiles."""
+    u = beta * u + current - s.detach() * threshold
+    return u, spike_atan(u - threshold)
+
+
 _COMPILED: dict = {}
+#: Compiled graphs one function may keep: one per layer width over every config of a
+#: run; dynamo's default (8) was reached within one run of digits, S and L (when the
+#: cell's first step compiled apart: 10), after which it ran the function uncompiled,
+#: with a log warning only.
+GRAPHS_PER_FUNCTION = 64
 
 
-def _compiled_layer():
-    # One torch.compile object per process: layers and networks of the same shapes
-    # reuse its compiled graphs (dynamo caches them on the function).
-    if "layer" not in _COMPILED:
-        _COMPILED["layer"] = torch.compile(compiled_lif_layer, dynamic=False)
-    return _COMPILED["layer"]
+def _compiled(fn):
+    # One torch.compile object per function and process: layers and networks of the same
+    # shapes reuse its compiled graphs (dynamo caches them on the function's code).
+    if fn not in _COMPILED:
+        import torch._dynamo
+
+        config = torch._dynamo.config
+        config.cache_size_limit = max(config.cache_size_limit, GRAPHS_PER_FUNCTION)
+        if hasattr(config, "fail_on_cache_limit_hit"):  # an error, not eager timings
+            config.fail_on_cache_limit_hit = True
+        _COMPILED[fn] = torch.compile(fn, dynamic=False)
+    return _COMPILED[fn]
 
 
-class TorchCompileNet(DenseNet):
-    """The torch loop's network under ``torch.compile`` (inductor; on a CPU it emits
-    C++/OpenMP kernels): each layer, forward and backward, is one compiled graph in which
-    the T steps' elementwise updates are fused. The compilation runs in the constructor,
-    on a forward and backward pass whose gradients are dropped; its time is kept apart
-    (``compile_s``): a training run pays it once per shape."""
+class _Compiled(DenseNet):
+    """A dense peer whose constructor compiles: a forward and backward pass whose
+    gradients are dropped, timed apart (``compile_s``): a training run pays it once per
+    shape."""
 
     def __init__(self, problem: dict, lr: float, adam: str):
         super().__init__(problem, lr, adam)
-        self._layer = _compiled_layer()
         t0 = time.perf_counter()
         F.cross_entropy(self.forward().sum(0), self.y).backward()
         self.compile_s = time.perf_counter() - t0
         self.opt.zero_grad(set_to_none=True)
 
+
+class TorchCompileNet(_Compiled):
+    """The torch loop's network under ``torch.compile`` (inductor; on a CPU it emits
+    C++/OpenMP kernels): each layer, forward and backward, is one compiled graph in which
+    the T steps' elementwise updates are fused (:func:`compiled_lif_layer`, T unrolled:
+    compiling takes minutes per layer shape at T=100, see ``compile_s``)."""
+
     def forward(self) -> torch.Tensor:
+        layer = _compiled(compiled_lif_layer)
         h = self.x
         totals = []
         for fc in self.fcs:
-            h = self._layer(h, fc.weight, fc.bias, BETA, THRESHOLD)
+            h = layer(h, fc.weight, fc.bias, BETA, THRESHOLD)
+            totals.append(h.detach().sum())
+        self._spikes = totals
+        return h
+
+
+class TorchCompileStepNet(_Compiled):
+    """The torch loop with its per-step neuron update compiled: per layer one GEMM on
+    all T steps (``nn.Linear``, as the torch loop), then a Python loop over T of the
+    compiled one-step cell :func:`lif_cell` (inductor fuses the update, the threshold
+    and the surrogate into one C++ loop forward and one backward). What a user tries
+    when compiling the whole unrolled loop takes minutes: the cell compiles in seconds,
+    once per layer width (``compile_s``)."""
+
+    def forward(self) -> torch.Tensor:
+        cell = _compiled(lif_cell)
+        h = self.x
+        totals = []
+        for fc in self.fcs:
+            currents = fc(h)
+            # step 0 from zero state (U = I[0]) outside the cell, and S[t-1] passed
+            # detached (the cell detaches it anyway): every call of the cell then has
+            # the same inputs needing gradients, so it compiles once per layer width
+            u = currents[0]
+            s = spike_atan(u - THRESHOLD)
+            spikes = [s]
+            for t in range(1, currents.shape[0]):
+                u, s = cell(currents[t], u, s.detach(), BETA, THRESHOLD)
+                spikes.append(s)
+            h = torch.stack(spikes)
             totals.append(h.detach().sum())
         self._spikes = totals
         return h
@@ -351,6 +406,8 @@ def build(problem: dict, backend: str, lr: float, adam: str) -> TrainingNet:
         return TorchLoopNet(problem, lr, adam)
     if backend == "torch_compile":
         return TorchCompileNet(problem, lr, adam)
+    if backend == "torch_compile_step":
+        return TorchCompileStepNet(problem, lr, adam)
     raise ValueError(f"unknown backend {backend!r}")
 
 

@@ -7,21 +7,29 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from .configs import BACKENDS
 
+
+def row_label(row: dict) -> str:
+    """A row's name in logs and tables: its target activity, or ``trained``."""
+    target = row.get("target_activity")
+    return "trained" if target is None else f"{target:g}"
+
 #: Short column names of the backends.
 SHORT = {"emulator_sparse": "sparse", "emulator_exact": "exact", "reference": "ref",
          "spikingjelly": "sj", "torch_loop": "loop", "snntorch": "snnT",
-         "torch_compile": "comp"}
+         "torch_compile_step": "cstep", "torch_compile": "comp"}
 #: Legend names of the backends.
 LABEL = {"emulator_sparse": "ours, sparse gradients (emulator)",
          "emulator_exact": "ours, exact gradients (emulator)",
          "reference": "ours, dense reference backend",
          "spikingjelly": "SpikingJelly 2.0 multi-step LIF",
          "torch_loop": "plain torch loop", "snntorch": "snnTorch",
-         "torch_compile": "torch loop under torch.compile (inductor)"}
+         "torch_compile_step": "torch loop, one-step cell under torch.compile",
+         "torch_compile": "torch loop under torch.compile (inductor, T unrolled)"}
 #: The speed-ups the console table shows.
 RATIOS = ("emulator_sparse_vs_reference", "emulator_sparse_vs_spikingjelly",
-          "emulator_sparse_vs_torch_loop", "emulator_sparse_vs_torch_compile",
-          "emulator_exact_vs_spikingjelly", "emulator_exact_vs_torch_loop",
+          "emulator_sparse_vs_torch_loop", "emulator_sparse_vs_torch_compile_step",
+          "emulator_sparse_vs_torch_compile", "emulator_exact_vs_spikingjelly",
+          "emulator_exact_vs_torch_loop", "emulator_exact_vs_torch_compile_step",
           "emulator_exact_vs_torch_compile", "emulator_exact_vs_snntorch")
 
 
@@ -72,7 +80,7 @@ def table(result: dict) -> str:
         kernel = row.get("spike_matmul", {}).get("ratio_to_dense_macs")
         threads = row.get("threads", {}).get("speedup_2_vs_1")
         lines.append(
-            f"{row['target_activity']:>6g} {acts} | "
+            f"{row_label(row):>6} {acts} | "
             + " ".join(f"{fmt_ms(res.get(b)):>7}" for b in BACKENDS) + " | "
             + " ".join(f"{speedup[k]:>10.1f}" if k in speedup else f"{'-':>10}"
                        for k in RATIOS) + " | "
@@ -89,7 +97,7 @@ def table(result: dict) -> str:
     for row in result["rows"]:
         for b, res in row["results"].items():
             if "error" in res and not res.get("skipped"):
-                lines.append(f"error at {row['target_activity']:g} {b}: {res['error'][:200]}")
+                lines.append(f"error at {row_label(row)} {b}: {res['error'][:200]}")
     lines.append("baseline timing: " + result["baseline_timing"])
     return "\n".join(lines)
 

@@ -1,13 +1,13 @@
 """The README's performance table and plot from the benchmark's results JSON files.
 
-    python -m snn_ipu.bench.summary benchmarks/results/bench_S.json \\
-        benchmarks/results/bench_L.json --activities 0.01 0.02 --plot summary.png
+    python -m snn_ipu.bench.summary bench_results/bench_*.json \\
+        --activities 0.01 0.02 0.1 0.3 --plot summary.png --entries
 
-prints a Markdown table (a few rows: ours with sparse and exact gradients against
-SpikingJelly 2.0, the plain torch loop, snnTorch and our dense reference, at the given
-target activities, with the speed-up over the fastest dense backend) and writes one
-plot of every config's time per step against activity; ``--full`` adds every config's
-table of all activities (docs/performance.md).
+prints a Markdown table (ours with sparse and exact gradients against every dense peer,
+at the given target activities, and a trained network's one row, with the speed-up over
+the fastest dense backend of each row) and writes one plot of every config's time per
+step against activity; ``--entries`` adds the listed entries per step of each row and
+layer, ``--full`` every config's table of all activities (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .report import draw, fmt_ms, save_plot
 
 COLUMNS = (("emulator_sparse", "ours, sparse"), ("emulator_exact", "ours, exact"),
            ("spikingjelly", "SpikingJelly 2.0"), ("torch_loop", "torch loop"),
-           ("torch_compile", "torch.compile"),
+           ("torch_compile_step", "torch.compile, per step"),
+           ("torch_compile", "torch.compile, whole loop"),
            ("snntorch", "snnTorch"), ("reference", "our dense reference"))
 NAMES = dict(COLUMNS)
 
@@ -40,10 +41,34 @@ def load(paths: Sequence[Path]) -> List[dict]:
 
 
 def nearest_row(result: dict, target: float) -> dict:
-    rows = result["rows"]
+    rows = [r for r in result["rows"] if r.get("target_activity") is not None]
     if not rows:
         raise ValueError(f"config {result['config']} has no rows")
     return min(rows, key=lambda r: abs(r["target_activity"] - target))
+
+
+def table_rows(result: dict, activities: Sequence[float]) -> List[dict]:
+    """The rows of a config in the tables: a trained network's one row, or the rows
+    nearest to ``activities`` (each once, in order)."""
+    if result.get("workload") == "trained":
+        return list(result["rows"])
+    rows: List[dict] = []
+    for target in activities:
+        row = nearest_row(result, target)
+        if not any(r is row for r in rows):
+            rows.append(row)
+    return rows
+
+
+def network_name(result: dict) -> str:
+    """``S: 700-256-256-20``; a trained network says how long it trained and to what
+    test accuracy."""
+    name = f"{result['config']}: {'-'.join(map(str, result['sizes']))}"
+    training = (result["rows"][0].get("training") if result["rows"] else None) or {}
+    if "epoch" in training:
+        name += (f" (after {training['epoch']} epochs, test accuracy "
+                 f"{100 * training['test_acc']:.0f}%)")
+    return name
 
 
 def fastest_dense(row: dict) -> Optional[str]:
@@ -59,15 +84,15 @@ def _speedup(row: dict, fast: str, base: Optional[str]) -> str:
 
 
 def markdown_table(results: Sequence[dict], activities: Sequence[float]) -> str:
-    """One row per (config, activity): median ms per step of every backend and the
-    speed-ups of ours over the fastest dense backend of that row."""
+    """One row per (config, activity) (a trained network's one row whatever the
+    activities): median ms per step of every backend and the speed-ups of ours over the
+    fastest dense backend of that row."""
     head = (["network", "activity"] + [name for _, name in COLUMNS]
             + ["sparse vs fastest dense", "exact vs fastest dense"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for result in results:
-        net = f"{result['config']}: {'-'.join(map(str, result['sizes']))}"
-        for target in activities:
-            row = nearest_row(result, target)
+        net = network_name(result)
+        for row in table_rows(result, activities):
             act = row.get("measured_hidden_activity")
             best = fastest_dense(row)
             cells = [net, "-" if act is None else f"{100 * act:.1f}%"]
@@ -87,9 +112,31 @@ def caption(results: Sequence[dict]) -> str:
     return (f"Median ms per training step (forward, backward, Adam), float32, "
             f"{machine.get('torch_threads', '?')} threads on {machine.get('processor', '?')}"
             f" ({configs}); activity = measured fraction of hidden neurons spiking per "
-            "step; `*` = dense timing reused from the nearest timed activity; speed-ups "
+            "step (a trained network's own, on a batch of its test set); `*` = dense timing "
+            "reused from the nearest timed activity; speed-ups "
             "are medians of per-round ratios of steps timed side by side (ratios of "
             "medians against a reused timing).")
+
+
+def entries_table(results: Sequence[dict], activities: Sequence[float]) -> str:
+    """Per row of :func:`markdown_table` and layer, the sparse step's listed entries per
+    step (all samples): spikes, eligible-only (near threshold, not spiking), the capacity
+    K (the largest row) and the listed share of the layer's neurons."""
+    head = ["network", "activity", "layer (neurons)", "spikes / step",
+            "eligible-only / step", "K", "listed / neurons"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for result in results:
+        for row in table_rows(result, activities):
+            listed = row["results"].get("emulator_sparse", {}).get("entries_per_step")
+            act = row.get("measured_hidden_activity")
+            for i, entry in enumerate(listed or []):
+                n, batch = result["sizes"][i + 1], result["B"]
+                share = (entry["spikes"] + entry["eligible_only"]) / (batch * n)
+                lines.append("| " + " | ".join([
+                    result["config"], _pct(act), f"{i + 1} ({n})", f"{entry['spikes']:,.0f}",
+                    f"{entry['eligible_only']:,.0f}", str(entry["capacity"]),
+                    _pct(share)]) + " |")
+    return "\n".join(lines)
 
 
 def _pct(value: Optional[float]) -> str:
@@ -144,6 +191,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--activities", nargs="+", type=float, default=[0.01, 0.02],
                    help="target activities of the rows (nearest row of each config)")
     p.add_argument("--plot", type=Path, default=None, help="write the plot (PNG) here")
+    p.add_argument("--entries", action="store_true",
+                   help="also print the listed entries per step of each row and layer")
     p.add_argument("--full", action="store_true",
                    help="also print every config's full table (docs/performance.md)")
     args = p.parse_args(argv)
@@ -155,6 +204,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(markdown_table(results, args.activities))
     print()
     print(caption(results))
+    if args.entries:
+        print()
+        print(entries_table(results, args.activities))
     if args.full:
         for result in results:
             dm = result.get("dense_matmul", {}).get("macs_per_s")

@@ -1,6 +1,7 @@
 """One configuration's sweep over activities: the rows of the results JSON.
 
-For each target activity: make and calibrate the problem, time every backend side by
+For each target activity: make the problem (calibrated random weights; a network in
+training has one row, at its trained weights: :mod:`.trained`), time every backend side by
 side (:mod:`.timing`), measure peak memory in subprocesses (:mod:`.memory`), time the
 emulator on 1 and 2 threads and the spike-matmul kernel (:mod:`.kernel`), then derive
 the measured activity, speed-ups and memory ratios.
@@ -16,7 +17,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -34,7 +35,9 @@ from .configs import (
 from .kernel import dense_matmul_rate, spike_matmul_rate
 from .memory import measure_memory
 from .networks import spikingjelly_tau
+from .report import row_label
 from .timing import Entry, adam_step_cost, emulator_threads, paired_ratio, time_interleaved
+from .trained import is_trained, trained_problem
 from .workload import calibrate, make_problem
 
 Status = Dict[str, Optional[str]]  # backend family -> None (available) or the error
@@ -124,7 +127,10 @@ def method_text(args: argparse.Namespace, calib_backend: str) -> Dict[str, str]:
                  "U = beta*U + I - S*thr with an ATan-surrogate Heaviside; torch_compile: "
                  "the torch loop's layers (T unrolled, the surrogate as atan's derivative) "
                  "under torch.compile (inductor, default mode), compiled once per shape "
-                 "before timing (compile_s, not in the step times); snntorch: "
+                 "before timing (compile_s, not in the step times); torch_compile_step: "
+                 "the torch loop with its one-step neuron cell (update, threshold, "
+                 "surrogate) under torch.compile, the Python loop over T around it, "
+                 "compiled before timing (compile_s); snntorch: "
                  "nn.Linear + snntorch.Leaky per step",
     }
 
@@ -211,20 +217,28 @@ def _thread_check(row: dict, timed: Dict[str, dict]) -> None:
         row["threads"]["ratio_of_medians"] = statistics.median(t1) / statistics.median(t2)
 
 
-def run_row(name: str, cfg: dict, ai: int, args: argparse.Namespace, status: Status,
-            calib_backend: str, timed_rows: Sequence[int], prev_rows: List[dict],
-            tmpdir: str, log: Callable[[str], None]) -> dict:
-    """One activity of a config: every backend timed, memory, threads, kernel rate."""
-    activities = list(args.activities)
-    target = activities[ai]
-    t_row = time.perf_counter()
+def calibrated_problem(cfg: dict, ai: int, args: argparse.Namespace,
+                       calib_backend: str) -> Tuple[dict, dict]:
+    """The problem of activity ``ai`` (calibrated random weights) and its row's start."""
+    target = args.activities[ai]
     problem = make_problem(cfg, target, seed=args.seed + 1000 * ai)
-    row: dict = {"target_activity": target, "results": {}}
+    row: dict = {"workload": "calibrated", "target_activity": target, "results": {}}
     try:
         calibrate(problem, calib_backend)
         row["calibration"] = problem["calibration"]
     except Exception as exc:
         row["calibration"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return problem, row
+
+
+def run_row(name: str, problem: dict, row: dict, ai: int, args: argparse.Namespace,
+            status: Status, timed_rows: Sequence[int], prev_rows: List[dict],
+            tmpdir: str, log: Callable[[str], None]) -> dict:
+    """One row of a config (``problem`` at one activity, started as ``row``): every
+    backend timed, memory, threads, kernel rate."""
+    activities = list(args.activities)
+    label = row_label(row)
+    t_row = time.perf_counter()
     row["gains"] = problem["gains"]
     row["input_activity"] = float(problem["x"].mean())
     problem_path = os.path.join(tmpdir, f"problem_{name}_{ai}.pt")
@@ -258,11 +272,11 @@ def run_row(name: str, cfg: dict, ai: int, args: argparse.Namespace, status: Sta
             res["memory"] = measure_memory(problem_path, e.backend, args.lr, args.adam,
                                            args.memory_timeout)
         row["results"][e.backend] = res
-        log(f"  [{name} {target:g}] {e.backend:16s} " + _short(res))
+        log(f"  [{name} {label}] {e.backend:18s} " + _short(res))
     if thread_check:
         _thread_check(row, timed)
         for n in ("1", "2"):
-            log(f"  [{name} {target:g}] emulator_sparse threads={n} "
+            log(f"  [{name} {label}] emulator_sparse threads={n} "
                 + _short(row["threads"][n]))
     if status["emulator"] is None:
         try:
@@ -301,16 +315,33 @@ def run_config(name: str, args: argparse.Namespace, status: Status,
 
     cfg = config_of(name, args)
     calib_backend = "emulator" if status["emulator"] is None else "reference"
+    trained = is_trained(cfg)
+    if trained:  # one row, at the trained network's own activity
+        args = argparse.Namespace(**dict(vars(args), activities=[None]))
     timed_rows = baseline_timed_rows(name, args.activities, args)
     result = new_result(name, cfg, args, status, calib_backend, timed_rows)
+    result["workload"] = "trained" if trained else "calibrated"
+    if trained:
+        result["method"]["activity"] = (
+            f"the network's own after {cfg['train']['epochs']} epochs of training "
+            f"(snn_ipu.training.train, {calib_backend} backend; see each row's 'training'), "
+            "on the first B samples of its test set; no calibration; reported activity = "
+            "mean over the timed steps of spikes / (T*B*N) per layer")
     try:
         result["dense_matmul"] = dense_matmul_rate(cfg)
     except Exception as exc:
         result["dense_matmul"] = {"error": repr(exc)}
     with tempfile.TemporaryDirectory(prefix="snn_bench_") as tmpdir:
         for ai in range(len(args.activities)):
-            row = run_row(name, cfg, ai, args, status, calib_backend, timed_rows,
-                          result["rows"], tmpdir, log)
+            if trained:
+                folder = Path(partial_path).parent if partial_path is not None else Path(tmpdir)
+                problem = trained_problem(name, cfg, args.seed, calib_backend, folder, log)
+                row = {"workload": "trained", "target_activity": None,
+                       "training": problem["training"], "results": {}}
+            else:
+                problem, row = calibrated_problem(cfg, ai, args, calib_backend)
+            row = run_row(name, problem, row, ai, args, status, timed_rows, result["rows"],
+                          tmpdir, log)
             result["rows"].append(row)
             if partial_path is not None:
                 with open(partial_path, "w") as f:

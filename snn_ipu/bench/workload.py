@@ -38,6 +38,14 @@ def weights_of(problem: dict) -> List[torch.Tensor]:
     return [gain * w for gain, w in zip(problem["gains"], problem["w0"])]
 
 
+def biases_of(problem: dict) -> List[torch.Tensor]:
+    """The biases every backend starts from: a trained network's own
+    (:mod:`.trained`), else zeros."""
+    if problem.get("biases") is not None:
+        return list(problem["biases"])
+    return [torch.zeros(n) for n in problem["sizes"][1:]]
+
+
 def spiking_fraction(out: SparseSpikes) -> float:
     """Spikes per neuron and step of one layer's output list."""
     T, B, N = out.dense_shape
