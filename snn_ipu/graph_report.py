@@ -173,6 +173,8 @@ def _attributes(row, first_tile: int) -> Dict[str, float]:
         "neurons_per_tile": row.neurons_per_tile, "first_tile": first_tile,
         "sample_groups": row.sample_groups,
         "activity": float(d["activity"]),
+        # the first layer's input is the network's data: no input gradient
+        "input_needs_grad": int(bool(d.get("input_needs_grad", True))),
     }
 
 

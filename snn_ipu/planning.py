@@ -106,12 +106,12 @@ class LayerPlanRow:
         steps = int(d["timesteps"])
         sync_cycles = int(d["sync_cycles"])
         phase_cycles = sync_cycles + int(d["exchange_overhead_cycles"])  # fixed, per phase
-        per_group = int(d.get("samples_per_group_max", d["batch"]))
-        phases = (2 if self.model != "readout" else 1) + (2 if self.num_tiles > 1 else 1)
-        weight_syncs = per_group * sync_cycles
+        # the input gradient's partials are gathered only where it is built
+        reduce_phase = self.num_tiles > 1 and bool(d.get("input_needs_grad", True))
+        phases = (2 if self.model != "readout" else 1) + (2 if reduce_phase else 1)
         sync = steps * (int(c["sync_forward"]) + int(c["sync_backward"])
                         + int(c["step_ops_forward"]) + int(c["step_ops_backward"])
-                        + phases * phase_cycles + weight_syncs)
+                        + phases * phase_cycles)
         exchange = steps * (int(c["exchange_forward"]) + int(c["exchange_backward"])
                             - phases * phase_cycles) + int(c["group_reduce"])
         compute = max(self.cycles_per_step - sync - exchange, 0)
@@ -507,9 +507,10 @@ def plan(
     for i, s in enumerate(shapes):
         capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
         a = _layer_shape_args(s, batch_size, num_steps, capacity_in, capacity_out, activity)
-        # the first layer reads the network's input, laid out by PopART
+        # the first layer reads the network's input, laid out by PopART: data, whose
+        # gradient nothing asks for, so its op builds no input gradient
         d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history,
-                          linear_input=i == 0)
+                          linear_input=i == 0, input_needs_grad=i != 0)
         rows.append(LayerPlanRow.from_plan(s.name, d))
         args.append(a[:6] + (int(d["capacity_in"]), int(d["capacity_out"])) + a[8:])
         clock_hz = float(d["clock_hz"])
@@ -518,7 +519,8 @@ def plan(
     if target != "ipu2" or len(rows) < 2 or (not pipelined and report.fits):
         return report
     # Tiles of their own: share the IPU's tiles out between the layers.
-    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0)
+    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0,
+                                 input_needs_grad=i != 0)
               for i, (a, s) in enumerate(zip(args, shapes))]
     picks = _allocate(fronts, report.target_tiles, slowest=pipelined)
     if picks is None:
@@ -526,7 +528,7 @@ def plan(
     disjoint = [
         LayerPlanRow.from_plan(s.name, _C.plan_layer(
             *a, "ipu2", 1, neurons_per_tile=f[i][2], dense_history=s.dense_history,
-            sample_groups=f[i][3], linear_input=k == 0))
+            sample_groups=f[i][3], linear_input=k == 0, input_needs_grad=k != 0))
         for k, (a, s, f, i) in enumerate(zip(args, shapes, fronts, picks))
     ]
     candidate = PlanReport(target, batch_size, num_steps, disjoint, clock_hz, pipelined,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "Codes.hpp"
 
@@ -52,7 +53,7 @@ inline std::uint64_t rowStepCycles(bool floatWeights) { return floatWeights ? 3 
 
 // What the graph does (popops_ext/poplar/LayerGraph.cpp): the per-sample
 // vertices (SpikeMatmul, the state update and its gradient, InputSpikeGrad,
-// SpikeListCombine, PartialReduce) are one worker Vertex per (tile, sample),
+// SpikeListCombine) are one worker Vertex per (tile, sample),
 // which Poplar shares out over the tile's worker contexts: a compute set of n
 // of them takes ceil(n / numWorkers) rounds of one vertex per worker, and
 // with fewer samples than workers, workers idle. Each vertex's own estimate
@@ -168,6 +169,36 @@ inline std::uint64_t weightGradCycles(unsigned numSamples, double spikesPerSampl
                        syncCycles);
 }
 
+// WeightGradRows (the IPU graph): one MultiVertex per tile for all of its
+// samples in one compute set. Worker w owns the block's rows (inputs)
+// [w * ceil(in / W), (w + 1) * ceil(in / W)) and the bias columns of the same
+// share: it walks every sample's list in sample order (an id load and a range
+// test, kScanCycles) and adds the whole row of the spikes it owns. Every
+// element is still added in the order of the samples, and within a sample the
+// ids are distinct, so the sums equal one worker's. Expected spikes per worker:
+// spikes / W (ids spread evenly over the inputs).
+constexpr std::uint64_t kScanCycles = 3;
+inline std::uint64_t weightGradRowsWorkerCycles(unsigned numSamples, double spikesPerSample,
+                                                unsigned rowLength, bool hasBias,
+                                                unsigned vectorWidth, unsigned numWorkers) {
+  const double perSpike = 6 + double(ceilDiv(rowLength, vectorWidth)) * rowStepCycles(true);
+  const double bias =
+      hasBias ? double(ceilDiv(ceilDiv(rowLength, numWorkers), vectorWidth)) * rowStepCycles(true)
+              : 0.0;
+  const double perSample =
+      4 + spikesPerSample * kScanCycles + spikesPerSample / numWorkers * perSpike + bias;
+  return kWorkerEntryCycles + ceilU(8 + numSamples * perSample);
+}
+inline std::uint64_t weightGradRowsCycles(unsigned numSamples, double spikesPerSample,
+                                          unsigned rowLength, bool hasBias, unsigned vectorWidth,
+                                          unsigned numWorkers) {
+  if (numSamples == 0 || rowLength == 0)
+    return 0;
+  return vertexCycles(weightGradRowsWorkerCycles(numSamples, spikesPerSample, rowLength, hasBias,
+                                                 vectorWidth, numWorkers),
+                      numWorkers);
+}
+
 // InputSpikeGrad: for every listed input entry (spikes and eligible), the dot
 // product of its weight column with the tile's current gradients: one
 // multiply-accumulate vector step per cycle, then a horizontal sum and store.
@@ -186,17 +217,43 @@ inline std::uint64_t inputGradCycles(unsigned numSamples, double listedPerSample
       numWorkers);
 }
 
-// PartialReduce: one vertex per sample, on the tile that reduces it, summing
-// the per-tile partial input gradients of that sample's listed entries.
+// PartialReduce (the host executor): one vertex per sample, summing the
+// per-tile partial input gradients of that sample's listed entries.
 inline std::uint64_t partialReduceWorkerCycles(double outputsPerSample, unsigned numPartials) {
   return kWorkerEntryCycles + ceilU(std::ceil(outputsPerSample) * (4 + numPartials));
 }
+
+// The IPU graph splits a sample's K outputs into ranges of ceil(K / numWorkers)
+// entries, a PartialReduceRange each, all on the sample's reducing tile: its
+// workers share the sample instead of one of them doing it all.
+inline unsigned reduceRangeLength(unsigned capacity, unsigned numWorkers) {
+  return unsigned(ceilDiv(std::max(1u, capacity), numWorkers));
+}
+inline unsigned reduceRanges(unsigned capacity, unsigned numWorkers) {
+  return unsigned(ceilDiv(std::max(1u, capacity), reduceRangeLength(capacity, numWorkers)));
+}
+// One range [first, first + length): the expected listed entries that fall in it.
+inline std::uint64_t partialReduceRangeWorkerCycles(double outputsPerSample, unsigned first,
+                                                    unsigned length, unsigned numPartials) {
+  const double inRange = std::min<double>(length, std::max(0.0, std::ceil(outputsPerSample) - first));
+  return kWorkerEntryCycles + 4 + ceilU(inRange * (4 + numPartials));
+}
+// A reducing tile's compute set: samplesOnTile x ranges vertices, handed out to
+// the workers least-loaded first (the graph report's rule) in sample order.
 inline std::uint64_t partialReduceCycles(unsigned samplesOnTile, double outputsPerSample,
-                                         unsigned numPartials, unsigned numWorkers) {
-  if (numPartials <= 1)
+                                         unsigned capacity, unsigned numPartials,
+                                         unsigned numWorkers) {
+  if (numPartials <= 1 || samplesOnTile == 0 || capacity == 0)
     return 0;
-  return computeSetCycles(samplesOnTile, partialReduceWorkerCycles(outputsPerSample, numPartials),
-                          numWorkers);
+  const unsigned length = reduceRangeLength(capacity, numWorkers);
+  const unsigned ranges = reduceRanges(capacity, numWorkers);
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < samplesOnTile; ++b)
+    for (unsigned r = 0; r < ranges; ++r)
+      *std::min_element(load.begin(), load.end()) +=
+          partialReduceRangeWorkerCycles(outputsPerSample, r * length,
+                                         std::min(length, capacity - r * length), numPartials);
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
 }
 
 // Plain SGD on the tile's weights once per training step (w -= lr * g).

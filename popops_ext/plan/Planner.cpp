@@ -141,21 +141,45 @@ void fillCycles(LayerPlan &p, const Target &t) {
                                                           cost::spikeBitsWorkerCycles(n)),
                                                  W);
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
-  // Weight gradients are accumulated in float whatever the weights' dtype.
-  c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W,
-                                        t.isIpu() ? t.syncCycles : 0);
-  c.inputGrad = cost::inputGradCycles(B, act.listedIn + act.listedOwn, row, floatW, vec, W);
-  c.partialReduce = cost::partialReduceCycles(combineSamples, act.listedIn + act.listedOwn,
-                                              p.numTiles, W);
+  // Weight gradients are accumulated in float whatever the weights' dtype. On an
+  // IPU one WeightGradRows per tile (and one for V) takes all of the group's
+  // samples in one compute set; the host runs a WeightGradScatter per sample.
+  const std::uint64_t inGrad = s.inputNeedsGrad ? 1 : 0;
+  c.weightGrad =
+      t.isIpu() ? cost::weightGradRowsCycles(B, act.spikesIn, row, true, t.floatVectorWidth, W) +
+                      (rec ? cost::weightGradRowsCycles(B, act.spikesOwn, row, false,
+                                                        t.floatVectorWidth, W)
+                           : 0)
+                : cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W, 0);
+  // The input gradient (and its reduction) only where something upstream needs it;
+  // a recurrent layer's own list gradient always.
+  const double listedGrad = (inGrad ? act.listedIn : 0.0) + act.listedOwn;
+  c.inputGrad = cost::inputGradCycles(B, listedGrad, row, floatW, vec, W);
+  // IPU: PartialReduceRange vertices over the capacity's ranges (the input list's
+  // and, recurrent, the own list's reductions are compute sets of their own);
+  // host: one PartialReduce per sample.
+  if (t.isIpu())
+    c.partialReduce =
+        (inGrad ? cost::partialReduceCycles(combineSamples, act.listedIn, s.capacityIn,
+                                            p.numTiles, W)
+                : 0) +
+        (rec ? cost::partialReduceCycles(combineSamples, act.listedOwn, s.capacityOut, p.numTiles,
+                                         W)
+             : 0);
+  else
+    c.partialReduce =
+        p.numTiles > 1 ? cost::computeSetCycles(
+                             combineSamples, cost::partialReduceWorkerCycles(listedGrad, p.numTiles), W)
+                       : 0;
   // Backward, each tile reads the step's combined output list with its
   // membranes and gradients and takes its own slice (readout: dense dL/dU).
   const std::uint64_t gradOut =
       readout ? B * n * kValueBytes
               : B * (s.capacityOut * (kIdBytes + 2 * kValueBytes) + kCountsBytes);
   const std::uint64_t reduceIn =
-      p.numTiles > 1
-          ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
-          : 0;
+      p.numTiles > 1 ? ceilDiv(B * (inGrad * s.capacityIn + rec * s.capacityOut), p.numTiles) *
+                           p.numTiles * kValueBytes
+                     : 0;
   const bool denseU = readout || s.denseHistory;
   if (t.isIpu()) {
     const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
@@ -184,7 +208,7 @@ void fillCycles(LayerPlan &p, const Target &t) {
       next(0);
     }
     last += readout ? B * n * kValueBytes : B * K * kValueBytes; // dL/d(values)[t] or dL/dU[t]
-    b += phase(last) + phase(combineSamples * others * Kin * kValueBytes);
+    b += phase(last) + phase(inGrad * combineSamples * others * Kin * kValueBytes);
     c.exchangeBackward = b;
   } else {
     c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);
@@ -193,12 +217,11 @@ void fillCycles(LayerPlan &p, const Target &t) {
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
 
   if (t.isIpu()) {
-    // Compute sets per step besides the weight gradient's, as LayerGraph builds
-    // them: forward spike matmul, (recurrent matmul), state update, (combine);
-    // backward (recurrent input grad and reduce), (list slice), state grad,
-    // input grad and its reduce.
+    // Compute sets per step, as LayerGraph builds them: forward spike matmul,
+    // (recurrent matmul), state update, (combine); backward (recurrent input grad
+    // and reduce), (list slice), state grad, weight grad, (input grad and its reduce).
     const std::uint64_t setsForward = 2 + rec + (readout ? 0 : 1);
-    const std::uint64_t setsBackward = 3 + 2 * rec + (readout ? 0 : 1);
+    const std::uint64_t setsBackward = 2 + 2 * inGrad + 2 * rec + (readout ? 0 : 1);
     c.syncForward = setsForward * t.syncCycles;
     c.syncBackward = setsBackward * t.syncCycles;
     // The per-step popops operations (LayerGraph.cpp), in the graph report's costs.
@@ -221,8 +244,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
     // inputs of step t, dL/d(values)[t] (readout: dL/dU[t]), gradIn[t] zeroed on the
     // combining tiles and written back, the counter
     std::uint64_t b = inputSlices + sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
-                      tileOpCycles(combineSamples * kin * kValueBytes, t) +
-                      sliceOpCycles(Bt * kin, 4, t) + counter;
+                      inGrad * (tileOpCycles(combineSamples * kin * kValueBytes, t) +
+                                sliceOpCycles(Bt * kin, 4, t)) +
+                      counter;
     if (!readout) // ids, counts, membranes of step t; spike bits of t - 1
       b += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
            shiftedSliceOpCycles(Bt * words * 4, t);
@@ -270,8 +294,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
   p.exchangeBytesBackward =
       copies * (p.numTiles * listsIn +
                 (readout ? B * s.outFeatures * kValueBytes : p.numTiles * gradOut) +
-                (p.numTiles > 1 ? B * (s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes
-                                : 0));
+                (p.numTiles > 1
+                     ? B * (inGrad * s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes
+                     : 0));
 }
 
 void fillMemory(LayerPlan &p, const Target &t) {
@@ -284,7 +309,8 @@ void fillMemory(LayerPlan &p, const Target &t) {
   const unsigned last = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
   const std::uint64_t gathered = gatheredListBytes(p);
   const std::uint64_t rec = s.recurrent ? 1 : 0;
-  const std::uint64_t reduceOutputs = std::uint64_t(s.batch) * (s.capacityIn + rec * s.capacityOut);
+  const std::uint64_t reduceOutputs =
+      std::uint64_t(s.batch) * ((s.inputNeedsGrad ? s.capacityIn : 0) + rec * s.capacityOut);
 
   // On an IPU the op's tensors are spread over every tile of the chip.
   const unsigned used = t.isIpu() ? p.numTiles * p.sampleGroups : p.numTiles;

@@ -276,6 +276,42 @@ std::vector<Tensor> LayerGraph::gatherSamples(Sequence &prog,
   return out;
 }
 
+void LayerGraph::reducePartials(Sequence &prog, const std::vector<Tensor> &partials, unsigned K,
+                                const std::vector<Tensor> &numOut, const Tensor &out,
+                                double expected, const std::string &name) {
+  const unsigned workers = graph_.getTarget().getNumWorkerContexts();
+  const unsigned length = plan::cost::reduceRangeLength(K, workers);
+  const unsigned ranges = plan::cost::reduceRanges(K, workers);
+  // Sample b's gathered partials, range by range: [range][tile][entries of the range].
+  std::vector<std::vector<Tensor>> pieces(batch_);
+  for (unsigned b = 0; b < batch_; ++b)
+    for (unsigned r = 0; r < ranges; ++r)
+      for (unsigned j : groupTiles(b))
+        pieces[b].push_back(partials[j][localSample(b)].slice(r * length,
+                                                              std::min(K, (r + 1) * length)));
+  const auto gathered = gatherSamples(prog, pieces, name);
+  ComputeSet cs = graph_.addComputeSet({dnai_, name});
+  for (unsigned b = 0; b < batch_; ++b) {
+    std::size_t at = 0;
+    for (unsigned r = 0; r < ranges; ++r) {
+      const unsigned first = r * length, size = std::min(length, K - first);
+      const std::size_t span = std::size_t(tilesPerGroup_) * size;
+      auto v = graph_.addVertex(cs, "PartialReduceRange",
+                                {{"partials", gathered[b].slice(at, at + span)},
+                                 {"out", out[b].slice(first, first + size)},
+                                 {"numOut", numOut[b]}});
+      graph_.setInitialValue(v["first"], first);
+      graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
+      graph_.setInitialValue(v["stride"], size);
+      graph_.setTileMapping(v, combineTile(b));
+      estimate(v, plan::cost::partialReduceRangeWorkerCycles(expected, first, size,
+                                                             tilesPerGroup_));
+      at += span;
+    }
+  }
+  prog.add(Execute(cs, {dnai_, name}));
+}
+
 ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   const unsigned B = batch_, T = steps_, K = capacityOut_, N = outFeatures_;
   const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
@@ -533,21 +569,16 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
   const bool floatW = weightType_ == FLOAT;
   const std::string wt = floatW ? "float" : "half";
-  // Sample b's row of a per-tile variable on each tile of its group, and the
-  // tile of its group that reduces it (combineTile(b)).
-  auto groupColumn = [&](const std::vector<Tensor> &perTileVars, unsigned b) {
-    std::vector<Tensor> out;
-    for (unsigned j : groupTiles(b))
-      out.push_back(perTileVars[j][localSample(b)]);
-    return out;
-  };
+  // The tile of sample b's group that reduces it (combineTile(b)).
   auto reducer = [&](unsigned b) { return groupTiles(b)[localSample(b) % tilesPerGroup_]; };
-  // WeightGradScatter is a MultiVertex over the tile's worker contexts.
+  // WeightGradRows is a MultiVertex over the tile's worker contexts.
   const unsigned workers = graph_.getTarget().getNumWorkerContexts();
   const bool denseU = readout || (config_.keepDenseState && fo.denseMembrane.valid());
   const bool denseSyn = synaptic && config_.keepDenseState && fo.denseSynaptic.valid();
 
-  const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
+  // The weight's blocks serve the input gradient only (dW needs no W).
+  const auto W = config_.inputNeedsGrad ? weightBlocks(prog, in.weight, inFeatures_, "W")
+                                        : std::vector<Tensor>();
   std::vector<Tensor> V;
   if (config_.recurrent)
     V = weightBlocks(prog, in.recWeight, N, "V");
@@ -615,16 +646,20 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       toZero.push_back(gb);
     }
   }
-  const auto partials = perTileFixed(FLOAT, Kin, "inputGradPartials");
+  // The input gradient only where something upstream differentiates the input.
+  const bool inputGrad = config_.inputNeedsGrad;
+  const auto partials = inputGrad ? perTileFixed(FLOAT, Kin, "inputGradPartials")
+                                  : std::vector<Tensor>();
   std::vector<Tensor> recPartials;
   Tensor stepRecGrad;
   if (config_.recurrent) {
     recPartials = perTileFixed(FLOAT, K, "recurrentGradPartials");
     stepRecGrad = perSample(FLOAT, K, "recurrentGrad");
   }
-  const Tensor stepGradIn = perSample(FLOAT, Kin, "gradIn[t]");
+  const Tensor stepGradIn = inputGrad ? perSample(FLOAT, Kin, "gradIn[t]") : Tensor();
   BackwardOutputs out;
-  out.gradInValues = sliceable(FLOAT, {T, B, Kin}, "gradInValues");
+  if (inputGrad)
+    out.gradInValues = sliceable(FLOAT, {T, B, Kin}, "gradInValues");
   popops::zero(graph_, concat(toZero), prog, {dnai_, "initGrad"});
   if (!readout) {
     Tensor ones = graph_.addConstant(FLOAT, {1}, 1.0f, {dnai_, "1"});
@@ -703,24 +738,12 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
       }
     body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
     popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
-    std::vector<std::vector<Tensor>> recColumns(B);
+    std::vector<Tensor> recCounts(B);
     for (unsigned b = 0; b < B; ++b)
-      recColumns[b] = groupColumn(recPartials, b);
-    const auto recGathered = gatherSamples(body, recColumns, "recurrentGradPartials");
-    ComputeSet red = graph_.addComputeSet({dnai_, "recurrentReduce"});
-    for (unsigned b = 0; b < B; ++b) {
-      auto v = graph_.addVertex(red, "PartialReduce",
-                                {{"partials", recGathered[b]},
-                                 {"out", stepRecGrad[b]},
-                                 {"numOut", oCnt[reducer(b)][localSample(b)][1].reinterpret(UNSIGNED_INT)}});
-      graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
-      graph_.setInitialValue(v["stride"], K);
-      graph_.setTileMapping(v, combineTile(b));
-      // as the planner: the expected listed entries, not the capacity
-      estimate(v, plan::cost::partialReduceWorkerCycles(
-                      std::min<double>(K, 2 * plan_.spec.activity * N), tilesPerGroup_));
-    }
-    body.add(Execute(red, {dnai_, "recurrentReduce"}));
+      recCounts[b] = oCnt[reducer(b)][localSample(b)][1].reinterpret(UNSIGNED_INT);
+    // as the planner: the expected listed entries, not the capacity
+    reducePartials(body, recPartials, K, recCounts, stepRecGrad,
+                   std::min<double>(K, 2 * plan_.spec.activity * N), "recurrentReduce");
     popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
   }
 
@@ -806,38 +829,41 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   }
   body.add(Execute(sg, {dnai_, "stateGrad"}));
 
-  // Weight gradients: every sample's vertices write the same block, so the
-  // samples take turns (one compute set each) instead of sharing one; within
-  // a sample the tile's workers share out the columns.
-  // With sample groups each group's tiles take their own samples' turns at once.
-  for (unsigned b = 0; b < tiles_[0].samples; ++b) {
+  // Weight gradients: one WeightGradRows per tile (and one for V) takes all of
+  // its group's samples in one compute set, the workers sharing out the block's
+  // rows (each element still adds its samples in order).
+  {
     ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
     for (unsigned j = 0; j < numTiles; ++j) {
-      if (b >= tiles_[j].samples)
-        continue;
-      auto v = graph_.addVertex(ws, "WeightGradScatter",
-                                {{"ids", idsT[j][b]},
-                                 {"numIds", cntT[j][b][0]},
-                                 {"currentGrad", curGrad[j][b]},
+      const unsigned samples = tiles_[j].samples;
+      auto v = graph_.addVertex(ws, "WeightGradRows",
+                                {{"ids", idsT[j].flatten()},
+                                 {"counts", cntT[j].flatten()},
+                                 {"currentGrad", curGrad[j].flatten()},
                                  {"weightGrad", gW[j]},
                                  {"biasGrad", config_.hasBias ? gB[j] : noFloat}});
       graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
+      graph_.setInitialValue(v["idStride"], Kin);
+      graph_.setInitialValue(v["countStride"], 2u);
       graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::weightGradVertexCycles(
-                      std::min<double>(Kin, plan_.spec.activity * inFeatures_),
-                      tiles_[j].rowLength, true, 2, workers));
+      estimate(v, plan::cost::weightGradRowsCycles(
+                      samples, std::min<double>(Kin, plan_.spec.activity * inFeatures_),
+                      tiles_[j].rowLength, config_.hasBias, 2, workers));
       if (config_.recurrent) {
         // V's gradient pairs dL/dI[t] with the spikes of step t-1.
-        auto r = graph_.addVertex(ws, "WeightGradScatter",
-                                  {{"ids", pIds[j][b]},
-                                   {"numIds", pCnt[j][b][0].reinterpret(UNSIGNED_INT)},
-                                   {"currentGrad", curGrad[j][b]},
+        auto r = graph_.addVertex(ws, "WeightGradRows",
+                                  {{"ids", pIds[j].flatten()},
+                                   {"counts", pCnt[j].flatten().reinterpret(UNSIGNED_INT)},
+                                   {"currentGrad", curGrad[j].flatten()},
                                    {"weightGrad", gV[j]},
                                    {"biasGrad", noFloat}});
         graph_.setInitialValue(r["rowLength"], tiles_[j].rowLength);
+        graph_.setInitialValue(r["idStride"], K);
+        graph_.setInitialValue(r["countStride"], 2u);
         graph_.setTileMapping(r, tiles_[j].index);
-        estimate(r, plan::cost::weightGradVertexCycles(plan_.spec.activity * N,
-                                                       tiles_[j].rowLength, true, 2, workers));
+        estimate(r, plan::cost::weightGradRowsCycles(
+                        samples, std::min<double>(K, plan_.spec.activity * N),
+                        tiles_[j].rowLength, false, 2, workers));
       }
     }
     body.add(Execute(ws, {dnai_, "weightGrad"}));
@@ -845,41 +871,31 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
 
   // dL/d(input values) at every listed input entry: per-tile partial dot
   // products, summed in tile order on the sample's reducing tile.
-  ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
-  for (unsigned j = 0; j < numTiles; ++j)
-    for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-      auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
-                                {{"ids", idsT[j][b]},
-                                 {"numIds", cntT[j][b][1]},
-                                 {"weights", W[j]},
-                                 {"currentGrad", curGrad[j][b]},
-                                 {"partials", partials[j][b]}});
-      graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-      graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::inputGradWorkerCycles(
-                      std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
-                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
-    }
-  body.add(Execute(ig, {dnai_, "inputGrad"}));
-  popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
-  std::vector<std::vector<Tensor>> columns(B);
-  for (unsigned b = 0; b < B; ++b)
-    columns[b] = groupColumn(partials, b);
-  const auto gathered = gatherSamples(body, columns, "inputGradPartials");
-  ComputeSet rd = graph_.addComputeSet({dnai_, "inputGradReduce"});
-  for (unsigned b = 0; b < B; ++b) {
-    auto v = graph_.addVertex(rd, "PartialReduce",
-                              {{"partials", gathered[b]},
-                               {"out", stepGradIn[b]},
-                               {"numOut", cntT[reducer(b)][localSample(b)][1]}});
-    graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
-    graph_.setInitialValue(v["stride"], Kin);
-    graph_.setTileMapping(v, combineTile(b));
-    estimate(v, plan::cost::partialReduceWorkerCycles(
-                    std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), tilesPerGroup_));
+  if (inputGrad) {
+    ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
+    for (unsigned j = 0; j < numTiles; ++j)
+      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
+        auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
+                                  {{"ids", idsT[j][b]},
+                                   {"numIds", cntT[j][b][1]},
+                                   {"weights", W[j]},
+                                   {"currentGrad", curGrad[j][b]},
+                                   {"partials", partials[j][b]}});
+        graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
+        graph_.setTileMapping(v, tiles_[j].index);
+        estimate(v, plan::cost::inputGradWorkerCycles(
+                        std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
+                        tiles_[j].rowLength, floatW, floatW ? 2 : 4));
+      }
+    body.add(Execute(ig, {dnai_, "inputGrad"}));
+    popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
+    std::vector<Tensor> inCounts(B);
+    for (unsigned b = 0; b < B; ++b)
+      inCounts[b] = cntT[reducer(b)][localSample(b)][1];
+    reducePartials(body, partials, Kin, inCounts, stepGradIn,
+                   std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), "inputGradReduce");
+    stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");
   }
-  body.add(Execute(rd, {dnai_, "inputGradReduce"}));
-  stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");
   popops::subInPlace(graph_, t, one, body, {dnai_, "t-=1"});
   prog.add(Repeat(T, body, {dnai_, "timeLoopBack"}));
 

@@ -32,6 +32,9 @@ struct NeuronConfig {
   bool recurrent = false;
   bool keepDenseState = false; // dense U (, syn) over T, for the beta / alpha grads
   unsigned firstTile = 0;      // where the layer's tile 0 sits on the IPU
+  // Something upstream differentiates the input list's values; without, backward
+  // builds no input gradient, reduction or exchange of its partials.
+  bool inputNeedsGrad = true;
 };
 
 struct ForwardInputs {
@@ -124,6 +127,13 @@ private:
   std::vector<poplar::Tensor> gatherSamples(poplar::program::Sequence &prog,
                                             const std::vector<std::vector<poplar::Tensor>> &pieces,
                                             const std::string &name);
+  // out[b] += the sum over b's group's tiles of partials[j][b's row] (K entries,
+  // *numOut(b) of them listed), on combineTile(b): the partials gathered there a
+  // range of entries at a time, a PartialReduceRange per range, so that the
+  // tile's workers share a sample. `expected`: listed entries, for the estimates.
+  void reducePartials(poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &partials,
+                      unsigned K, const std::vector<poplar::Tensor> &numOut,
+                      const poplar::Tensor &out, double expected, const std::string &name);
   // Per tile, a [samples, width (or rowLength if padded)] variable on the tile.
   std::vector<poplar::Tensor> perTile(const poplar::Type &type, bool padded,
                                       const std::string &name);

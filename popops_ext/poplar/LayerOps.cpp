@@ -116,13 +116,24 @@ AttributeMap AttributeMap::fromNumbers(const std::map<std::string, double> &numb
   return m;
 }
 
-std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs) {
+std::vector<int> gradOutputInputs(OpKind kind, const LayerAttributes &a) {
+  static_assert(int(ops::spiking::kInValues) == int(ops::readout::kInValues), "in_values index");
+  const ops::OpSignature &sig = signature(kind);
+  std::vector<int> out;
+  for (int i = 0; i < sig.numGradOutputs; ++i)
+    if (a.inputNeedsGrad || sig.gradOutputs[i] != ops::spiking::kInValues)
+      out.push_back(sig.gradOutputs[i]);
+  return out;
+}
+
+std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const LayerAttributes &a,
+                                        const std::vector<TensorSpec> &forwardInputs) {
   const ops::OpSignature &sig = signature(kind);
   if (int(forwardInputs.size()) != sig.numInputs)
     fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs");
   std::vector<TensorSpec> specs;
-  for (int i = 0; i < sig.numGradOutputs; ++i)
-    specs.push_back(forwardInputs[std::size_t(sig.gradOutputs[i])]);
+  for (int input : gradOutputInputs(kind, a))
+    specs.push_back(forwardInputs[std::size_t(input)]);
   return specs;
 }
 
@@ -173,6 +184,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   r.neuronsPerTile = getInt("neurons_per_tile", r.neuronsPerTile);
   r.firstTile = getInt("first_tile", r.firstTile);
   r.sampleGroups = getInt("sample_groups", r.sampleGroups);
+  r.inputNeedsGrad = getInt("input_needs_grad", r.inputNeedsGrad);
   r.surrogateP0 = getFloat("surrogate_p0", r.surrogateP0);
   r.surrogateP1 = getFloat("surrogate_p1", r.surrogateP1);
   r.gradWindow = getFloat("grad_window", r.gradWindow);
@@ -189,6 +201,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   checkRange("neurons_per_tile", r.neuronsPerTile, 1, std::numeric_limits<std::int32_t>::max());
   checkRange("first_tile", r.firstTile, 0, std::numeric_limits<std::int32_t>::max());
   checkRange("sample_groups", r.sampleGroups, 1, std::numeric_limits<std::int32_t>::max());
+  checkRange("input_needs_grad", r.inputNeedsGrad, 0, 1);
   if (!(r.activity >= 0.0f && r.activity <= 1.0f))
     fail("attribute activity must lie in [0, 1]");
   return r;
@@ -205,7 +218,8 @@ AttributeMap LayerAttributes::toMap() const {
             {"keep_dense_state", keepDenseState},
             {"neurons_per_tile", neuronsPerTile},
             {"first_tile", firstTile},
-            {"sample_groups", sampleGroups}};
+            {"sample_groups", sampleGroups},
+            {"input_needs_grad", inputNeedsGrad}};
   m.floats = {{"surrogate_p0", surrogateP0},
               {"surrogate_p1", surrogateP1},
               {"grad_window", gradWindow},
@@ -226,6 +240,7 @@ NeuronConfig LayerAttributes::neuronConfig() const {
   c.recurrent = recurrent != 0;
   c.keepDenseState = keepDenseState != 0;
   c.firstTile = unsigned(firstTile);
+  c.inputNeedsGrad = inputNeedsGrad != 0;
   return c;
 }
 
@@ -243,6 +258,7 @@ plan::LayerPlan layerPlan(const LayerAttributes &a, const Shape &inIds, const Sh
   s.activity = a.activity;
   s.weightBytes = halfWeights ? 2 : 4;
   s.denseHistory = a.keepDenseState != 0;
+  s.inputNeedsGrad = a.inputNeedsGrad != 0;
   if (std::uint64_t(a.sampleGroups) > s.batch)
     fail("attribute sample_groups=" + std::to_string(a.sampleGroups) + " exceeds the batch of " +
          std::to_string(s.batch));
@@ -368,9 +384,10 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
                                  const LayerAttributes &a, const std::vector<Tensor> &gradInputs,
                                  const std::vector<TensorSpec> &outputs, const DebugContext &dc) {
   const ops::OpSignature &sig = signature(kind);
-  if (int(gradInputs.size()) != sig.numGradInputs || int(outputs.size()) != sig.numGradOutputs)
+  const std::vector<int> given = gradOutputInputs(kind, a);
+  if (int(gradInputs.size()) != sig.numGradInputs || outputs.size() != given.size())
     fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
-         " inputs and makes " + std::to_string(sig.numGradOutputs) + " outputs");
+         " inputs and makes " + std::to_string(given.size()) + " outputs");
   for (int i = 0; i < sig.numGradInputs; ++i)
     if (!gradInputs[i].valid() && !ops::gradInputIsOptional(sig.gradInputs[i]))
       fail(std::string(sig.gradName) + ": grad input " + std::to_string(i) + " (" +
@@ -380,11 +397,11 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
            ") is not connected, and only the gradients of outputs may be absent");
   DebugInfo info(dc, "snn_ipu");
   const DebugNameAndId dnai(info, sig.gradName);
-  // Gradient i is that of forward input sig.gradOutputs[i].
-  std::vector<Tensor> grads(sig.numGradOutputs);
+  // Gradient i is that of forward input given[i] (none for an input not given one).
+  std::vector<Tensor> grads(given.size());
   auto put = [&](int forwardInput, const Tensor &g) {
-    for (int i = 0; i < sig.numGradOutputs; ++i)
-      if (sig.gradOutputs[i] == forwardInput) {
+    for (std::size_t i = 0; i < given.size(); ++i)
+      if (given[i] == forwardInput) {
         const char *name = sig.inputs[forwardInput].name;
         grads[i] = g.valid() ? castTo(graph, prog, g, outputs[i], dnai, name)
                              : zeros(graph, prog, outputs[i].type, outputs[i].shape, dnai, name);

@@ -42,7 +42,7 @@ const ops::OpSignature &signature(OpKind kind);
 struct LayerAttributes {
   std::int64_t model = 0, reset = 0, surrogateKind = 0, capacity = 1, hasBias = 1;
   std::int64_t recurrent = 0, keepDenseState = 0, neuronsPerTile = 8, firstTile = 0,
-                                 sampleGroups = 1;
+                                 sampleGroups = 1, inputNeedsGrad = 1;
   float surrogateP0 = 2.0f, surrogateP1 = 0.0f, gradWindow = -1.0f, activity = 0.05f;
 
   // Throws std::invalid_argument naming the attribute that is unknown, of the
@@ -69,9 +69,15 @@ struct TensorSpec {
   Shape shape;
 };
 
+// The forward inputs the grad op gives a gradient, in the order of its outputs
+// (PopART's gradOutToNonGradIn): the signature's gradOutputs, less in_values
+// where the attribute input_needs_grad is 0 (nothing upstream differentiates it).
+std::vector<int> gradOutputInputs(OpKind kind, const LayerAttributes &a);
+
 // The grad op's outputs: per grad output, the spec of the forward input it is
 // the gradient of (`forwardInputs` in the order of the signature's inputs).
-std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs);
+std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const LayerAttributes &a,
+                                        const std::vector<TensorSpec> &forwardInputs);
 
 // The forward op's inputs that it lays out itself when PopART asks (an Opx's
 // getInputCreatorType / createInput): the weight, and a recurrent spiking layer's

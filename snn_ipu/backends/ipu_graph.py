@@ -104,9 +104,21 @@ class _OpFn(torch.autograd.Function):
         results = _run(ctx.cfg, signature["grad_op"], ctx.attributes,
                        _grad_inputs(signature, grads, inputs, outputs), inputs)
         in_grads: List[Optional[torch.Tensor]] = [None] * ctx.num_inputs
-        for grad_index, input_index in signature["grad_outputs"]:
-            in_grads[input_index] = results[grad_index]
+        # The table's wiring, less the inputs these attributes give none (LayerOps.hpp:
+        # gradOutputInputs: in_values where input_needs_grad is 0), in its order.
+        given = {i for _, i in _graph.op_grad_outputs(ctx.op, ctx.attributes)}
+        wired = [i for _, i in signature["grad_outputs"] if i in given]
+        for result, input_index in zip(results, wired):
+            in_grads[input_index] = result
+        values = signature["inputs"].index("in_values")
+        if in_grads[values] is None and ctx.needs_input_grad[3 + values]:
+            raise GraphError(
+                f"{ctx.cfg.name}: {signature['grad_op']} was built with input_needs_grad=0, "
+                "but its input list's values need a gradient"
+            )
         for name in PRODUCED_BY_OTHER_OPS:
+            if name == "in_values" and not ctx.attributes.get("input_needs_grad", 1):
+                continue  # the network's data: nothing produces it
             if in_grads[signature["inputs"].index(name)] is None:
                 raise GraphError(
                     f"{ctx.cfg.name}: {signature['grad_op']} gives no gradient for input "

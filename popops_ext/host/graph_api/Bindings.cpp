@@ -15,6 +15,7 @@
 #include <poputil/TileMapping.hpp>
 
 #include "Model.hpp"
+#include "LayerOps.hpp"
 #include "OpRunner.hpp"
 #include "OpSignatures.hpp"
 #include "Report.hpp"
@@ -184,6 +185,27 @@ PYBIND11_MODULE(_graph, m) {
     return out;
   }, "Each forward op's inputs, outputs and grad op wiring: popops_ext/poplar/OpSignatures.hpp, "
      "the table PopART's gradInputInfo and gradOutToNonGradIn are built from.");
+
+  m.def(
+      "op_grad_outputs",
+      [](const std::string &op, const py::dict &attributes) {
+        for (snn::ipu::OpKind kind : {snn::ipu::OpKind::Spiking, snn::ipu::OpKind::Readout}) {
+          if (op != snn::ipu::signature(kind).name)
+            continue;
+          const auto given = snn::ipu::gradOutputInputs(
+              kind, snn::ipu::LayerAttributes::parse(
+                        snn::ipu::AttributeMap::fromNumbers(toAttributes(attributes))));
+          py::list out;
+          for (std::size_t i = 0; i < given.size(); ++i)
+            out.append(py::make_tuple(int(i), given[i]));
+          return out;
+        }
+        throw poplar::poplar_error("unknown op '" + op + "'");
+      },
+      py::arg("op"), py::arg("attributes"),
+      "(grad output, forward input) of the grad op of `op` with these attributes "
+      "(LayerOps.hpp: gradOutputInputs): the signature's grad_outputs, less in_values where "
+      "input_needs_grad is 0.");
 
   m.def("vertex_classes", [] {
     py::list out;

@@ -267,6 +267,26 @@ VertexClass weightGradScatter() {
                         });
 }
 
+VertexClass weightGradRows() {
+  using V = WeightGradRows;
+  return vertexClass<V>(
+      "WeightGradRows",
+      {F(ids), F(counts), F(currentGrad), F(weightGrad), F(biasGrad), F(rowLength), F(idStride),
+       F(countStride)},
+      [](const V &v) -> std::string {
+        const std::size_t samples = v.countStride ? v.counts.size() / v.countStride : 0;
+        return Sizes()
+            .positive("rowLength", v.rowLength)
+            .positive("countStride", v.countStride)
+            .multipleOf("weightGrad", v.weightGrad.size(), v.rowLength, "rowLength")
+            .multipleOf("counts", v.counts.size(), v.countStride, "countStride")
+            .atLeast("ids", v.ids.size(), samples * v.idStride, "the samples x idStride")
+            .atLeast("currentGrad", v.currentGrad.size(), samples * v.rowLength,
+                     "the samples x rowLength")
+            .emptyOrAtLeast("biasGrad", v.biasGrad.size(), v.rowLength, "rowLength");
+      });
+}
+
 template <typename WT> VertexClass inputSpikeGrad(const char *name) {
   using V = InputSpikeGrad<WT>;
   return vertexClass<V>(name,
@@ -286,6 +306,19 @@ VertexClass partialReduce() {
   using V = PartialReduce;
   return vertexClass<V>("PartialReduce",
                         {F(partials), F(out), F(numOut), F(numPartials), F(stride)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .atLeast("partials", v.partials.size(),
+                                       std::size_t(v.numPartials) * v.stride,
+                                       "numPartials x stride")
+                              .atLeast("stride", v.stride, v.out.size(), "out's size");
+                        });
+}
+
+VertexClass partialReduceRange() {
+  using V = PartialReduceRange;
+  return vertexClass<V>("PartialReduceRange",
+                        {F(partials), F(out), F(numOut), F(first), F(numPartials), F(stride)},
                         [](const V &v) -> std::string {
                           return Sizes()
                               .atLeast("partials", v.partials.size(),
@@ -373,9 +406,11 @@ std::vector<VertexClass> buildRegistry() {
       synapticStateGrad(),
       readoutStateGrad(),
       weightGradScatter(),
+      weightGradRows(),
       inputSpikeGrad<float>("InputSpikeGrad<float>"),
       inputSpikeGrad<half>("InputSpikeGrad<half>"),
       partialReduce(),
+      partialReduceRange(),
       spikeBitsPack(),
       spikeBitsToList(),
       testReadsItsOutput(),

@@ -69,7 +69,8 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
   std::vector<ipu::TensorSpec> specs;
   for (const auto &spec : forwardInputs)
     specs.push_back({spec.first, spec.second});
-  return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, specs), dc);
+  return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, a, specs),
+                           dc);
 }
 
 poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,

@@ -259,9 +259,13 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
     for (const poplar::Tensor &t : L.in)
       specs.push_back({t.elementType(), t.shape()});
     const auto grads = growOp(sig.gradName, graph, L.backward, s.attributes, gin, specs, s.name);
-    for (int i = 0; i < sig.numGradOutputs; ++i) // dL/d(in_values) feeds the layer before
-      if (std::string(sig.inputs[sig.gradOutputs[i]].name) == "in_values")
-        grad = grads[std::size_t(i)];
+    // dL/d(in_values) feeds the layer before (the first layer's data gets none)
+    const std::vector<int> given = ipu::gradOutputInputs(
+        readout ? ipu::OpKind::Readout : ipu::OpKind::Spiking,
+        ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(s.attributes)));
+    for (std::size_t i = 0; i < given.size(); ++i)
+      if (std::string(sig.inputs[given[i]].name) == "in_values")
+        grad = grads[i];
   }
   poplar::program::Sequence all;
   for (auto &L : net)
