@@ -39,6 +39,37 @@ public:
   }
 };
 
+// InputSpikeGrad over the entries [first, first + partials.size()) of a list of
+// *numIds entries: the IPU graph splits a sample's list into such ranges, one
+// worker each, where a tile has fewer samples than workers. The entries are
+// independent (each its own dot product), so no order changes.
+template <typename WT> class InputSpikeGradRange : public poplar::Vertex {
+public:
+  poplar::Input<poplar::Vector<int>> ids; // the range's entries
+  poplar::Input<unsigned> numIds;         // entries of the whole list
+  poplar::Input<poplar::Vector<WT, poplar::VectorLayout::SPAN, snn::kVectorAlign>> weights;
+  poplar::Input<poplar::Vector<float, poplar::VectorLayout::SPAN, snn::kVectorAlign>> currentGrad;
+  poplar::Output<poplar::Vector<float>> partials; // the range's entries
+  unsigned rowLength;
+  unsigned first;
+
+  bool compute() {
+    const WT *w = &weights[0];
+    const float *g = &currentGrad[0];
+    const unsigned listed = *numIds, size = unsigned(partials.size());
+    const unsigned n = listed <= first ? 0 : listed - first < size ? listed - first : size;
+    unsigned k = 0;
+    for (; k + 8 <= n; k += 8)
+      snn::rowDot8(w, &ids[k], g, rowLength, &partials[k]);
+    for (; k + 4 <= n; k += 4)
+      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
+    for (; k < n; ++k)
+      partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
+                                rowLength);
+    return true;
+  }
+};
+
 // The IPU graph's weight gradient: all of a tile's samples in one compute set
 // (WeightGradScatter needs one per sample). Worker w owns the block's rows
 // [w * share, (w + 1) * share), share = ceil(numRows / workers), and the bias

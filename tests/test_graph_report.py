@@ -68,8 +68,9 @@ def test_vertex_estimates_add_up_to_the_planners_phases(s_network):
             for name, cycles in s_network.op(i, grad).compute_sets:
                 phases[name.rsplit("/", 1)[1]] = cycles
         pairs = [("spikeMatmul", "spike_matmul"), ("stateUpdate", "state_update"),
-                 ("stateGrad", "state_grad"), ("inputGrad", "input_grad"),
-                 ("inputGradReduce", "partial_reduce")]
+                 ("stateGrad", "state_grad"), ("weightGrad", "weight_grad")]
+        if row.details["input_needs_grad"]:
+            pairs += [("inputGrad", "input_grad"), ("inputGradReduce", "partial_reduce")]
         for graph_name, plan_name in pairs:
             assert abs(phases[graph_name] - c[plan_name]) <= 0.02 * c[plan_name], \
                 (row.name, graph_name, phases[graph_name], c[plan_name])
@@ -82,3 +83,20 @@ def test_step_cycles_agree_with_the_plan_per_layer_and_phase(s_network):
         for grad, key in ((False, "cycles_forward_timestep"), (True, "cycles_backward_timestep")):
             graph, planned = s_network.op(i, grad).step, int(row.details[key])
             assert abs(graph - planned) <= 0.1 * planned, (row.name, grad, graph, planned)
+
+
+def test_the_data_fed_layer_builds_no_input_gradient(s_network):
+    """The first layer reads the network's data: its grad op builds no input gradient
+    and no reduction (nor their vertices), and the planner costs none; the layers
+    after it build both. The weight gradient is one compute set per step."""
+    for i, row in enumerate(s_network.plan.layers):
+        names = [n.rsplit("/", 1)[1] for n, _ in s_network.op(i, True).compute_sets]
+        c = row.details["cycles"]
+        assert names.count("weightGrad") == 1, (row.name, names)
+        if i == 0:
+            assert not {"inputGrad", "inputGradReduce"} & set(names), names
+            assert c["input_grad"] == c["partial_reduce"] == 0
+        else:
+            assert {"inputGrad", "inputGradReduce"} <= set(names), (row.name, names)
+            assert c["input_grad"] > 0
+

@@ -83,6 +83,31 @@ inline std::uint64_t spikeMatmulCycles(unsigned numSamples, double spikesPerSamp
       numWorkers);
 }
 
+// Where a tile has fewer samples than workers, the IPU graph's per-sample work
+// is cut into parts so that every worker has some: a sample's row into column
+// ranges (SpikeMatmulParts), its list into entry ranges (InputSpikeGradRange),
+// at most `pieces` of them (8-float chunks, list entries).
+inline unsigned workerParts(unsigned samples, unsigned pieces, unsigned numWorkers) {
+  return std::max(1u, std::min(pieces, samples ? numWorkers / samples : numWorkers));
+}
+
+// SpikeMatmulParts (the IPU graph): one MultiVertex for a tile's samples, each
+// sample's row in workerParts column ranges; the workers take the (sample,
+// range) items in turn, each item a pass over the sample's spikes.
+inline std::uint64_t spikeMatmulPartsCycles(unsigned numSamples, double spikesPerSample,
+                                            unsigned rowLength, bool floatWeights,
+                                            unsigned vectorWidth, unsigned numWorkers) {
+  if (numSamples == 0 || rowLength == 0)
+    return 0;
+  const unsigned chunks = unsigned(ceilDiv(rowLength, 8));
+  const unsigned parts = workerParts(numSamples, chunks, numWorkers);
+  const std::uint64_t columns = ceilDiv(chunks, parts) * 8;
+  const std::uint64_t items = ceilDiv(std::uint64_t(numSamples) * parts, numWorkers);
+  const double perSpike = 6 + ceilDiv(columns, vectorWidth) * rowStepCycles(floatWeights);
+  return vertexCycles(kWorkerEntryCycles + items * ceilU(8 + spikesPerSample * perSpike),
+                      numWorkers);
+}
+
 // LifUpdate / SynapticUpdate / ReadoutUpdate: dense over the tile's neurons,
 // plus appending every listed (spike or eligible) neuron to the tile's list.
 inline std::uint64_t stateUpdateWorkerCycles(NeuronModel model, unsigned numNeurons,
@@ -215,6 +240,36 @@ inline std::uint64_t inputGradCycles(unsigned numSamples, double listedPerSample
   return computeSetCycles(
       numSamples, inputGradWorkerCycles(listedPerSample, numNeurons, floatWeights, vectorWidth),
       numWorkers);
+}
+
+// InputSpikeGradRange (the IPU graph): each sample's list cut into workerParts
+// ranges of ceil(K / parts) entries, a worker vertex each; a range's vertex
+// costs the expected listed entries that fall in it.
+inline std::uint64_t inputGradRangeWorkerCycles(double listedPerSample, unsigned first,
+                                                unsigned length, unsigned numNeurons,
+                                                bool floatWeights, unsigned vectorWidth) {
+  const double inRange =
+      std::min<double>(length, std::max(0.0, std::ceil(listedPerSample) - first));
+  const double perEntry = 12 + ceilDiv(numNeurons, vectorWidth) * (floatWeights ? 1 : 2);
+  return kWorkerEntryCycles + 4 + ceilU(inRange * perEntry);
+}
+// A tile's compute set: samples x ranges vertices, handed out least-loaded first
+// (the graph report's rule), sample by sample.
+inline std::uint64_t inputGradRangesCycles(unsigned numSamples, double listedPerSample,
+                                           unsigned capacity, unsigned numNeurons,
+                                           bool floatWeights, unsigned vectorWidth,
+                                           unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0 || capacity == 0)
+    return 0;
+  const unsigned parts = workerParts(numSamples, capacity, numWorkers);
+  const unsigned length = unsigned(ceilDiv(capacity, parts));
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < numSamples; ++b)
+    for (unsigned first = 0; first < capacity; first += length)
+      *std::min_element(load.begin(), load.end()) += inputGradRangeWorkerCycles(
+          listedPerSample, first, std::min(length, capacity - first), numNeurons, floatWeights,
+          vectorWidth);
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
 }
 
 // PartialReduce (the host executor): one vertex per sample, summing the

@@ -109,7 +109,13 @@ void fillCycles(LayerPlan &p, const Target &t) {
 
   StepCycles &c = p.cycles;
   const double spikes = act.spikesIn + act.spikesOwn;
-  c.spikeMatmul = cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
+  // IPU: SpikeMatmulParts (and a second for V's rows of the own spikes, a compute
+  // set of its own); host: a SpikeMatmul per sample.
+  c.spikeMatmul =
+      t.isIpu() ? cost::spikeMatmulPartsCycles(B, act.spikesIn, row, floatW, vec, W) +
+                      (rec ? cost::spikeMatmulPartsCycles(B, act.spikesOwn, row, floatW, vec, W)
+                           : 0)
+                : cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
   c.stateUpdate = cost::stateUpdateCycles(s.model, B, n, listedLocal, W);
   c.listCombine =
       readout ? 0 : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
@@ -154,7 +160,17 @@ void fillCycles(LayerPlan &p, const Target &t) {
   // The input gradient (and its reduction) only where something upstream needs it;
   // a recurrent layer's own list gradient always.
   const double listedGrad = (inGrad ? act.listedIn : 0.0) + act.listedOwn;
-  c.inputGrad = cost::inputGradCycles(B, listedGrad, row, floatW, vec, W);
+  // IPU: InputSpikeGradRange vertices (the input list's and the own list's in
+  // compute sets of their own); host: an InputSpikeGrad per sample.
+  if (t.isIpu())
+    c.inputGrad =
+        (inGrad ? cost::inputGradRangesCycles(B, act.listedIn, s.capacityIn, row, floatW, vec, W)
+                : 0) +
+        (rec ? cost::inputGradRangesCycles(B, act.listedOwn, s.capacityOut, row, floatW, vec, W)
+             : 0);
+  else
+    c.inputGrad =
+        inGrad || rec ? cost::inputGradCycles(B, listedGrad, row, floatW, vec, W) : 0;
   // IPU: PartialReduceRange vertices over the capacity's ranges (the input list's
   // and, recurrent, the own list's reductions are compute sets of their own);
   // host: one PartialReduce per sample.

@@ -276,6 +276,62 @@ std::vector<Tensor> LayerGraph::gatherSamples(Sequence &prog,
   return out;
 }
 
+void LayerGraph::addSpikeMatmul(ComputeSet &cs, const std::vector<Tensor> &ids,
+                             const std::vector<Tensor> &counts, unsigned countStride,
+                             const std::vector<Tensor> &weights, const std::vector<Tensor> &currents,
+                             bool accumulate, double expectedSpikes) {
+  const unsigned workers = graph_.getTarget().getNumWorkerContexts();
+  const bool floatW = weightType_ == FLOAT;
+  for (unsigned j = 0; j < tiles_.size(); ++j) {
+    const Tile &tile = tiles_[j];
+    auto v = graph_.addVertex(cs, std::string("SpikeMatmulParts<") + (floatW ? "float" : "half") + ">",
+                              {{"ids", ids[j].flatten()},
+                               {"counts", counts[j].flatten()},
+                               {"weights", weights[j]},
+                               {"currents", currents[j].flatten()}});
+    graph_.setInitialValue(v["rowLength"], tile.rowLength);
+    graph_.setInitialValue(v["idStride"], unsigned(ids[j].dim(1)));
+    graph_.setInitialValue(v["countStride"], countStride);
+    graph_.setInitialValue(v["parts"],
+                           plan::cost::workerParts(tile.samples, tile.rowLength / 8, workers));
+    graph_.setInitialValue(v["accumulate"], accumulate ? 1u : 0u);
+    graph_.setTileMapping(v, tile.index);
+    estimate(v, plan::cost::spikeMatmulPartsCycles(tile.samples, expectedSpikes, tile.rowLength,
+                                                   floatW, floatW ? 2 : 4, workers));
+  }
+}
+
+void LayerGraph::addInputGrad(ComputeSet &cs, const std::vector<Tensor> &ids,
+                           const std::vector<Tensor> &counts, const std::vector<Tensor> &weights,
+                           const std::vector<Tensor> &curGrad, const std::vector<Tensor> &partials,
+                           double expectedListed) {
+  const unsigned workers = graph_.getTarget().getNumWorkerContexts();
+  const bool floatW = weightType_ == FLOAT;
+  const std::string name = std::string("InputSpikeGradRange<") + (floatW ? "float" : "half") + ">";
+  for (unsigned j = 0; j < tiles_.size(); ++j) {
+    const Tile &tile = tiles_[j];
+    const unsigned K = unsigned(partials[j].dim(1));
+    const unsigned parts = plan::cost::workerParts(tile.samples, K, workers);
+    const unsigned length = (K + parts - 1) / parts;
+    for (unsigned b = 0; b < tile.samples; ++b)
+      for (unsigned first = 0; first < K; first += length) {
+        const unsigned size = std::min(length, K - first);
+        auto v = graph_.addVertex(cs, name,
+                                  {{"ids", ids[j][b].slice(first, first + size)},
+                                   {"numIds", counts[j][b][1].reinterpret(UNSIGNED_INT)},
+                                   {"weights", weights[j]},
+                                   {"currentGrad", curGrad[j][b]},
+                                   {"partials", partials[j][b].slice(first, first + size)}});
+        graph_.setInitialValue(v["rowLength"], tile.rowLength);
+        graph_.setInitialValue(v["first"], first);
+        graph_.setTileMapping(v, tile.index);
+        estimate(v, plan::cost::inputGradRangeWorkerCycles(expectedListed, first, size,
+                                                           tile.rowLength, floatW,
+                                                           floatW ? 2 : 4));
+      }
+  }
+}
+
 void LayerGraph::reducePartials(Sequence &prog, const std::vector<Tensor> &partials, unsigned K,
                                 const std::vector<Tensor> &numOut, const Tensor &out,
                                 double expected, const std::string &name) {
@@ -401,41 +457,13 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   // I[t] = W x[t]: rows of the input spikes.
   ComputeSet mm = graph_.addComputeSet({dnai_, "spikeMatmul"});
   const double spikesIn = std::min<double>(capacityIn_, plan_.spec.activity * inFeatures_);
-  for (unsigned j = 0; j < tiles_.size(); ++j) {
-    const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < tile.samples; ++b) {
-      // One sample per vertex (ends = {its count}): the tile's workers share the samples.
-      auto v = graph_.addVertex(mm, "SpikeMatmul<" + wt + ">",
-                                {{"ids", idsT[j][b]},
-                                 {"ends", cntT[j][b].slice(0, 1)},
-                                 {"weights", W[j]},
-                                 {"currents", cur[j][b]}});
-      graph_.setInitialValue(v["rowLength"], tile.rowLength);
-      graph_.setInitialValue(v["accumulate"], 0u); // sets I[t]
-      graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::spikeMatmulWorkerCycles(spikesIn, tile.rowLength, floatW,
-                                                      floatW ? 2 : 4));
-    }
-  }
+  addSpikeMatmul(mm, idsT, cntT, 2, W, cur, false, spikesIn); // sets I[t]
   body.add(Execute(mm, {dnai_, "spikeMatmul"}));
   if (config_.recurrent) {
     // I[t] += V S[t-1].
     ComputeSet rm = graph_.addComputeSet({dnai_, "recurrentMatmul"});
-    for (unsigned j = 0; j < tiles_.size(); ++j) {
-      const Tile &tile = tiles_[j];
-      for (unsigned b = 0; b < tile.samples; ++b) {
-        auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
-                                  {{"ids", prevIds[j][b]},
-                                   {"ends", prevCounts[j][b].slice(0, 1)},
-                                   {"weights", V[j]},
-                                   {"currents", cur[j][b]}});
-        graph_.setInitialValue(v["rowLength"], tile.rowLength);
-        graph_.setInitialValue(v["accumulate"], 1u);
-        graph_.setTileMapping(v, tile.index);
-        estimate(v, plan::cost::spikeMatmulWorkerCycles(plan_.spec.activity * N, tile.rowLength,
-                                                        floatW, floatW ? 2 : 4));
-      }
-    }
+    addSpikeMatmul(rm, prevIds, prevCounts, 4, V, cur, true,
+                std::min<double>(K, plan_.spec.activity * N));
     body.add(Execute(rm, {dnai_, "recurrentMatmul"}));
   }
 
@@ -723,19 +751,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   if (config_.recurrent) {
     // dL/dS[t] += V^T dL/dI[t+1]; curGrad still holds step t+1 (zero at T-1).
     ComputeSet dot = graph_.addComputeSet({dnai_, "recurrentInputGrad"});
-    for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-        auto v = graph_.addVertex(dot, "InputSpikeGrad<" + wt + ">",
-                                  {{"ids", oIds[j][b]},
-                                   {"numIds", oCnt[j][b][1].reinterpret(UNSIGNED_INT)},
-                                   {"weights", V[j]},
-                                   {"currentGrad", curGrad[j][b]},
-                                   {"partials", recPartials[j][b]}});
-        graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-        graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, plan::cost::inputGradWorkerCycles(2 * plan_.spec.activity * N,
-                                                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
-      }
+    addInputGrad(dot, oIds, oCnt, V, curGrad, recPartials,
+                 std::min<double>(K, 2 * plan_.spec.activity * N));
     body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
     popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
     std::vector<Tensor> recCounts(B);
@@ -873,20 +890,8 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   // products, summed in tile order on the sample's reducing tile.
   if (inputGrad) {
     ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
-    for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-        auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
-                                  {{"ids", idsT[j][b]},
-                                   {"numIds", cntT[j][b][1]},
-                                   {"weights", W[j]},
-                                   {"currentGrad", curGrad[j][b]},
-                                   {"partials", partials[j][b]}});
-        graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-        graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, plan::cost::inputGradWorkerCycles(
-                        std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
-                        tiles_[j].rowLength, floatW, floatW ? 2 : 4));
-      }
+    addInputGrad(ig, idsT, cntT, W, curGrad, partials,
+                 std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_));
     body.add(Execute(ig, {dnai_, "inputGrad"}));
     popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
     std::vector<Tensor> inCounts(B);

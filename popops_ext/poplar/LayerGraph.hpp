@@ -134,6 +134,20 @@ private:
   void reducePartials(poplar::program::Sequence &prog, const std::vector<poplar::Tensor> &partials,
                       unsigned K, const std::vector<poplar::Tensor> &numOut,
                       const poplar::Tensor &out, double expected, const std::string &name);
+  // I[t] (+)= the rows of each sample's listed spikes: a SpikeMatmulParts per tile
+  // in compute set cs (lists [samples, idStride], counts [samples, countStride]).
+  void addSpikeMatmul(poplar::ComputeSet &cs, const std::vector<poplar::Tensor> &ids,
+                   const std::vector<poplar::Tensor> &counts, unsigned countStride,
+                   const std::vector<poplar::Tensor> &weights,
+                   const std::vector<poplar::Tensor> &currents, bool accumulate,
+                   double expectedSpikes);
+  // partials[j][b][k] = (row ids[j][b][k] of weights[j]) . curGrad[j][b] for the
+  // listed k < counts[j][b][1]: an InputSpikeGradRange per (tile, sample, range).
+  void addInputGrad(poplar::ComputeSet &cs, const std::vector<poplar::Tensor> &ids,
+                 const std::vector<poplar::Tensor> &counts,
+                 const std::vector<poplar::Tensor> &weights,
+                 const std::vector<poplar::Tensor> &curGrad,
+                 const std::vector<poplar::Tensor> &partials, double expectedListed);
   // Per tile, a [samples, width (or rowLength if padded)] variable on the tile.
   std::vector<poplar::Tensor> perTile(const poplar::Type &type, bool padded,
                                       const std::string &name);

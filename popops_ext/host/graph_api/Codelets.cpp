@@ -81,6 +81,27 @@ template <typename WT> VertexClass spikeMatmul(const char *name) {
                         });
 }
 
+template <typename WT> VertexClass spikeMatmulParts(const char *name) {
+  using V = SpikeMatmulParts<WT>;
+  return vertexClass<V>(
+      name,
+      {F(ids), F(counts), F(weights), F(currents), F(rowLength), F(idStride), F(countStride),
+       F(parts), F(accumulate)},
+      [](const V &v) -> std::string {
+        const std::size_t samples = v.countStride ? v.counts.size() / v.countStride : 0;
+        return Sizes()
+            .positive("rowLength", v.rowLength)
+            .multipleOf("rowLength", v.rowLength, 8, "8-float chunks")
+            .positive("countStride", v.countStride)
+            .positive("parts", v.parts)
+            .multipleOf("counts", v.counts.size(), v.countStride, "countStride")
+            .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
+            .atLeast("ids", v.ids.size(), samples * v.idStride, "the samples x idStride")
+            .atLeast("currents", v.currents.size(), samples * v.rowLength,
+                     "the samples x rowLength");
+      });
+}
+
 template <typename V> Sizes neuronState(const V &v) {
   const std::size_t n = v.numNeurons;
   Sizes s;
@@ -302,6 +323,22 @@ template <typename WT> VertexClass inputSpikeGrad(const char *name) {
                         });
 }
 
+template <typename WT> VertexClass inputSpikeGradRange(const char *name) {
+  using V = InputSpikeGradRange<WT>;
+  return vertexClass<V>(name,
+                        {F(ids), F(numIds), F(weights), F(currentGrad), F(partials), F(rowLength),
+                         F(first)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .positive("rowLength", v.rowLength)
+                              .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
+                              .atLeast("currentGrad", v.currentGrad.size(), v.rowLength,
+                                       "rowLength")
+                              .atLeast("ids", v.ids.size(), v.partials.size(),
+                                       "partials' size");
+                        });
+}
+
 VertexClass partialReduce() {
   using V = PartialReduce;
   return vertexClass<V>("PartialReduce",
@@ -397,6 +434,8 @@ std::vector<VertexClass> buildRegistry() {
   std::vector<VertexClass> r = {
       spikeMatmul<float>("SpikeMatmul<float>"),
       spikeMatmul<half>("SpikeMatmul<half>"),
+      spikeMatmulParts<float>("SpikeMatmulParts<float>"),
+      spikeMatmulParts<half>("SpikeMatmulParts<half>"),
       lifUpdate(),
       synapticUpdate(),
       readoutUpdate(),
@@ -409,6 +448,8 @@ std::vector<VertexClass> buildRegistry() {
       weightGradRows(),
       inputSpikeGrad<float>("InputSpikeGrad<float>"),
       inputSpikeGrad<half>("InputSpikeGrad<half>"),
+      inputSpikeGradRange<float>("InputSpikeGradRange<float>"),
+      inputSpikeGradRange<half>("InputSpikeGradRange<half>"),
       partialReduce(),
       partialReduceRange(),
       spikeBitsPack(),
