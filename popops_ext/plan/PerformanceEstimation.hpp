@@ -140,6 +140,25 @@ inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numParti
                           numWorkers);
 }
 
+// SpikeListCombineParts (the IPU graph, where a tile combines fewer samples
+// than it has workers): a MultiVertex per sample whose workers each copy the
+// lists of ceil(partials / W) tiles, after a pass over all the tiles' counts
+// (two loads and adds, a compare) that says where their entries go.
+inline std::uint64_t listCombinePartsWorkerCycles(unsigned numPartials, double entriesPerSample,
+                                                  unsigned numWorkers) {
+  return kWorkerEntryCycles +
+         ceilU(20 + 4.0 * numPartials + 8.0 * ceilDiv(numPartials, numWorkers) +
+               2 * entriesPerSample / numWorkers);
+}
+// Whether the graph combines a tile's samples with SpikeListCombineParts: where
+// that is the cheaper of the two.
+inline bool listCombineUsesParts(unsigned samplesOnTile, unsigned numPartials,
+                                 double entriesPerSample, unsigned numWorkers) {
+  return samplesOnTile *
+             vertexCycles(listCombinePartsWorkerCycles(numPartials, entriesPerSample, numWorkers),
+                          numWorkers) <
+         listCombineCycles(samplesOnTile, numPartials, entriesPerSample, numWorkers);
+}
 // TileListSlice: the tile's entries of a sample's combined list (ids, membranes,
 // gradients), a pass over the tile's share of the list.
 inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
@@ -148,6 +167,28 @@ inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
 // SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
 inline std::uint64_t spikeBitsWorkerCycles(unsigned neurons) {
   return kWorkerEntryCycles + 3ull * neurons;
+}
+
+// The combine compute set of the IPU graph: the combining (one vertex per
+// sample, of either kind) and every sample's SpikeBitsPack (spikeBitsWorkerCycles,
+// one worker each), on the tile that combines the most.
+inline std::uint64_t combineSetCycles(unsigned samplesOnTile, unsigned samples,
+                                      unsigned numPartials, double entriesPerSample,
+                                      unsigned neurons, unsigned numWorkers) {
+  const std::uint64_t bits = spikeBitsWorkerCycles(neurons);
+  if (listCombineUsesParts(samplesOnTile, numPartials, entriesPerSample, numWorkers))
+    return samplesOnTile * vertexCycles(listCombinePartsWorkerCycles(numPartials, entriesPerSample,
+                                                                     numWorkers),
+                                        numWorkers) +
+           computeSetCycles(samples, bits, numWorkers);
+  // worker vertices: the combines and the bit packs shared out over the workers
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < samplesOnTile; ++b)
+    *std::min_element(load.begin(), load.end()) +=
+        listCombineWorkerCycles(numPartials, entriesPerSample);
+  for (unsigned b = 0; b < samples; ++b)
+    *std::min_element(load.begin(), load.end()) += bits;
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
 }
 
 // LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the

@@ -117,8 +117,12 @@ void fillCycles(LayerPlan &p, const Target &t) {
                            : 0)
                 : cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
   c.stateUpdate = cost::stateUpdateCycles(s.model, B, n, listedLocal, W);
+  // IPU: the combine compute set as LayerGraph builds it (the combines, of the
+  // cheaper kind, and the tiles' spike bits); host: the combines.
   c.listCombine =
-      readout ? 0 : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
+      readout     ? 0
+      : t.isIpu() ? cost::combineSetCycles(combineSamples, B, p.numTiles, act.listedOut, n, W)
+                  : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
   // A tile receives its group's samples' lists only.
   const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
                                 rec * B * (s.capacityOut * kIdBytes + kCountsBytes);

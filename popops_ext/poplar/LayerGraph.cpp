@@ -525,6 +525,13 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     const auto gEMem = gatherSamples(body, eMem, "gatheredEligibleMembrane");
     const auto gCounts = gatherSamples(body, counts, "gatheredCounts");
     ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
+    // With fewer samples per combining tile than workers, each sample's combine is
+    // a SpikeListCombineParts whose workers share out the tiles' lists (the
+    // planner's choice too: plan::cost::listCombineUsesParts).
+    const unsigned workers = graph_.getTarget().getNumWorkerContexts();
+    const unsigned combineSamples = (tiles_[0].samples + tilesPerGroup_ - 1) / tilesPerGroup_;
+    const bool parts = plan::cost::listCombineUsesParts(combineSamples, tilesPerGroup_,
+                                                        expectedListed(), workers);
     for (unsigned b = 0; b < B; ++b) {
       std::vector<Tensor> pIds, pMem, qIds, qMem;
       unsigned at = 0;
@@ -536,7 +543,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
         qMem.push_back(gEMem[b].slice(at, at + L));
         at += L;
       }
-      auto v = graph_.addVertex(cb, "SpikeListCombine");
+      auto v = graph_.addVertex(cb, parts ? "SpikeListCombineParts" : "SpikeListCombine");
       connectEach(v, "spikeIds", pIds);
       connectEach(v, "spikeMembrane", pMem);
       connectEach(v, "eligibleIds", qIds);
@@ -546,8 +553,10 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
       graph_.connect(v["membrane"], stepMem[b]);
       graph_.connect(v["counts"], stepCounts[b]);
       graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::listCombineWorkerCycles(tilesPerGroup_,
-                                                      expectedListed()));
+      estimate(v, parts ? plan::cost::vertexCycles(plan::cost::listCombinePartsWorkerCycles(
+                                                       tilesPerGroup_, expectedListed(), workers),
+                                                   workers)
+                        : plan::cost::listCombineWorkerCycles(tilesPerGroup_, expectedListed()));
     }
     // Every spike of the step as bits, dropped ones included: the backward
     // pass needs them for the resets.

@@ -162,10 +162,9 @@ VertexClass readoutUpdate() {
                         });
 }
 
-VertexClass spikeListCombine() {
-  using V = SpikeListCombine;
+template <typename V> VertexClass spikeListCombine(const char *name) {
   return vertexClass<V>(
-      "SpikeListCombine",
+      name,
       {F(spikeIds), F(spikeMembrane), F(eligibleIds), F(eligibleMembrane), F(tileCounts), F(ids),
        F(membrane), F(counts)},
       [](const V &v) -> std::string {
@@ -439,7 +438,8 @@ std::vector<VertexClass> buildRegistry() {
       lifUpdate(),
       synapticUpdate(),
       readoutUpdate(),
-      spikeListCombine(),
+      spikeListCombine<SpikeListCombine>("SpikeListCombine"),
+      spikeListCombine<SpikeListCombineParts>("SpikeListCombineParts"),
       tileListSlice(),
       lifStateGrad(),
       synapticStateGrad(),
