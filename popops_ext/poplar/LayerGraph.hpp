@@ -83,6 +83,48 @@ unsigned spikeBitWords(const plan::LayerPlan &plan);
 // Adds codelets/*.gp (built by popc, see CMakeLists.txt) to the graph of an op.
 void addSnnCodelets(poplar::Graph &graph, const std::string &gpPath);
 
+// What a forward time loop's set-up (LayerGraph::beginForward) leaves for the
+// phases of its steps: the tiles' copies of the weights and parameters, their
+// state variables, the per-sample step list and the [T, ...] outputs; and what
+// one phase of a step hands the next (the step's input on the tiles, the tiles'
+// partial lists gathered for the combine).
+struct ForwardLoop {
+  ForwardInputs in;
+  ForwardOutputs out;
+  // per tile: weight blocks, neuron parameters
+  std::vector<poplar::Tensor> W, V, beta, thr, alpha, bias;
+  poplar::Tensor noBias;
+  // per tile: state, [samples, ...]
+  std::vector<poplar::Tensor> cur, U, syn, spiked, spikeIds, spikeMem, eligIds, eligMem,
+      tileCounts, outStep, bits;
+  // per sample, on its combining tile: the step's list (step t - 1's until the combine)
+  poplar::Tensor stepIds, stepMem, stepCounts;
+  poplar::Tensor counts4; // [T, B, 4]: counts and needed, split by endForward
+  // set by the step's phases
+  std::vector<poplar::Tensor> idsT, cntT, prevIds, prevCounts;
+  std::vector<poplar::Tensor> gIds, gMem, gEIds, gEMem, gCounts;
+};
+
+// The same for the backward time loop (LayerGraph::beginBackward).
+struct BackwardLoop {
+  BackwardInputs in;
+  BackwardOutputs out;
+  bool denseU = false, denseSyn = false; // dense U (, syn) histories are read
+  std::vector<poplar::Tensor> W, V, beta, thr, alpha;
+  poplar::Tensor noFloat;
+  // per tile: carries, accumulators, the step's slice of the list
+  std::vector<poplar::Tensor> carry, curGrad, gBeta, carrySyn, notSpiked, gThr, gAlpha, listIds,
+      listMem, listGrad, nums, prevList, prevNums, gW, gV, gB, partials, recPartials;
+  // per sample, on its reducing tile
+  poplar::Tensor stepRecGrad, stepGradIn;
+  // step t - 1 of the forward's outputs is row t of these
+  poplar::Tensor prevIdsAll, prevCountsAll, prevBitsAll, prevDenseU, prevDenseSyn;
+  // set by the step's phases
+  poplar::Tensor gradT; // dL/dvalues[t] ([B, K]; readout dL/dU[t], [B, N])
+  std::vector<poplar::Tensor> idsT, cntT, oIds, oCnt, oMem, pIds, pCnt, pBits, pU, pSyn,
+      gradLocal, recGathered, gathered;
+};
+
 class LayerGraph {
 public:
   LayerGraph(poplar::Graph &graph, const plan::LayerPlan &plan, const NeuronConfig &config,
@@ -92,8 +134,57 @@ public:
   // neurons (the op offers it to PopART so the per-call block copy stays on tile).
   poplar::Tensor createWeight(unsigned cols, const poplar::DebugContext &dc) const;
 
+  // The layer on its own: set-up, one Repeat over T of the phases below, each
+  // in its own compute set or exchange, and the outputs.
   ForwardOutputs forward(poplar::program::Sequence &prog, const ForwardInputs &in);
   BackwardOutputs backward(poplar::program::Sequence &prog, const BackwardInputs &in);
+
+  // The phases, one builder each, in the manner of poplibs' popsparse (plan and
+  // cost model in plan/, vertices in codelets/): a compute-set phase adds its
+  // vertices, each with its cost estimate (plan/PerformanceEstimation.hpp), to
+  // the compute set it is given, so that several layers' phases can share one
+  // (a fused time loop); an exchange phase adds its Copy programs to a Sequence.
+  // `t` is the step counter (UNSIGNED_INT [1]) of the loop they run in.
+  // Forward (ForwardPhases.cpp):
+  ForwardLoop beginForward(poplar::program::Sequence &prog, const ForwardInputs &in);
+  // Exchange: step t of the input list onto every tile, sliced from in.inIds /
+  // in.inCounts, or given as [B, Kin] / [B, 2] tensors (stepIds, stepCounts).
+  void exchangeInput(poplar::program::Sequence &body, ForwardLoop &L, const poplar::Tensor &t);
+  void exchangeInput(poplar::program::Sequence &body, ForwardLoop &L,
+                     const poplar::Tensor &stepIds, const poplar::Tensor &stepCounts);
+  void addSpikeMatmul(poplar::ComputeSet cs, ForwardLoop &L);     // I[t] = W x[t]
+  void addRecurrentMatmul(poplar::ComputeSet cs, ForwardLoop &L); // I[t] += V S[t-1]
+  void addNeuronUpdate(poplar::ComputeSet cs, ForwardLoop &L);    // state; the tiles' lists
+  void exchangeTileLists(poplar::program::Sequence &body, ForwardLoop &L); // to the combiners
+  void addListCombine(poplar::ComputeSet cs, ForwardLoop &L);     // sample b's list
+  void addSpikeBits(poplar::ComputeSet cs, ForwardLoop &L);       // emission: every spike as bits
+  void writeStep(poplar::program::Sequence &body, ForwardLoop &L, const poplar::Tensor &t);
+  ForwardOutputs endForward(poplar::program::Sequence &prog, ForwardLoop &L);
+  // Backward (BackwardPhases.cpp), t = T-1 .. 0:
+  BackwardLoop beginBackward(poplar::program::Sequence &prog, const BackwardInputs &in);
+  void exchangeGradInputs(poplar::program::Sequence &body, BackwardLoop &L,
+                          const poplar::Tensor &t);
+  void addRecurrentInputGrad(poplar::ComputeSet cs, BackwardLoop &L); // V^T dL/dI[t+1]
+  void exchangeRecurrentPartials(poplar::program::Sequence &body, BackwardLoop &L);
+  void addRecurrentReduce(poplar::ComputeSet cs, BackwardLoop &L);
+  void addRecurrentGrad(poplar::program::Sequence &body, BackwardLoop &L); // into gradT
+  void exchangeStepGrad(poplar::program::Sequence &body, BackwardLoop &L); // gradT to the tiles
+  void addTileListSlice(poplar::ComputeSet cs, BackwardLoop &L);
+  void addStateGrad(poplar::ComputeSet cs, BackwardLoop &L);
+  // The weight gradient in rounds (a tile's samples share its gradient block):
+  // round b adds sample b of every group.
+  unsigned weightGradRounds() const { return tiles_[0].samples; }
+  void addWeightGrad(poplar::ComputeSet cs, BackwardLoop &L, unsigned round);
+  void addInputGrad(poplar::ComputeSet cs, BackwardLoop &L); // per-tile partials
+  void exchangeInputGradPartials(poplar::program::Sequence &body, BackwardLoop &L);
+  void addInputGradReduce(poplar::ComputeSet cs, BackwardLoop &L); // reduction
+  void writeGradStep(poplar::program::Sequence &body, BackwardLoop &L, const poplar::Tensor &t);
+  BackwardOutputs endBackward(poplar::program::Sequence &prog, BackwardLoop &L);
+
+  bool readout() const;
+  bool recurrent() const { return config_.recurrent; }
+  poplar::ComputeSet computeSet(const std::string &name);
+  const poplar::DebugNameAndId &debugId() const { return dnai_; }
 
 private:
   // A tile of the layer: its neurons [first, first + width) for the samples
@@ -150,6 +241,11 @@ private:
                            const poplar::Tensor &index, const std::string &name);
   void stepUpdate(poplar::program::Sequence &prog, const poplar::Tensor &t,
                   const poplar::Tensor &step, const poplar::Tensor &index, const std::string &name);
+  // Sample b's row of a per-tile variable on each tile of its group, and the
+  // position in tiles_ of the tile that reduces it (combineTile(b)'s).
+  std::vector<poplar::Tensor> groupColumn(const std::vector<poplar::Tensor> &perTileVars,
+                                          unsigned b) const;
+  unsigned reducer(unsigned b) const { return groupTiles(b)[localSample(b) % tilesPerGroup_]; }
   // The tile of b's group that combines its lists and reduces its partials.
   unsigned combineTile(unsigned b) const {
     return tiles_[groupOf(b) * tilesPerGroup_ + localSample(b) % tilesPerGroup_].index;
