@@ -98,7 +98,8 @@ def graph_extension():
     sources = sorted(
         glob("popops_ext/host/graph_api/*.cpp")
         + [f"popops_ext/poplar/{name}.cpp"
-           for name in ("LayerGraph", "ForwardPhases", "BackwardPhases", "LayerOps")]
+           for name in ("LayerGraph", "ForwardPhases", "BackwardPhases", "LayerOps",
+                        "NetworkOps")]
         + [f"popops_ext/plan/{name}.cpp" for name in ("Target", "Planner", "MemoryEstimation")]
     )
     return Pybind11Extension(
