@@ -89,6 +89,38 @@ bool createsInput(OpKind kind, const LayerAttributes &a, int index);
 poplar::Tensor createInput(poplar::Graph &graph, OpKind kind, const LayerAttributes &a, int index,
                            const std::vector<TensorSpec> &inputs, const poplar::DebugContext &dc);
 
+// The pieces of growForward / growBackward, for a network of layers grown as
+// one program (NetworkOps.hpp): a forward op's layer graph and inputs, checked
+// (`listShape`: its input list's [T, B, K]; a layer whose list comes from the
+// layer before may leave its list inputs invalid), and the op's outputs in
+// signature order from the layer's; a grad op's layer graph and inputs
+// (gradInputs in grad-input order), and its outputs.
+struct ForwardOp {
+  LayerGraph layer;
+  ForwardInputs inputs;
+};
+ForwardOp forwardOp(poplar::Graph &graph, OpKind kind, const LayerAttributes &a,
+                    const std::vector<poplar::Tensor> &inputs, const Shape &listShape,
+                    const poplar::DebugNameAndId &dnai);
+std::vector<poplar::Tensor> forwardOpOutputs(poplar::Graph &graph, poplar::program::Sequence &prog,
+                                             OpKind kind, const LayerAttributes &a,
+                                             const ForwardOutputs &fo, const Shape &listShape,
+                                             const Shape &weightShape,
+                                             const poplar::DebugNameAndId &dnai);
+struct BackwardOp {
+  LayerGraph layer;
+  BackwardInputs inputs;
+};
+BackwardOp backwardOp(poplar::Graph &graph, poplar::program::Sequence &prog, OpKind kind,
+                      const LayerAttributes &a, const std::vector<poplar::Tensor> &gradInputs,
+                      const poplar::DebugNameAndId &dnai);
+std::vector<poplar::Tensor> backwardOpOutputs(poplar::Graph &graph,
+                                              poplar::program::Sequence &prog, OpKind kind,
+                                              const LayerAttributes &a,
+                                              const BackwardOutputs &bo,
+                                              const std::vector<TensorSpec> &outputs,
+                                              const poplar::DebugNameAndId &dnai);
+
 // The forward op: `inputs` in the order of the signature's inputs; returns its
 // outputs in order. Neuron parameters may be FLOAT or HALF (LayerGraph keeps
 // them, and all state, in float32).
