@@ -66,7 +66,10 @@ TileMemory tileMemory(const LayerSpec &s, const TileRole &r, std::uint64_t reser
 
   TileMemory m;
   m.reserved = reservedBytes;
-  m.weights = row * fanIn * s.weightBytes;
+  // Without an input gradient the backward needs no W blocks (V's it does): W is
+  // live in the forward only, its gradient blocks (as large or larger) in the
+  // backward only, so the tile's peak holds one of them (the graph report agrees).
+  m.weights = row * (s.inputNeedsGrad ? fanIn : fanIn - s.inFeatures) * s.weightBytes;
   m.gradWeights = row * fanIn * kValueBytes;
   m.neuronParams = row * paramsPerNeuron(s.model) * kValueBytes * 2;
   m.state = B * row * kValueBytes * denseBuffersPerNeuron(s.model);
