@@ -134,11 +134,13 @@ void fillCycles(LayerPlan &p, const Target &t) {
   // The gathers of a sample's pieces onto its combining tile: all but its own piece.
   const std::uint64_t others = p.numTiles > 1 ? p.numTiles - 1 : 0;
   if (t.isIpu()) {
-    // The graph's exchange phases (LayerGraph.cpp): each step slice is copied
-    // onto the tiles right after it is cut, so each is a phase of its own.
-    c.exchangeForward = phase(B * s.capacityIn * kIdBytes) +
-                        phase(B * kCountsBytes + rec * B * (s.capacityOut * kIdBytes + 16)) +
-                        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
+    // The graph's exchange phases (ForwardPhases.cpp): the step's input slices
+    // (and a recurrent layer's own list of t - 1) copied onto the tiles one copy
+    // after another, one phase; the gather of the tiles' lists, another.
+    c.exchangeForward =
+        phase(B * s.capacityIn * kIdBytes + B * kCountsBytes +
+              rec * B * (s.capacityOut * kIdBytes + 16)) +
+        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
   } else {
     c.exchangeForward = phase(listsIn) + phase(gatherIn);
   }
@@ -203,32 +205,21 @@ void fillCycles(LayerPlan &p, const Target &t) {
   const bool denseU = readout || s.denseHistory;
   if (t.isIpu()) {
     const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
-    std::uint64_t b = phase(B * Kin * kIdBytes) + phase(B * kCountsBytes);
-    // Each slice's copy is a phase; a copy right after another joins its phase.
-    std::uint64_t last = 0;
-    auto next = [&](std::uint64_t bytes) {
-      b += phase(last);
-      last = bytes;
-    };
-    if (!readout) {
-      next(B * K * kIdBytes);
-      next(B * kCountsBytes);
-      next(B * K * kValueBytes);
-      next(B * ceilDiv(n, 16) * kValueBytes);
-      if (rec) {
-        next(B * K * kIdBytes);
-        next(B * kCountsBytes);
-      }
-    }
+    // The step's slices are all cut first and then copied one after another
+    // (BackwardPhases.cpp, exchangeGradInputs): one phase, which the copy of
+    // dL/d(values)[t] (readout: dL/dU[t]) joins unless the recurrent gradient's
+    // compute sets come between; then the gathers of the partials.
+    std::uint64_t first = B * Kin * kIdBytes + B * kCountsBytes;
+    if (!readout)
+      first += B * K * kIdBytes + B * kCountsBytes + B * K * kValueBytes +
+               B * ceilDiv(n, 16) * kValueBytes + rec * (B * K * kIdBytes + B * kCountsBytes);
     if (denseU)
-      for (unsigned v = 0; v < stateVarsPerNeuron(s.model); ++v)
-        next(B * n * kValueBytes);
-    if (rec) { // the recurrent gradient's compute sets come between
-      next(combineSamples * others * K * kValueBytes);
-      next(0);
-    }
-    last += readout ? B * n * kValueBytes : B * K * kValueBytes; // dL/d(values)[t] or dL/dU[t]
-    b += phase(last) + phase(inGrad * combineSamples * others * Kin * kValueBytes);
+      first += stateVarsPerNeuron(s.model) * B * n * kValueBytes;
+    const std::uint64_t gradT = readout ? B * n * kValueBytes : B * K * kValueBytes;
+    std::uint64_t b = rec ? phase(first) + phase(combineSamples * others * K * kValueBytes) +
+                                phase(gradT)
+                          : phase(first + gradT);
+    b += phase(inGrad * combineSamples * others * Kin * kValueBytes);
     c.exchangeBackward = b;
   } else {
     c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);

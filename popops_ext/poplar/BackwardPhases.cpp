@@ -141,27 +141,42 @@ BackwardLoop LayerGraph::beginBackward(Sequence &prog, const BackwardInputs &bin
 void LayerGraph::exchangeGradInputs(Sequence &body, BackwardLoop &L, const Tensor &t) {
   const ForwardInputs &in = L.in.forward;
   const ForwardOutputs &fo = L.in.outputs;
-  L.idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
-  L.cntT = toEveryTile(
-      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
-      "inCounts[t]");
+  // All of the step's slices first, then their copies one after another: one
+  // exchange phase (one sync) for all of them, as the planner costs it.
+  const Tensor inIds = stepSlice(body, in.inIds, t, "inIds[t]");
+  const Tensor inCounts = stepSlice(body, in.inCounts, t, "inCounts[t]");
   L.gradT = stepSlice(body, L.in.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
+  Tensor ids, counts, membrane, bits, prevIds, prevCounts, prevU, prevSyn;
   if (!readout()) {
-    L.oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
-    L.oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
-    L.oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
-    L.pBits = toOwnTiles(body, stepSlice(body, L.prevBitsAll, t, "spikeBits[t-1]"),
-                         "spikeBits[t-1]", wordsPerTile_);
+    ids = stepSlice(body, fo.ids, t, "ids[t]");
+    counts = stepSlice(body, fo.counts, t, "counts[t]");
+    membrane = stepSlice(body, fo.membrane, t, "membrane[t]");
+    bits = stepSlice(body, L.prevBitsAll, t, "spikeBits[t-1]");
     if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
-      L.pIds = toEveryTile(body, stepSlice(body, L.prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
-      L.pCnt = toEveryTile(body, stepSlice(body, L.prevCountsAll, t, "counts[t-1]"),
-                           "counts[t-1]");
+      prevIds = stepSlice(body, L.prevIdsAll, t, "ids[t-1]");
+      prevCounts = stepSlice(body, L.prevCountsAll, t, "counts[t-1]");
     }
   }
   if (L.denseU)
-    L.pU = toOwnTiles(body, stepSlice(body, L.prevDenseU, t, "U[t-1]"), "U[t-1]");
+    prevU = stepSlice(body, L.prevDenseU, t, "U[t-1]");
   if (L.denseSyn)
-    L.pSyn = toOwnTiles(body, stepSlice(body, L.prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
+    prevSyn = stepSlice(body, L.prevDenseSyn, t, "syn[t-1]");
+  L.idsT = toEveryTile(body, inIds, "inIds[t]");
+  L.cntT = toEveryTile(body, inCounts.reinterpret(UNSIGNED_INT), "inCounts[t]");
+  if (!readout()) {
+    L.oIds = toEveryTile(body, ids, "ids[t]");
+    L.oCnt = toEveryTile(body, counts, "counts[t]");
+    L.oMem = toEveryTile(body, membrane, "membrane[t]");
+    L.pBits = toOwnTiles(body, bits, "spikeBits[t-1]", wordsPerTile_);
+    if (config_.recurrent) {
+      L.pIds = toEveryTile(body, prevIds, "ids[t-1]");
+      L.pCnt = toEveryTile(body, prevCounts, "counts[t-1]");
+    }
+  }
+  if (L.denseU)
+    L.pU = toOwnTiles(body, prevU, "U[t-1]");
+  if (L.denseSyn)
+    L.pSyn = toOwnTiles(body, prevSyn, "syn[t-1]");
 }
 
 void LayerGraph::inputGradRanges(ComputeSet cs, const std::vector<Tensor> &ids,

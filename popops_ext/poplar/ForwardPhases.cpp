@@ -86,10 +86,12 @@ ForwardLoop LayerGraph::beginForward(Sequence &prog, const ForwardInputs &in) {
 }
 
 void LayerGraph::exchangeInput(Sequence &body, ForwardLoop &L, const Tensor &t) {
-  L.idsT = toEveryTile(body, stepSlice(body, L.in.inIds, t, "inIds[t]"), "inIds[t]");
-  L.cntT = toEveryTile(
-      body, stepSlice(body, L.in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
-      "inCounts[t]");
+  // The step's slices first, then their copies one after another: one exchange
+  // phase (one sync) for all of them, as the planner costs it.
+  const Tensor ids = stepSlice(body, L.in.inIds, t, "inIds[t]");
+  const Tensor counts = stepSlice(body, L.in.inCounts, t, "inCounts[t]");
+  L.idsT = toEveryTile(body, ids, "inIds[t]");
+  L.cntT = toEveryTile(body, counts.reinterpret(UNSIGNED_INT), "inCounts[t]");
   if (config_.recurrent) {
     // The previous step's own list (stepIds still holds it here), on every tile.
     L.prevIds = toEveryTile(body, L.stepIds, "ids[t-1]");
