@@ -339,7 +339,8 @@ inline std::uint64_t partialReduceRangeWorkerCycles(double outputsPerSample, uns
 inline std::uint64_t partialReduceCycles(unsigned samplesOnTile, double outputsPerSample,
                                          unsigned capacity, unsigned numPartials,
                                          unsigned numWorkers) {
-  if (numPartials <= 1 || samplesOnTile == 0 || capacity == 0)
+  // (a layer on one tile per group still builds them: its "reduction" copies)
+  if (numPartials == 0 || samplesOnTile == 0 || capacity == 0)
     return 0;
   const unsigned length = reduceRangeLength(capacity, numWorkers);
   const unsigned ranges = reduceRanges(capacity, numWorkers);
