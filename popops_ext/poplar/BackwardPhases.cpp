@@ -133,30 +133,31 @@ BackwardLoop LayerGraph::beginBackward(Sequence &prog, const BackwardInputs &bin
   return L;
 }
 
-void LayerGraph::exchangeGradInputs(Sequence &body, BackwardLoop &L, const Tensor &t) {
+void LayerGraph::exchangeGradInputs(Sequence &ops, Sequence &copies, BackwardLoop &L,
+                                    const Tensor &t) {
   const ForwardInputs &in = L.in.forward;
   const ForwardOutputs &fo = L.in.outputs;
-  L.idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
+  L.idsT = toEveryTile(copies, stepSlice(ops, in.inIds, t, "inIds[t]"), "inIds[t]");
   L.cntT = toEveryTile(
-      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
+      copies, stepSlice(ops, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
       "inCounts[t]");
-  L.gradT = stepSlice(body, L.in.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
+  L.gradT = stepSlice(ops, L.in.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
   if (!readout()) {
-    L.oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
-    L.oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
-    L.oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
-    L.pBits = toOwnTiles(body, stepSlice(body, L.prevBitsAll, t, "spikeBits[t-1]"),
+    L.oIds = toEveryTile(copies, stepSlice(ops, fo.ids, t, "ids[t]"), "ids[t]");
+    L.oCnt = toEveryTile(copies, stepSlice(ops, fo.counts, t, "counts[t]"), "counts[t]");
+    L.oMem = toEveryTile(copies, stepSlice(ops, fo.membrane, t, "membrane[t]"), "membrane[t]");
+    L.pBits = toOwnTiles(copies, stepSlice(ops, L.prevBitsAll, t, "spikeBits[t-1]"),
                          "spikeBits[t-1]", wordsPerTile_);
     if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
-      L.pIds = toEveryTile(body, stepSlice(body, L.prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
-      L.pCnt = toEveryTile(body, stepSlice(body, L.prevCountsAll, t, "counts[t-1]"),
+      L.pIds = toEveryTile(copies, stepSlice(ops, L.prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
+      L.pCnt = toEveryTile(copies, stepSlice(ops, L.prevCountsAll, t, "counts[t-1]"),
                            "counts[t-1]");
     }
   }
   if (L.denseU)
-    L.pU = toOwnTiles(body, stepSlice(body, L.prevDenseU, t, "U[t-1]"), "U[t-1]");
+    L.pU = toOwnTiles(copies, stepSlice(ops, L.prevDenseU, t, "U[t-1]"), "U[t-1]");
   if (L.denseSyn)
-    L.pSyn = toOwnTiles(body, stepSlice(body, L.prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
+    L.pSyn = toOwnTiles(copies, stepSlice(ops, L.prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
 }
 
 void LayerGraph::addRecurrentInputGrad(ComputeSet cs, BackwardLoop &L) {
@@ -186,12 +187,12 @@ std::vector<Tensor> LayerGraph::groupColumn(const std::vector<Tensor> &perTileVa
   return out;
 }
 
-void LayerGraph::exchangeRecurrentPartials(Sequence &body, BackwardLoop &L) {
-  popops::zero(graph_, L.stepRecGrad, body, {dnai_, "recurrentGrad=0"});
+void LayerGraph::exchangeRecurrentPartials(Sequence &ops, Sequence &copies, BackwardLoop &L) {
+  popops::zero(graph_, L.stepRecGrad, ops, {dnai_, "recurrentGrad=0"});
   std::vector<std::vector<Tensor>> columns(batch_);
   for (unsigned b = 0; b < batch_; ++b)
     columns[b] = groupColumn(L.recPartials, b);
-  L.recGathered = gatherSamples(body, columns, "recurrentGradPartials");
+  L.recGathered = gatherSamples(copies, columns, "recurrentGradPartials");
 }
 
 void LayerGraph::addRecurrentReduce(ComputeSet cs, BackwardLoop &L) {
@@ -356,12 +357,12 @@ void LayerGraph::addInputGrad(ComputeSet cs, BackwardLoop &L) {
     }
 }
 
-void LayerGraph::exchangeInputGradPartials(Sequence &body, BackwardLoop &L) {
-  popops::zero(graph_, L.stepGradIn, body, {dnai_, "gradIn[t]=0"});
+void LayerGraph::exchangeInputGradPartials(Sequence &ops, Sequence &copies, BackwardLoop &L) {
+  popops::zero(graph_, L.stepGradIn, ops, {dnai_, "gradIn[t]=0"});
   std::vector<std::vector<Tensor>> columns(batch_);
   for (unsigned b = 0; b < batch_; ++b)
     columns[b] = groupColumn(L.partials, b);
-  L.gathered = gatherSamples(body, columns, "inputGradPartials");
+  L.gathered = gatherSamples(copies, columns, "inputGradPartials");
 }
 
 void LayerGraph::addInputGradReduce(ComputeSet cs, BackwardLoop &L) {

@@ -285,7 +285,7 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     add(cs);
     body.add(Execute(cs, {dnai_, name}));
   };
-  exchangeInput(body, L, t); // the step's input list, on every tile of the layer
+  exchangeInput(body, body, L, t); // the step's input list, on every tile of the layer
   phase("spikeMatmul", [&](ComputeSet cs) { addSpikeMatmul(cs, L); });
   if (config_.recurrent)
     phase("recurrentMatmul", [&](ComputeSet cs) { addRecurrentMatmul(cs, L); });
@@ -319,10 +319,10 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     add(cs);
     body.add(Execute(cs, {dnai_, name}));
   };
-  exchangeGradInputs(body, L, t); // what the tiles read of step t (and t - 1)
+  exchangeGradInputs(body, body, L, t); // what the tiles read of step t (and t - 1)
   if (config_.recurrent) {
     phase("recurrentInputGrad", [&](ComputeSet cs) { addRecurrentInputGrad(cs, L); });
-    exchangeRecurrentPartials(body, L);
+    exchangeRecurrentPartials(body, body, L);
     phase("recurrentReduce", [&](ComputeSet cs) { addRecurrentReduce(cs, L); });
     addRecurrentGrad(body, L);
   }
@@ -333,7 +333,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
   for (unsigned b = 0; b < weightGradRounds(); ++b)
     phase("weightGrad", [&](ComputeSet cs) { addWeightGrad(cs, L, b); });
   phase("inputGrad", [&](ComputeSet cs) { addInputGrad(cs, L); });
-  exchangeInputGradPartials(body, L);
+  exchangeInputGradPartials(body, body, L);
   phase("inputGradReduce", [&](ComputeSet cs) { addInputGradReduce(cs, L); });
   writeGradStep(body, L, t);
   popops::subInPlace(graph_, t, one, body, {dnai_, "t-=1"});
