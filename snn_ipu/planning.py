@@ -222,12 +222,22 @@ class PlanReport:
             values = [c.get(key, 0) for c in phases]
             if key.startswith("step_ops"):
                 step += sum(values)
+            elif key == "weight_grad":
+                step += self._fused_weight_grad(values)
             elif key not in ("optimizer", "group_reduce"):
                 step += max(values)
         once = max(int(r.details["cycles_training_step"]) - self.num_steps * (
             int(r.details["cycles_forward_timestep"]) + int(r.details["cycles_backward_timestep"]))
             for r in self.layers)
         return self.num_steps * step + once
+
+    def _fused_weight_grad(self, per_layer: List[int]) -> int:
+        """The weight gradient in the fused loop: round r (one compute set) adds sample r
+        of every layer's groups that has one, so it costs the widest of those layers'
+        rounds; a layer runs as many rounds as its largest sample group holds."""
+        rounds = [-(-self.batch_size // r.sample_groups) for r in self.layers]
+        return int(sum(max(c / n for c, n in zip(per_layer, rounds) if n > r)
+                       for r in range(max(rounds))))
 
     @property
     def seconds_per_step(self) -> float:
