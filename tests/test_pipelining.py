@@ -276,8 +276,8 @@ def _dropping(backend, overflow):
 def test_fused_network_keeps_the_overflow_policies():
     """Lists cut at their capacity: the fused program's output, gradients and drop
     counts are the reference's; overflow='error' raises as a layer call does."""
-    from snn_ipu.pipelining import run_fused
     from snn_ipu.overflow import SpikeOverflowError
+    from snn_ipu.pipelining import run_fused
 
     ref, fused = _dropping("reference", "drop"), _dropping("ipu_graph", "drop")
     fused.load_state_dict(ref.state_dict())
