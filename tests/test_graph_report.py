@@ -102,3 +102,40 @@ def test_the_data_fed_layer_builds_no_input_gradient(s_network):
             assert {"inputGrad", "inputGradReduce"} <= set(names), (row.name, names)
             assert c["input_grad"] > 0
 
+
+@pytest.fixture(scope="module")
+def pipelined():
+    """A small pipelined network on tiles of its own per layer, with the fused loop."""
+    return plan([96, 64, 48, 10], 12, 20, pipelined=True).graph_report()
+
+
+def test_fused_loop_runs_the_layers_side_by_side(pipelined):
+    """The pipelined layers as one program: each step's compute sets hold every
+    layer's vertices on its own tiles, so a phase costs the slowest layer's share of
+    it, and the step less than the layers' ops one after another."""
+    p = pipelined.plan
+    assert p.pipelined and p.disjoint and len(pipelined.fused) == 2
+    n = len(p.layers)
+    for grad, fused in ((False, pipelined.fused[0]), (True, pipelined.fused[1])):
+        assert fused.steps == 20
+        per_layer = [pipelined.op(i, grad) for i in range(n)]
+        assert max(o.step for o in per_layer) <= fused.step < sum(o.step for o in per_layer)
+        phases = {}
+        for o in per_layer:
+            for name, cycles in o.compute_sets:
+                key = name.rsplit("/", 1)[1]
+                phases[key] = max(phases.get(key, 0), cycles)
+        fused_phases = {name.rsplit("/", 1)[1]: c for name, c in fused.compute_sets}
+        assert set(fused_phases) == set(phases)
+        for name, cycles in fused_phases.items():
+            if name != "weightGrad":  # rounds of samples: the layers' counts differ
+                assert cycles == phases[name], (grad, name, cycles, phases[name])
+    assert "fused time loop" in str(pipelined)
+
+
+def test_fused_step_against_the_planners_pipelined_estimate(pipelined):
+    """The fused program's training step next to the planner's pipelined estimate
+    (the slowest layer's), within the margin docs/ipu.md gives."""
+    planned = pipelined.plan.cycles_per_step
+    graph = pipelined.fused_cycles_per_step
+    assert abs(graph - planned) <= 0.1 * planned, (graph, planned)

@@ -257,3 +257,42 @@ def test_run_fused_refuses_what_it_cannot_fuse():
     net[2].input_delay, net[0].input_delay = 0, 1
     with pytest.raises(ValueError, match="readout before the last layer"):
         run_fused(reordered, torch.zeros(T, B, H2))
+
+
+def _dropping(backend, overflow):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        LIFLayer(IN, H1, max_spikes=2, overflow=overflow, grad_window=0.5, backend=backend),
+        LIFLayer(H1, H2, max_spikes=2, overflow=overflow, grad_window=0.5, backend=backend),
+        ReadoutLayer(H2, OUT, backend=backend),
+    )
+    with torch.no_grad():
+        net[0].weight.mul_(5.0)
+        net[1].weight.mul_(5.0)
+    pipeline(net)
+    return net
+
+
+def test_fused_network_keeps_the_overflow_policies():
+    """Lists cut at their capacity: the fused program's output, gradients and drop
+    counts are the reference's; overflow='error' raises as a layer call does."""
+    from snn_ipu.overflow import SpikeOverflowError
+    from snn_ipu.pipelining import run_fused
+
+    ref, fused = _dropping("reference", "drop"), _dropping("ipu_graph", "drop")
+    fused.load_state_dict(ref.state_dict())
+    x = binary((T, B, IN), 0.4, 2)
+    weights = torch.linspace(-1.0, 1.0, T * B * OUT).reshape(T, B, OUT)
+    with pytest.warns(RuntimeWarning, match="capacity max_spikes=2 exceeded"):
+        (ref(x) * weights).sum().backward()
+    with pytest.warns(RuntimeWarning, match="capacity max_spikes=2 exceeded"):
+        out = run_fused(fused, x)
+    (out * weights).sum().backward()
+    for f, r in zip(fused[:2], ref[:2]):
+        assert r.stats["spikes_dropped"] > 0
+        for key in ("spikes", "spikes_dropped", "eligible_dropped", "needed_capacity"):
+            assert f.stats[key] == r.stats[key], key
+    for (name, p), (_, q) in zip(fused.named_parameters(), ref.named_parameters()):
+        assert_rel_close(p.grad, q.grad, 1e-4, name)
+    with pytest.raises(SpikeOverflowError, match="max_spikes=2 exceeded"):
+        run_fused(_dropping("ipu_graph", "error"), x)

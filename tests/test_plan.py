@@ -369,8 +369,11 @@ def test_report_says_how_the_layers_share_the_ipu():
     assert r.tiles_used == max(row.tiles_used for row in r.layers)
     p = plan([700, 256, 256, 20], batch_size=64, num_steps=100, pipelined=True)
     assert p.disjoint and p.fits and p.tiles_used <= 1472
-    assert "pipelined" in str(p) and "the slowest layer's" in str(p)
-    assert p.cycles_per_step == max(row.cycles_per_step for row in p.layers)
+    assert "pipelined" in str(p) and "the fused time loop's" in str(p)
+    # one time loop: each phase its slowest layer's, the step ops one after another
+    per_layer = [row.cycles_per_step for row in p.layers]
+    assert p.cycles_per_step == p.fused_cycles_per_step
+    assert max(per_layer) < p.cycles_per_step < sum(per_layer)
 
 
 def test_a_layer_whose_input_needs_no_grad_is_costed_without_an_input_gradient():

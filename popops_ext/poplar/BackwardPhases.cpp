@@ -138,45 +138,31 @@ BackwardLoop LayerGraph::beginBackward(Sequence &prog, const BackwardInputs &bin
   return L;
 }
 
-void LayerGraph::exchangeGradInputs(Sequence &body, BackwardLoop &L, const Tensor &t) {
+void LayerGraph::exchangeGradInputs(Sequence &ops, Sequence &copies, BackwardLoop &L,
+                                    const Tensor &t) {
   const ForwardInputs &in = L.in.forward;
   const ForwardOutputs &fo = L.in.outputs;
-  // All of the step's slices first, then their copies one after another: one
-  // exchange phase (one sync) for all of them, as the planner costs it.
-  const Tensor inIds = stepSlice(body, in.inIds, t, "inIds[t]");
-  const Tensor inCounts = stepSlice(body, in.inCounts, t, "inCounts[t]");
-  L.gradT = stepSlice(body, L.in.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
-  Tensor ids, counts, membrane, bits, prevIds, prevCounts, prevU, prevSyn;
+  L.idsT = toEveryTile(copies, stepSlice(ops, in.inIds, t, "inIds[t]"), "inIds[t]");
+  L.cntT = toEveryTile(
+      copies, stepSlice(ops, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
+      "inCounts[t]");
+  L.gradT = stepSlice(ops, L.in.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
   if (!readout()) {
-    ids = stepSlice(body, fo.ids, t, "ids[t]");
-    counts = stepSlice(body, fo.counts, t, "counts[t]");
-    membrane = stepSlice(body, fo.membrane, t, "membrane[t]");
-    bits = stepSlice(body, L.prevBitsAll, t, "spikeBits[t-1]");
+    L.oIds = toEveryTile(copies, stepSlice(ops, fo.ids, t, "ids[t]"), "ids[t]");
+    L.oCnt = toEveryTile(copies, stepSlice(ops, fo.counts, t, "counts[t]"), "counts[t]");
+    L.oMem = toEveryTile(copies, stepSlice(ops, fo.membrane, t, "membrane[t]"), "membrane[t]");
+    L.pBits = toOwnTiles(copies, stepSlice(ops, L.prevBitsAll, t, "spikeBits[t-1]"),
+                         "spikeBits[t-1]", wordsPerTile_);
     if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
-      prevIds = stepSlice(body, L.prevIdsAll, t, "ids[t-1]");
-      prevCounts = stepSlice(body, L.prevCountsAll, t, "counts[t-1]");
+      L.pIds = toEveryTile(copies, stepSlice(ops, L.prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
+      L.pCnt = toEveryTile(copies, stepSlice(ops, L.prevCountsAll, t, "counts[t-1]"),
+                           "counts[t-1]");
     }
   }
   if (L.denseU)
-    prevU = stepSlice(body, L.prevDenseU, t, "U[t-1]");
+    L.pU = toOwnTiles(copies, stepSlice(ops, L.prevDenseU, t, "U[t-1]"), "U[t-1]");
   if (L.denseSyn)
-    prevSyn = stepSlice(body, L.prevDenseSyn, t, "syn[t-1]");
-  L.idsT = toEveryTile(body, inIds, "inIds[t]");
-  L.cntT = toEveryTile(body, inCounts.reinterpret(UNSIGNED_INT), "inCounts[t]");
-  if (!readout()) {
-    L.oIds = toEveryTile(body, ids, "ids[t]");
-    L.oCnt = toEveryTile(body, counts, "counts[t]");
-    L.oMem = toEveryTile(body, membrane, "membrane[t]");
-    L.pBits = toOwnTiles(body, bits, "spikeBits[t-1]", wordsPerTile_);
-    if (config_.recurrent) {
-      L.pIds = toEveryTile(body, prevIds, "ids[t-1]");
-      L.pCnt = toEveryTile(body, prevCounts, "counts[t-1]");
-    }
-  }
-  if (L.denseU)
-    L.pU = toOwnTiles(body, prevU, "U[t-1]");
-  if (L.denseSyn)
-    L.pSyn = toOwnTiles(body, prevSyn, "syn[t-1]");
+    L.pSyn = toOwnTiles(copies, stepSlice(ops, L.prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
 }
 
 void LayerGraph::inputGradRanges(ComputeSet cs, const std::vector<Tensor> &ids,
@@ -259,9 +245,9 @@ void LayerGraph::addRecurrentInputGrad(ComputeSet cs, BackwardLoop &L) {
                   std::min<double>(capacityOut_, 2 * plan_.spec.activity * outFeatures_));
 }
 
-void LayerGraph::exchangeRecurrentPartials(Sequence &body, BackwardLoop &L) {
-  popops::zero(graph_, L.stepRecGrad, body, {dnai_, "recurrentGrad=0"});
-  L.recGathered = gatherPartials(body, L.recPartials, "recurrentGradPartials");
+void LayerGraph::exchangeRecurrentPartials(Sequence &ops, Sequence &copies, BackwardLoop &L) {
+  popops::zero(graph_, L.stepRecGrad, ops, {dnai_, "recurrentGrad=0"});
+  L.recGathered = gatherPartials(copies, L.recPartials, "recurrentGradPartials");
 }
 
 void LayerGraph::addRecurrentReduce(ComputeSet cs, BackwardLoop &L) {
@@ -413,11 +399,11 @@ void LayerGraph::addInputGrad(ComputeSet cs, BackwardLoop &L) {
                   std::min<double>(capacityIn_, 2 * plan_.spec.activity * inFeatures_));
 }
 
-void LayerGraph::exchangeInputGradPartials(Sequence &body, BackwardLoop &L) {
+void LayerGraph::exchangeInputGradPartials(Sequence &ops, Sequence &copies, BackwardLoop &L) {
   if (!config_.inputNeedsGrad)
     return;
-  popops::zero(graph_, L.stepGradIn, body, {dnai_, "gradIn[t]=0"});
-  L.gathered = gatherPartials(body, L.partials, "inputGradPartials");
+  popops::zero(graph_, L.stepGradIn, ops, {dnai_, "gradIn[t]=0"});
+  L.gathered = gatherPartials(copies, L.partials, "inputGradPartials");
 }
 
 void LayerGraph::addInputGradReduce(ComputeSet cs, BackwardLoop &L) {

@@ -85,27 +85,25 @@ ForwardLoop LayerGraph::beginForward(Sequence &prog, const ForwardInputs &in) {
   return L;
 }
 
-void LayerGraph::exchangeInput(Sequence &body, ForwardLoop &L, const Tensor &t) {
-  // The step's slices first, then their copies one after another: one exchange
-  // phase (one sync) for all of them, as the planner costs it.
-  const Tensor ids = stepSlice(body, L.in.inIds, t, "inIds[t]");
-  const Tensor counts = stepSlice(body, L.in.inCounts, t, "inCounts[t]");
-  L.idsT = toEveryTile(body, ids, "inIds[t]");
-  L.cntT = toEveryTile(body, counts.reinterpret(UNSIGNED_INT), "inCounts[t]");
+void LayerGraph::exchangeInput(Sequence &ops, Sequence &copies, ForwardLoop &L, const Tensor &t) {
+  L.idsT = toEveryTile(copies, stepSlice(ops, L.in.inIds, t, "inIds[t]"), "inIds[t]");
+  L.cntT = toEveryTile(
+      copies, stepSlice(ops, L.in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT),
+      "inCounts[t]");
   if (config_.recurrent) {
     // The previous step's own list (stepIds still holds it here), on every tile.
-    L.prevIds = toEveryTile(body, L.stepIds, "ids[t-1]");
-    L.prevCounts = toEveryTile(body, L.stepCounts, "counts[t-1]");
+    L.prevIds = toEveryTile(copies, L.stepIds, "ids[t-1]");
+    L.prevCounts = toEveryTile(copies, L.stepCounts, "counts[t-1]");
   }
 }
 
-void LayerGraph::exchangeInput(Sequence &body, ForwardLoop &L, const Tensor &stepIds,
+void LayerGraph::exchangeInput(Sequence &copies, ForwardLoop &L, const Tensor &stepIds,
                                const Tensor &stepCounts) {
-  L.idsT = toEveryTile(body, stepIds, "inIds[t]");
-  L.cntT = toEveryTile(body, stepCounts.reinterpret(UNSIGNED_INT), "inCounts[t]");
+  L.idsT = toEveryTile(copies, stepIds, "inIds[t]");
+  L.cntT = toEveryTile(copies, stepCounts.reinterpret(UNSIGNED_INT), "inCounts[t]");
   if (config_.recurrent) {
-    L.prevIds = toEveryTile(body, L.stepIds, "ids[t-1]");
-    L.prevCounts = toEveryTile(body, L.stepCounts, "counts[t-1]");
+    L.prevIds = toEveryTile(copies, L.stepIds, "ids[t-1]");
+    L.prevCounts = toEveryTile(copies, L.stepCounts, "counts[t-1]");
   }
 }
 

@@ -285,7 +285,13 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
     add(cs);
     body.add(Execute(cs, {dnai_, name}));
   };
-  exchangeInput(body, L, t); // the step's input list, on every tile of the layer
+  { // the step's input list, on every tile of the layer: the slices, then their
+    // copies one after another (one exchange phase, as the planner costs it)
+    Sequence slices, copies;
+    exchangeInput(slices, copies, L, t);
+    body.add(slices);
+    body.add(copies);
+  }
   phase("spikeMatmul", [&](ComputeSet cs) { addSpikeMatmul(cs, L); });
   if (config_.recurrent)
     phase("recurrentMatmul", [&](ComputeSet cs) { addRecurrentMatmul(cs, L); });
@@ -319,10 +325,15 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     add(cs);
     body.add(Execute(cs, {dnai_, name}));
   };
-  exchangeGradInputs(body, L, t); // what the tiles read of step t (and t - 1)
+  { // what the tiles read of step t (and t - 1): the slices, then their copies
+    Sequence slices, copies;
+    exchangeGradInputs(slices, copies, L, t);
+    body.add(slices);
+    body.add(copies);
+  }
   if (config_.recurrent) {
     phase("recurrentInputGrad", [&](ComputeSet cs) { addRecurrentInputGrad(cs, L); });
-    exchangeRecurrentPartials(body, L);
+    exchangeRecurrentPartials(body, body, L);
     phase("recurrentReduce", [&](ComputeSet cs) { addRecurrentReduce(cs, L); });
     addRecurrentGrad(body, L);
   }
@@ -334,7 +345,7 @@ BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) 
     phase("weightGrad", [&](ComputeSet cs) { addWeightGrad(cs, L, b); });
   if (config_.inputNeedsGrad) { // not for the network's data
     phase("inputGrad", [&](ComputeSet cs) { addInputGrad(cs, L); });
-    exchangeInputGradPartials(body, L);
+    exchangeInputGradPartials(body, body, L);
     phase("inputGradReduce", [&](ComputeSet cs) { addInputGradReduce(cs, L); });
     writeGradStep(body, L, t);
   }

@@ -150,10 +150,14 @@ public:
   // `t` is the step counter (UNSIGNED_INT [1]) of the loop they run in.
   // Forward (ForwardPhases.cpp):
   ForwardLoop beginForward(poplar::program::Sequence &prog, const ForwardInputs &in);
+  // An exchange phase adds its popops operations (the step slices, zeroing) to
+  // `ops` and its Copy programs to `copies`: the same Sequence for a layer on its
+  // own, two where a fused loop gathers every layer's copies into one phase.
   // Exchange: step t of the input list onto every tile, sliced from in.inIds /
   // in.inCounts, or given as [B, Kin] / [B, 2] tensors (stepIds, stepCounts).
-  void exchangeInput(poplar::program::Sequence &body, ForwardLoop &L, const poplar::Tensor &t);
-  void exchangeInput(poplar::program::Sequence &body, ForwardLoop &L,
+  void exchangeInput(poplar::program::Sequence &ops, poplar::program::Sequence &copies,
+                     ForwardLoop &L, const poplar::Tensor &t);
+  void exchangeInput(poplar::program::Sequence &copies, ForwardLoop &L,
                      const poplar::Tensor &stepIds, const poplar::Tensor &stepCounts);
   void addSpikeMatmul(poplar::ComputeSet cs, ForwardLoop &L);     // I[t] = W x[t]
   void addRecurrentMatmul(poplar::ComputeSet cs, ForwardLoop &L); // I[t] += V S[t-1]
@@ -165,10 +169,11 @@ public:
   ForwardOutputs endForward(poplar::program::Sequence &prog, ForwardLoop &L);
   // Backward (BackwardPhases.cpp), t = T-1 .. 0:
   BackwardLoop beginBackward(poplar::program::Sequence &prog, const BackwardInputs &in);
-  void exchangeGradInputs(poplar::program::Sequence &body, BackwardLoop &L,
-                          const poplar::Tensor &t);
+  void exchangeGradInputs(poplar::program::Sequence &ops, poplar::program::Sequence &copies,
+                          BackwardLoop &L, const poplar::Tensor &t);
   void addRecurrentInputGrad(poplar::ComputeSet cs, BackwardLoop &L); // V^T dL/dI[t+1]
-  void exchangeRecurrentPartials(poplar::program::Sequence &body, BackwardLoop &L);
+  void exchangeRecurrentPartials(poplar::program::Sequence &ops,
+                                 poplar::program::Sequence &copies, BackwardLoop &L);
   void addRecurrentReduce(poplar::ComputeSet cs, BackwardLoop &L);
   void addRecurrentGrad(poplar::program::Sequence &body, BackwardLoop &L); // into gradT
   void exchangeStepGrad(poplar::program::Sequence &body, BackwardLoop &L); // gradT to the tiles
@@ -179,7 +184,8 @@ public:
   unsigned weightGradRounds() const { return 1; }
   void addWeightGrad(poplar::ComputeSet cs, BackwardLoop &L, unsigned round);
   void addInputGrad(poplar::ComputeSet cs, BackwardLoop &L); // per-tile partials
-  void exchangeInputGradPartials(poplar::program::Sequence &body, BackwardLoop &L);
+  void exchangeInputGradPartials(poplar::program::Sequence &ops,
+                                 poplar::program::Sequence &copies, BackwardLoop &L);
   void addInputGradReduce(poplar::ComputeSet cs, BackwardLoop &L); // reduction
   void writeGradStep(poplar::program::Sequence &body, BackwardLoop &L, const poplar::Tensor &t);
   BackwardOutputs endBackward(poplar::program::Sequence &prog, BackwardLoop &L);

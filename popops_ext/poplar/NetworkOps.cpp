@@ -53,6 +53,15 @@ void phase(Graph &graph, Sequence &body, const DebugNameAndId &dnai, const std::
   body.add(Execute(cs, {dnai, name}));
 }
 
+// An exchange of every layer: their popops operations (step slices, zeroing)
+// first, then all their Copy programs back to back, one exchange phase.
+template <typename Add> void exchange(Sequence &body, Add &&add) {
+  Sequence ops, copies;
+  add(ops, copies);
+  body.add(ops);
+  body.add(copies);
+}
+
 Tensor counter(Graph &graph, unsigned tile, const DebugNameAndId &dnai, const std::string &name,
                unsigned value) {
   Tensor c = graph.addConstant(UNSIGNED_INT, {1}, value, {dnai, name});
@@ -103,11 +112,14 @@ std::vector<std::vector<Tensor>> growNetworkForward(Graph &graph, Sequence &prog
       f(ops[l].layer, loops[l], l);
   };
   // Layer l reads layer l-1's list of step t-1: its step variables until its combine.
-  each([&](LayerGraph &g, ForwardLoop &L, std::size_t l) {
-    if (l == 0)
-      g.exchangeInput(body, L, t);
-    else
-      g.exchangeInput(body, L, loops[l - 1].stepIds, loops[l - 1].stepCounts.slice(0, 2, 1));
+  // Every layer's step slices first, then all their copies: one exchange phase.
+  exchange(body, [&](Sequence &slices, Sequence &copies) {
+    each([&](LayerGraph &g, ForwardLoop &L, std::size_t l) {
+      if (l == 0)
+        g.exchangeInput(slices, copies, L, t);
+      else
+        g.exchangeInput(copies, L, loops[l - 1].stepIds, loops[l - 1].stepCounts.slice(0, 2, 1));
+    });
   });
   phase(graph, body, dnai, "spikeMatmul", [&](ComputeSet cs) {
     each([&](LayerGraph &g, ForwardLoop &L, std::size_t) { g.addSpikeMatmul(cs, L); });
@@ -206,7 +218,11 @@ growNetworkBackward(Graph &graph, Sequence &prog, const std::vector<NetworkLayer
       each([&](LayerGraph &g, BackwardLoop &L, std::size_t l) { f(cs, g, L, l); });
     });
   };
-  each([&](LayerGraph &g, BackwardLoop &L, std::size_t) { g.exchangeGradInputs(body, L, t); });
+  exchange(body, [&](Sequence &slices, Sequence &copies) {
+    each([&](LayerGraph &g, BackwardLoop &L, std::size_t) {
+      g.exchangeGradInputs(slices, copies, L, t);
+    });
+  });
   // dL/dvalues[t] of layer l += layer l+1's dL/d(in_values)[t+1], which its step
   // variable holds until its reduction of step t.
   each([&](LayerGraph &, BackwardLoop &L, std::size_t l) {
@@ -221,9 +237,11 @@ growNetworkBackward(Graph &graph, Sequence &prog, const std::vector<NetworkLayer
       if (g.recurrent())
         g.addRecurrentInputGrad(cs, L);
     });
-    each([&](LayerGraph &g, BackwardLoop &L, std::size_t) {
-      if (g.recurrent())
-        g.exchangeRecurrentPartials(body, L);
+    exchange(body, [&](Sequence &zeros, Sequence &copies) {
+      each([&](LayerGraph &g, BackwardLoop &L, std::size_t) {
+        if (g.recurrent())
+          g.exchangeRecurrentPartials(zeros, copies, L);
+      });
     });
     eachPhase("recurrentReduce", [&](ComputeSet cs, LayerGraph &g, BackwardLoop &L, std::size_t) {
       if (g.recurrent())
@@ -254,7 +272,11 @@ growNetworkBackward(Graph &graph, Sequence &prog, const std::vector<NetworkLayer
   eachPhase("inputGrad", [&](ComputeSet cs, LayerGraph &g, BackwardLoop &L, std::size_t) {
     g.addInputGrad(cs, L);
   });
-  each([&](LayerGraph &g, BackwardLoop &L, std::size_t) { g.exchangeInputGradPartials(body, L); });
+  exchange(body, [&](Sequence &zeros, Sequence &copies) {
+    each([&](LayerGraph &g, BackwardLoop &L, std::size_t) {
+      g.exchangeInputGradPartials(zeros, copies, L);
+    });
+  });
   eachPhase("inputGradReduce", [&](ComputeSet cs, LayerGraph &g, BackwardLoop &L, std::size_t) {
     g.addInputGradReduce(cs, L);
   });

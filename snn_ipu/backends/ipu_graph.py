@@ -263,6 +263,10 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     return _readout_result(cfg, membrane, attributes)
 
 
+# A layer op's first inputs, its list (in_ids, in_counts, in_values), in both ops.
+_LIST = 3
+
+
 class _NetworkFn(torch.autograd.Function):
     """A pipelined stack of layer ops as one program (the fused time loop,
     ``_graph.run_network``) forward, and its backward. ``inputs``: the first layer's
@@ -272,7 +276,7 @@ class _NetworkFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, net, *inputs):
-        outputs = _run_network(net, _per_layer(net, inputs, [[None] * 3] * len(net["ops"])))
+        outputs = _run_network(net, _per_layer(net, inputs, [[None] * _LIST] * len(net["ops"])))
         ctx.net, ctx.num_inputs = net, len(inputs)
         ctx.counts = [len(o) for o in outputs]
         flat = [o for layer in outputs for o in layer]
@@ -299,7 +303,7 @@ class _NetworkFn(torch.autograd.Function):
             at += n
         # the lists as the layers saw them: the layer before's ids, counts, values
         # (the program delays them itself; here they give the shapes and dtypes)
-        lists = [inputs[:3]] + [(o[1], o[2], o[0]) for o in outs[:-1]]
+        lists = [inputs[:_LIST]] + [(o[1], o[2], o[0]) for o in outs[:-1]]
         forward_inputs = _per_layer(net, inputs, lists)
         grad_inputs = []
         for i, op in enumerate(net["ops"]):
@@ -309,17 +313,17 @@ class _NetworkFn(torch.autograd.Function):
                     g = gs[i][index]
                     row.append(None if g is None else g.float())
                 elif kind == "In":
-                    row.append(None if i > 0 and index < 3 else forward_inputs[i][index])
+                    row.append(None if i > 0 and index < _LIST else forward_inputs[i][index])
                 else:
                     row.append(outs[i][index])
             grad_inputs.append(row)
         results = _run_network(net, grad_inputs, forward_inputs)
         in_grads: List[Optional[torch.Tensor]] = [None] * ctx.num_inputs
-        at = 3
+        at = _LIST
         for i, (op, n) in enumerate(zip(net["ops"], net["sizes"])):
             for grad_index, input_index in _grad_wiring(op, net["attributes"][i]):
-                if input_index >= 3:
-                    in_grads[at + input_index - 3] = results[i][grad_index]
+                if input_index >= _LIST:
+                    in_grads[at + input_index - _LIST] = results[i][grad_index]
                 elif i == 0:  # the network's input; the later lists' stay in the program
                     in_grads[input_index] = results[i][grad_index]
             at += n
@@ -333,9 +337,9 @@ class _NetworkFn(torch.autograd.Function):
 def _per_layer(net: dict, inputs, lists) -> List[list]:
     """Each layer's op inputs: its list (the first layer's from ``inputs``, the others'
     from ``lists``) and its own inputs after it."""
-    out, at = [], 3
+    out, at = [], _LIST
     for i, (n, listed) in enumerate(zip(net["sizes"], lists)):
-        out.append(list(inputs[:3] if i == 0 else listed) + list(inputs[at:at + n]))
+        out.append(list(inputs[:_LIST] if i == 0 else listed) + list(inputs[at:at + n]))
         at += n
     return out
 
@@ -396,11 +400,11 @@ def pipelined_network(configs: Sequence[LayerConfig], spikes: SparseSpikes,
             capacity = 0
             ops.append("SnnReadoutLayer")
         if i == 0:
-            flat.extend(inputs[:3])
+            flat.extend(inputs[:_LIST])
         attributes.append(attrs)
         capacities.append(capacity)
-        sizes.append(len(inputs) - 3)
-        flat.extend(inputs[3:])
+        sizes.append(len(inputs) - _LIST)
+        flat.extend(inputs[_LIST:])
         if cfg.spiking:
             layer_input = _stand_in(spikes, cfg.out_features,
                                     min(capacity, cfg.out_features))

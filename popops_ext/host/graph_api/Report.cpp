@@ -250,9 +250,11 @@ std::vector<OpReport> fusedOps(const std::vector<LayerSpecification> &layers, un
     const ops::OpSignature &sig = ipu::signature(kind);
     // the forward op's inputs as the layer saw them (a later one's: the list before's)
     std::vector<poplar::Tensor> seen = inputs[l];
-    if (l > 0)
-      seen[0] = out[l - 1][ops::spiking::kIds], seen[1] = out[l - 1][ops::spiking::kCounts],
-      seen[2] = out[l - 1][ops::spiking::kValues];
+    if (l > 0) {
+      seen[ops::spiking::kInIds] = out[l - 1][ops::spiking::kIds];
+      seen[ops::spiking::kInCounts] = out[l - 1][ops::spiking::kCounts];
+      seen[ops::spiking::kInValues] = out[l - 1][ops::spiking::kValues];
+    }
     std::vector<ipu::TensorSpec> forwardSpecs;
     for (const poplar::Tensor &t : seen)
       forwardSpecs.push_back({t.elementType(), t.shape()});
