@@ -97,7 +97,9 @@ def graph_extension():
     host's AVX ones."""
     sources = sorted(
         glob("popops_ext/host/graph_api/*.cpp")
-        + ["popops_ext/poplar/LayerGraph.cpp", "popops_ext/poplar/LayerOps.cpp"]
+        + [f"popops_ext/poplar/{name}.cpp"
+           for name in ("LayerGraph", "ForwardPhases", "BackwardPhases", "LayerOps",
+                        "NetworkOps")]
         + [f"popops_ext/plan/{name}.cpp" for name in ("Target", "Planner", "MemoryEstimation")]
     )
     return Pybind11Extension(

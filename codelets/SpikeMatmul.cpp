@@ -3,3 +3,5 @@
 
 template class SpikeMatmul<float>;
 template class SpikeMatmul<half>;
+template class SpikeMatmulParts<float>;
+template class SpikeMatmulParts<half>;

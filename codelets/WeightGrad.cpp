@@ -3,3 +3,5 @@
 
 template class InputSpikeGrad<float>;
 template class InputSpikeGrad<half>;
+template class InputSpikeGradRange<float>;
+template class InputSpikeGradRange<half>;

@@ -13,6 +13,10 @@ busiest receiver's bytes at 4 bytes per cycle) and a rough estimate of its
 popops operations. Each layer is printed next to the planner's estimate for it
 (:func:`snn_ipu.planning.plan`); docs/ipu.md explains where the two differ.
 
+For a pipelined plan (layers on tiles of their own) it also builds the layers as
+one program, the fused time loop (:func:`snn_ipu.pipelining.run_fused`), and
+reports its forward and backward step beside the planner's pipelined estimate.
+
 Use ``snn_ipu.plan(model_or_sizes, batch_size, num_steps).graph_report()``.
 """
 
@@ -63,6 +67,10 @@ class GraphReport:
     bytes_per_tile: int
     max_tile_variables: List[Tuple[str, int]]
     counts: Dict[str, int]
+    # A pipelined plan's layers as one program (the fused time loop: one Repeat
+    # forward, one backward, each step's compute sets holding every layer's
+    # vertices), its forward and backward op; empty for other plans.
+    fused: List[OpCycles] = field(default_factory=list)
 
     @property
     def tile_bytes(self) -> np.ndarray:
@@ -102,6 +110,11 @@ class GraphReport:
     def cycles_per_step(self) -> int:
         """A training step (all ops, all timesteps); no optimizer."""
         return sum(o.total for o in self.ops)
+
+    @property
+    def fused_cycles_per_step(self) -> int:
+        """A pipelined plan's training step as the fused program runs it; no optimizer."""
+        return sum(o.total for o in self.fused)
 
     def histogram(self, bin_kib: int = 64) -> List[Tuple[int, int, int]]:
         """(from KiB, to KiB, tiles) of the tiles the program uses."""
@@ -143,6 +156,14 @@ class GraphReport:
         lines.append(
             f"training step: graph {self.cycles_per_step / 1e6:.3f} Mcycles (no optimizer), "
             f"plan {plan_cycles / 1e6:.3f} Mcycles (with the optimizer)")
+        if self.fused:
+            fwd, bwd = self.fused
+            lines.append(
+                f"fused time loop (the pipelined layers as one program): fwd {fwd.step:,} + "
+                f"bwd {bwd.step:,} cycles/step, training step graph "
+                f"{self.fused_cycles_per_step / 1e6:.3f} Mcycles (no optimizer), plan "
+                f"{p.fused_cycles_per_step / 1e6:.3f} Mcycles (with the optimizer; the "
+                f"slowest layer alone {max(r.cycles_per_step for r in p.layers) / 1e6:.3f})")
         lines.append(
             f"busiest tile: {self.max_tile} with {self.max_tile_bytes / 1024:.1f} KiB "
             f"({self.variable_bytes[self.max_tile] / 1024:.1f} variables, "
@@ -173,6 +194,8 @@ def _attributes(row, first_tile: int) -> Dict[str, float]:
         "neurons_per_tile": row.neurons_per_tile, "first_tile": first_tile,
         "sample_groups": row.sample_groups,
         "activity": float(d["activity"]),
+        # the first layer's input is the network's data: no input gradient
+        "input_needs_grad": int(bool(d.get("input_needs_grad", True))),
     }
 
 
@@ -190,14 +213,19 @@ def graph_report(plan) -> GraphReport:
          "weight_type": "half" if int(row.details["weight_bytes"]) == 2 else "float"}
         for row, first in zip(plan.layers, plan.tile_offsets)
     ]
-    r = _graph.graph_report(layers, plan.batch_size, plan.num_steps, plan.layers[0].capacity_in)
-    ops = [OpCycles(o["layer"], o["op"], o["steps"], o["step_compute_cycles"],
-                    o["step_sync_cycles"], o["step_exchange_cycles"], o["step_popops_cycles"],
-                    o["step_exchange_bytes"],
-                    o["once_cycles"], o["total_cycles"], list(o["step_compute_sets"]))
-           for o in r["ops"]]
+    # a pipelined plan on tiles of its own: also as the one program the layers make
+    fused = plan.pipelined and plan.disjoint
+    r = _graph.graph_report(layers, plan.batch_size, plan.num_steps, plan.layers[0].capacity_in,
+                            fused)
+
+    def cycles(o):
+        return OpCycles(o["layer"], o["op"], o["steps"], o["step_compute_cycles"],
+                        o["step_sync_cycles"], o["step_exchange_cycles"],
+                        o["step_popops_cycles"], o["step_exchange_bytes"],
+                        o["once_cycles"], o["total_cycles"], list(o["step_compute_sets"]))
+
     return GraphReport(
-        plan=plan, ops=ops,
+        plan=plan, ops=[cycles(o) for o in r["ops"]], fused=[cycles(o) for o in r["fused_ops"]],
         variable_bytes=np.asarray(r["variable_bytes"], dtype=np.int64),
         vertex_state_bytes=np.asarray(r["vertex_state_bytes"], dtype=np.int64),
         vertices=np.asarray(r["vertices"], dtype=np.int64),

@@ -451,26 +451,35 @@ class _SpikingLayer(_Layer):
         """Runs the layer over all timesteps; returns its output spikes."""
         spikes = self._input(x)
         self._check_parameters()
-        records_grad = torch.is_grad_enabled() and (
-            spikes.values.requires_grad
-            or any(p.requires_grad for p in self.parameters(recurse=False))
-        )
+        records_grad = self._records_grad(spikes.values.requires_grad)
         config = self.config(records_grad)
         out, record = self._backend().spiking_layer(
             config, spikes, self._params(), self._initial_spiking_state(spikes))
-        raise_or_warn_overflow(
-            self.name, record.capacity, record.overflow, self.overflow,
-            warn=not self.overflow_warned,
-            note=" (warned once per layer; see the layer's stats for running totals)",
-            stacklevel=5,  # past forward() and nn.Module's call
-            planned=self.max_spikes is None,  # CPU backends size such lists to fit
-        )
-        if record.overflow.first is not None and self.overflow == "drop":
-            self.overflow_warned = True
+        self._apply_overflow_policy(record, stacklevel=6)  # past it, forward(), nn.Module's call
         self._keep(record)
         if records_grad and self.grad_window is not None and record.total_spikes is not None:
             self._warn_if_no_gradient_passes()
         return out
+
+    def _records_grad(self, input_requires_grad: bool) -> bool:
+        """Whether autograd records this call (its window lists eligible entries)."""
+        return torch.is_grad_enabled() and (
+            input_requires_grad
+            or any(p.requires_grad for p in self.parameters(recurse=False))
+        )
+
+    def _apply_overflow_policy(self, record: CallRecord, stacklevel: int) -> None:
+        """Raises or warns for what the call's capacity cut (also for a fused network's
+        layers, :func:`snn_ipu.pipelining.run_fused`)."""
+        raise_or_warn_overflow(
+            self.name, record.capacity, record.overflow, self.overflow,
+            warn=not self.overflow_warned,
+            note=" (warned once per layer; see the layer's stats for running totals)",
+            stacklevel=stacklevel,
+            planned=self.max_spikes is None,  # CPU backends size such lists to fit
+        )
+        if record.overflow.first is not None and self.overflow == "drop":
+            self.overflow_warned = True
 
     def _warn_if_no_gradient_passes(self) -> None:
         """A windowed layer's gradient flows only through its listed entries: with none

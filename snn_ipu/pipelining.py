@@ -16,18 +16,24 @@ The shift is applied once, where a layer takes its input (before any backend
 sees it), so the reference, emulator, ipu_graph and ipu backends all compute
 the same delayed equations (docs/numerics.md). The shifted values keep their
 autograd history: the gradient of ``x_delayed[t]`` reaches ``x[t - d]``.
+
+Called layer by layer, every op has its own time loop and the layers still run
+one after another. :func:`run_fused` runs a pipelined ``nn.Sequential`` on the
+``ipu_graph`` backend as the IPU would run it at speed: one program with one time
+loop whose every step holds all the layers' vertices (docs/ipu.md, "The fused
+time loop").
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List, Union
 
 import torch
 
 from ._numbers import whole_number
 from .spikes import SparseSpikes
 
-__all__ = ["check_input_delay", "delayed", "pipeline"]
+__all__ = ["check_input_delay", "delayed", "pipeline", "run_fused"]
 
 
 def check_input_delay(value) -> int:
@@ -70,3 +76,70 @@ def pipeline(model: torch.nn.Module, enabled: bool = True) -> List[str]:
     for i, layer in enumerate(layers):
         layer.input_delay = 1 if enabled and i > 0 else 0
     return [layer.name for layer in layers[1:]] if enabled else []
+
+
+def _fusable_layers(model: torch.nn.Module) -> List[Any]:
+    """The layers of a pipelined ``nn.Sequential`` that :func:`run_fused` can run as
+    one program, or a ValueError naming what stands in the way."""
+    if not isinstance(model, torch.nn.Sequential):
+        raise TypeError("run_fused takes an nn.Sequential of snn_ipu layers (each feeding the "
+                        f"next), got {type(model).__name__}")
+    layers = list(model)
+    if not layers:
+        raise ValueError("run_fused: the model has no layers")
+    for i, layer in enumerate(layers):
+        if not hasattr(layer, "input_delay"):
+            raise ValueError(f"run_fused: layer {i} ({type(layer).__name__}) is not an snn_ipu "
+                             "layer; the fused program holds snn_ipu layers only")
+        want = 0 if i == 0 else 1
+        if layer.input_delay != want:
+            raise ValueError(
+                f"run_fused: {layer.name} has input_delay={layer.input_delay}, the fused time "
+                f"loop needs {want} (0 for the first layer, 1 after it): call "
+                "snn_ipu.pipeline(model) first")
+        if layer.backend != "ipu_graph":
+            raise ValueError(f"run_fused: {layer.name} has backend={layer.backend!r}; the fused "
+                             "program runs on backend='ipu_graph'")
+        if layer.carry_state:
+            raise ValueError(f"run_fused: {layer.name} carries its state, which the IPU op "
+                             "does not support")
+        if layer.neuron_model == "readout" and i + 1 < len(layers):
+            raise ValueError(f"run_fused: {layer.name} is a readout before the last layer; "
+                             "it lists no spikes for the layer after it")
+    return layers
+
+
+def run_fused(model: torch.nn.Module, x: Union[SparseSpikes, torch.Tensor]):
+    """``model(x)`` for a pipelined ``nn.Sequential`` of snn_ipu layers on the
+    ``ipu_graph`` backend, run as one program: one time loop forward and one backward,
+    each step's compute sets holding every layer's vertices (the fused time loop,
+    popops_ext/poplar/NetworkOps.hpp). The same output, gradients, layer stats and
+    overflow policies as calling the layers in turn; the layers' lists between them
+    stay in the program."""
+    from .backends import ipu_graph
+    from .layer_input import as_sparse
+
+    layers = _fusable_layers(model)
+    spikes = as_sparse(x, layers[0].in_features, layers[0].name)
+    configs, params, records_grad = [], [], []
+    input_grad = spikes.values.requires_grad
+    for layer in layers:
+        layer._check_parameters()
+        if layer.neuron_model == "readout":
+            configs.append(layer.config())
+            records_grad.append(False)
+        else:
+            # a layer's list carries a gradient where autograd records its call
+            input_grad = layer._records_grad(input_grad)
+            records_grad.append(input_grad)
+            configs.append(layer.config(input_grad))
+        params.append(layer._params())
+    results = ipu_graph.pipelined_network(configs, spikes, params,
+                                          name=type(model).__name__)
+    for layer, grad, (_out, record) in zip(layers, records_grad, results):
+        if layer.neuron_model != "readout":
+            layer._apply_overflow_policy(record, stacklevel=3)
+        layer._keep(record)
+        if grad and layer.grad_window is not None and record.total_spikes is not None:
+            layer._warn_if_no_gradient_passes()
+    return results[-1][0]

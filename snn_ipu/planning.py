@@ -15,8 +15,8 @@ own copy of the weight rows and only its own samples' lists): the planner picks
 both from its cost model. The layers' ops run one after another, so by default
 each may use the whole IPU, all from tile 0 ("overlaid": their data must fit
 together); a pipelined network (:func:`snn_ipu.pipeline`) is planned on
-disjoint tiles, its step time the slowest layer's (what the layers would take
-running at once).
+disjoint tiles, its step time that of the fused time loop running the layers at
+once (each phase its slowest layer's; :meth:`PlanReport.fused_cycles_per_step`).
 
 The estimates are a model (instruction counts of the codelets, exchange at
 4 bytes per tile per cycle, a sync per BSP superstep; docs/ipu.md gives every
@@ -106,12 +106,12 @@ class LayerPlanRow:
         steps = int(d["timesteps"])
         sync_cycles = int(d["sync_cycles"])
         phase_cycles = sync_cycles + int(d["exchange_overhead_cycles"])  # fixed, per phase
-        per_group = int(d.get("samples_per_group_max", d["batch"]))
-        phases = (2 if self.model != "readout" else 1) + (2 if self.num_tiles > 1 else 1)
-        weight_syncs = per_group * sync_cycles
+        # the input gradient's partials are gathered only where it is built
+        reduce_phase = self.num_tiles > 1 and bool(d.get("input_needs_grad", True))
+        phases = (2 if self.model != "readout" else 1) + (2 if reduce_phase else 1)
         sync = steps * (int(c["sync_forward"]) + int(c["sync_backward"])
                         + int(c["step_ops_forward"]) + int(c["step_ops_backward"])
-                        + phases * phase_cycles + weight_syncs)
+                        + phases * phase_cycles)
         exchange = steps * (int(c["exchange_forward"]) + int(c["exchange_backward"])
                             - phases * phase_cycles) + int(c["group_reduce"])
         compute = max(self.cycles_per_step - sync - exchange, 0)
@@ -128,8 +128,8 @@ class PlanReport:
     """Plans of all layers of a network for one batch size and sequence length.
 
     A training step runs the layers one after another, so its cycles are the
-    sum over layers; a pipelined one (``pipelined``) could run them at once, on
-    tiles of their own, and its cycles are the slowest layer's. On an IPU every
+    sum over layers; a pipelined one (``pipelined``) runs them at once, on tiles of
+    their own, in one time loop (each phase its slowest layer's). On an IPU every
     layer's data stays resident: ``layout`` is ``"overlaid"`` (every layer from
     tile 0, each with its fastest plan: the network fits only if the layers'
     busiest tiles together fit in one tile, a conservative test) or
@@ -199,11 +199,35 @@ class PlanReport:
 
     @property
     def cycles_per_step(self) -> int:
-        """A training step: the layers' sum, or with pipelining the slowest layer."""
-        per_layer = [r.cycles_per_step for r in self.layers]
+        """A training step: the layers' sum, or with pipelining the fused time loop's
+        (:meth:`fused_cycles_per_step`)."""
         if self.pipelined and self.disjoint:
-            return max(per_layer, default=0)
-        return sum(per_layer)
+            return self.fused_cycles_per_step
+        return sum(r.cycles_per_step for r in self.layers)
+
+    @property
+    def fused_cycles_per_step(self) -> int:
+        """The layers as one program with one time loop (the fused time loop,
+        :func:`snn_ipu.pipelining.run_fused`), each on tiles of its own: per timestep a
+        phase's compute set holds every layer's vertices and costs the slowest layer's
+        share, exchange phases are shared the same way, and the per-step popops
+        operations (step slices and updates) run one after another; once per training
+        step, the slowest layer's optimizer and reductions. ``cycles`` of each
+        layer's plan hold those phases."""
+        if not self.layers:
+            return 0
+        phases = [{k: int(v) for k, v in r.details["cycles"].items()} for r in self.layers]
+        step = 0
+        for key in set().union(*phases):
+            values = [c.get(key, 0) for c in phases]
+            if key.startswith("step_ops"):
+                step += sum(values)
+            elif key not in ("optimizer", "group_reduce"):  # weight_grad: one compute set too
+                step += max(values)
+        once = max(int(r.details["cycles_training_step"]) - self.num_steps * (
+            int(r.details["cycles_forward_timestep"]) + int(r.details["cycles_backward_timestep"]))
+            for r in self.layers)
+        return self.num_steps * step + once
 
     @property
     def seconds_per_step(self) -> float:
@@ -283,7 +307,7 @@ class PlanReport:
                                    for j, (c, w) in enumerate(zip(row, widths))))
             if i == 0:
                 lines.append("  ".join("-" * w for w in widths))
-        how = ("the slowest layer's: pipelined, the layers at once"
+        how = ("the fused time loop's: pipelined, the layers at once"
                if self.pipelined and self.disjoint else "the layers' sum")
         lines.append(
             f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step ({how}), "
@@ -297,8 +321,9 @@ class PlanReport:
         if self.is_ipu and self.pipelined:
             lines.append(
                 "pipelined: each layer reads its input one step late (input_delay), so the "
-                "layers of a step could run at once; the ops as built still run one after "
-                "another (one time loop per op), which takes the layers' sum, "
+                "layers of a step run at once in one program (the fused time loop, "
+                "snn_ipu.pipelining.run_fused on ipu_graph); as one op per layer (the ipu "
+                "backend, layer-by-layer calls) they run one after another, the layers' sum, "
                 f"{sum(r.cycles_per_step for r in self.layers) / 1e6:.3f} Mcycles/step")
         elif self.is_ipu and not self.disjoint and len(self.layers) > 1:
             lines.append(
@@ -469,7 +494,7 @@ def plan(
     ``max_spikes`` is given, the automatic capacities (and so the bytes). A layer
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients. ``pipelined`` plans the layers on tiles of their
-    own with the slowest layer's step time (:func:`snn_ipu.pipeline`; ``None``:
+    own, run at once by the fused time loop (:func:`snn_ipu.pipeline`; ``None``:
     whether a layer of the module has an ``input_delay``).
     """
     from ._native import _C
@@ -507,9 +532,10 @@ def plan(
     for i, s in enumerate(shapes):
         capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
         a = _layer_shape_args(s, batch_size, num_steps, capacity_in, capacity_out, activity)
-        # the first layer reads the network's input, laid out by PopART
+        # the first layer reads the network's input, laid out by PopART: data, whose
+        # gradient nothing asks for, so its op builds no input gradient
         d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history,
-                          linear_input=i == 0)
+                          linear_input=i == 0, input_needs_grad=i != 0)
         rows.append(LayerPlanRow.from_plan(s.name, d))
         args.append(a[:6] + (int(d["capacity_in"]), int(d["capacity_out"])) + a[8:])
         clock_hz = float(d["clock_hz"])
@@ -518,7 +544,8 @@ def plan(
     if target != "ipu2" or len(rows) < 2 or (not pipelined and report.fits):
         return report
     # Tiles of their own: share the IPU's tiles out between the layers.
-    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0)
+    fronts = [_C.plan_candidates(*a, dense_history=s.dense_history, linear_input=i == 0,
+                                 input_needs_grad=i != 0)
               for i, (a, s) in enumerate(zip(args, shapes))]
     picks = _allocate(fronts, report.target_tiles, slowest=pipelined)
     if picks is None:
@@ -526,7 +553,7 @@ def plan(
     disjoint = [
         LayerPlanRow.from_plan(s.name, _C.plan_layer(
             *a, "ipu2", 1, neurons_per_tile=f[i][2], dense_history=s.dense_history,
-            sample_groups=f[i][3], linear_input=k == 0))
+            sample_groups=f[i][3], linear_input=k == 0, input_needs_grad=k != 0))
         for k, (a, s, f, i) in enumerate(zip(args, shapes, fronts, picks))
     ]
     candidate = PlanReport(target, batch_size, num_steps, disjoint, clock_hz, pipelined,

@@ -30,7 +30,9 @@ R4  Which inputs a grown op's grad ops give a gradient (``gradOutToNonGradIn``):
     Comparisons (``op/equal.cpp``, ``less.cpp``, ``greater.cpp``) throw if asked for grad
     ops; their bool outputs can never get a gradient (R4), so they fail first (R3).
 R5  A custom op's grad op gives the gradients its ``gradOutToNonGradIn`` lists: for
-    ours, ``popops_ext/poplar/OpSignatures.hpp`` (``grad_outputs``).
+    ours, ``popops_ext/poplar/OpSignatures.hpp`` (``grad_outputs``), less ``in_values``
+    where the op's attribute ``input_needs_grad`` is 0 (``LayerOps.hpp``:
+    ``gradOutputInputs``, which ``CustomOps.cpp`` builds the map from).
 R6  A weight whose gradient failed gets no update and no warning (``willow/src/ir.cpp``:
     "If there is no weight gradient, we assume that the gradient has been forced to
     zero somewhere else").
@@ -148,7 +150,8 @@ def trace(poptorch, model: torch.nn.Module, *inputs: torch.Tensor,
             outputs = custom_op(op_inputs, name, *args, **kwargs)
         finally:
             recorder.paused = False
-        recorder.add(name, op_inputs, outputs, set(signatures[name]["grad_outputs_inputs"]))
+        attributes = kwargs.get("attributes") or {}
+        recorder.add(name, op_inputs, outputs, signatures[name]["grad_outputs_for"](attributes))
         return outputs
 
     losses = []
@@ -270,12 +273,22 @@ def untrained_parameters(graph: Graph) -> List[str]:
     return [name for name, key in graph.params.items() if key not in grads]
 
 
-def signature_map(signatures: Dict[str, dict]) -> Dict[str, dict]:
-    """``snn_ipu._graph.op_signatures()`` with each op's gradient-receiving inputs (R5)."""
+def signature_map(signatures: Dict[str, dict], op_grad_outputs=None) -> Dict[str, dict]:
+    """``snn_ipu._graph.op_signatures()`` with each op's gradient-receiving inputs (R5):
+    ``grad_outputs_for(attributes)``, from ``op_grad_outputs`` (``snn_ipu._graph``'s, the
+    C++ rule) where given, else the table's alone."""
     out = {}
     for name, sig in signatures.items():
         entry = dict(sig)
-        entry["grad_outputs_inputs"] = [i for _, i in sig["grad_outputs"]]
+        table = {i for _, i in sig["grad_outputs"]}
+        entry["grad_outputs_inputs"] = sorted(table)
+
+        def given(attributes, name=name, table=table):
+            if op_grad_outputs is None:
+                return set(table)
+            return table & {i for _, i in op_grad_outputs(name, attributes)}
+
+        entry["grad_outputs_for"] = given
         out[name] = entry
     return out
 

@@ -271,6 +271,40 @@ def test_backward_refuses_a_wiring_that_leaves_a_produced_input_out(monkeypatch)
         run(graph, x, readout)
 
 
+def test_data_fed_layer_builds_no_input_gradient_and_every_weight_trains(monkeypatch):
+    """Data that needs no gradient (a plain tensor): the first layer's ops are built with
+    input_needs_grad=0, so its grad op returns no in_values gradient, the second layer's
+    with 1. Every weight's gradient still equals the reference's (the weight gradients
+    now come from WeightGradRows, all of a tile's samples in one compute set), and the
+    network trains: each weight moves."""
+    net, x, readout = tie_free("leaky", "subtract", True, 0.3, sg.ATan(2.0))
+    graph = on_graph(net)
+    seen = []
+    real = ipu_graph._run
+
+    def spy(cfg, op, attributes, inputs, forward_inputs=()):
+        outputs = real(cfg, op, attributes, inputs, forward_inputs)
+        seen.append((op, attributes["input_needs_grad"], len(outputs)))
+        return outputs
+
+    monkeypatch.setattr(ipu_graph, "_run", spy)
+    initial = [p.detach().clone() for p in graph.parameters()]
+    for model in (net, graph):
+        (model[1](model[0](x)).to_dense() * readout).sum().backward()
+    for (name, p_ref), (_, p_graph) in zip(net.named_parameters(), graph.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_graph.grad, p_ref.grad, 1e-4, name)
+    layer_ops = [(op, flag, n) for op, flag, n in seen if op.startswith("SnnSpikingLayer")]
+    forward = [flag for op, flag, _ in layer_ops if not op.endswith("Grad")]
+    backward = [(flag, n) for op, flag, n in layer_ops if op.endswith("Grad")]
+    assert forward == [0, 1]
+    full = len(ipu_graph.SIGNATURES["SnnSpikingLayer"]["grad_outputs"])
+    assert backward == [(1, full), (0, full - 1)]  # backward runs the last layer first
+    torch.optim.SGD(graph.parameters(), lr=0.5).step()
+    for (name, p), p0 in zip(graph.named_parameters(), initial):
+        assert float((p.detach() - p0).abs().max()) > 0, f"{name} did not move"
+
+
 def test_auto_never_picks_ipu_graph():
     from snn_ipu.backends import select
 

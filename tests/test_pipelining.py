@@ -159,3 +159,140 @@ def test_bad_delays_and_carried_state_are_refused():
         layer(torch.zeros(3, 1, 4))
     with pytest.raises(ValueError, match="no snn_ipu layers"):
         pipeline(torch.nn.Linear(2, 2))
+
+
+# The fused time loop (snn_ipu.pipelining.run_fused): the pipelined network as one
+# program on ipu_graph, one Repeat forward and one backward holding every layer.
+
+
+def test_fused_network_equals_the_delayed_equations():
+    from snn_ipu.pipelining import run_fused
+
+    net = network("ipu_graph")
+    pipeline(net)
+    x = tie_free_input(net)
+    xd = x.clone().requires_grad_()
+    params = [p.detach().clone().requires_grad_() for p in net.parameters()]
+    s1, s2, u, _ = dense_pipelined(xd, *params)
+    weights = torch.linspace(0.5, 1.5, u.numel()).reshape(u.shape)
+    (u * weights).sum().backward()
+
+    xn = x.clone().requires_grad_()
+    out = run_fused(net, xn)
+    (out * weights).sum().backward()
+
+    assert_rel_close(out.detach(), u.detach(), 1e-5, "readout membrane")
+    for (name, p), q in zip(net.named_parameters(), params):
+        assert_rel_close(p.grad, q.grad, 1e-4, name)
+    assert_rel_close(xn.grad, xd.grad, 1e-4, "input")
+    # the hidden lists stay in the program; the layers' records still count them
+    assert net[0].last_call.total_spikes == int(s1.sum())
+    assert net[1].last_call.total_spikes == int(s2.sum())
+    assert net[1].last_call.backend == "ipu_graph"
+
+
+def _recurrent_synaptic(backend):
+    from snn_ipu import SynapticLayer
+
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(
+        LIFLayer(IN, H1, beta=BETA, recurrent=True, grad_window=0.6, max_spikes=12,
+                 backend=backend),
+        SynapticLayer(H1, H2, alpha=0.7, beta=0.8, grad_window=0.6, max_spikes=9,
+                      learn_beta=True, backend=backend),
+        ReadoutLayer(H2, OUT, beta=BETA, backend=backend),
+    )
+    with torch.no_grad():
+        net[0].weight.mul_(5.0)
+        net[1].weight.mul_(6.0)
+    pipeline(net)
+    return net
+
+
+def test_fused_recurrent_synaptic_windowed_network_equals_the_reference():
+    """Recurrence, a synaptic layer with a learned decay, windowed gradients and
+    capacities under N, on tiles of their own (place): against the reference backend
+    running the same pipelined layers one by one."""
+    from snn_ipu import place
+    from snn_ipu.pipelining import run_fused
+
+    ref, fused = _recurrent_synaptic("reference"), _recurrent_synaptic("ipu_graph")
+    fused.load_state_dict(ref.state_dict())
+    report = place(fused, B, T)
+    assert report.disjoint  # each layer on tiles of its own: the phases run side by side
+    x = binary((T, B, IN), 0.3, 5)
+    weights = torch.linspace(-1.0, 1.5, T * B * OUT).reshape(T, B, OUT)
+
+    xr = x.clone().requires_grad_()
+    ref_out = ref(xr)
+    (ref_out * weights).sum().backward()
+    xf = x.clone().requires_grad_()
+    out = run_fused(fused, xf)
+    (out * weights).sum().backward()
+
+    assert ref[0].last_call.total_spikes > 0 and ref[1].last_call.total_spikes > 0
+    assert_rel_close(out.detach(), ref_out.detach(), 1e-5, "readout membrane")
+    for (name, p), (_, q) in zip(fused.named_parameters(), ref.named_parameters()):
+        assert_rel_close(p.grad, q.grad, 1e-4, name)
+    assert_rel_close(xf.grad, xr.grad, 1e-4, "input")
+    for f, r in zip(fused, ref):
+        assert f.last_call.total_spikes == r.last_call.total_spikes
+
+
+def test_run_fused_refuses_what_it_cannot_fuse():
+    from snn_ipu.pipelining import run_fused
+
+    net = network("ipu_graph")
+    x = torch.zeros(T, B, IN)
+    with pytest.raises(ValueError, match="input_delay=0.*snn_ipu.pipeline"):
+        run_fused(net, x)
+    pipeline(net)
+    net[2].backend = "reference"
+    with pytest.raises(ValueError, match="backend='reference'.*ipu_graph"):
+        run_fused(net, x)
+    with pytest.raises(TypeError, match="nn.Sequential"):
+        run_fused(net[0], x)
+    reordered = torch.nn.Sequential(net[2], net[0])
+    net[2].backend = "ipu_graph"
+    net[2].input_delay, net[0].input_delay = 0, 1
+    with pytest.raises(ValueError, match="readout before the last layer"):
+        run_fused(reordered, torch.zeros(T, B, H2))
+
+
+def _dropping(backend, overflow):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        LIFLayer(IN, H1, max_spikes=2, overflow=overflow, grad_window=0.5, backend=backend),
+        LIFLayer(H1, H2, max_spikes=2, overflow=overflow, grad_window=0.5, backend=backend),
+        ReadoutLayer(H2, OUT, backend=backend),
+    )
+    with torch.no_grad():
+        net[0].weight.mul_(5.0)
+        net[1].weight.mul_(5.0)
+    pipeline(net)
+    return net
+
+
+def test_fused_network_keeps_the_overflow_policies():
+    """Lists cut at their capacity: the fused program's output, gradients and drop
+    counts are the reference's; overflow='error' raises as a layer call does."""
+    from snn_ipu.overflow import SpikeOverflowError
+    from snn_ipu.pipelining import run_fused
+
+    ref, fused = _dropping("reference", "drop"), _dropping("ipu_graph", "drop")
+    fused.load_state_dict(ref.state_dict())
+    x = binary((T, B, IN), 0.4, 2)
+    weights = torch.linspace(-1.0, 1.0, T * B * OUT).reshape(T, B, OUT)
+    with pytest.warns(RuntimeWarning, match="capacity max_spikes=2 exceeded"):
+        (ref(x) * weights).sum().backward()
+    with pytest.warns(RuntimeWarning, match="capacity max_spikes=2 exceeded"):
+        out = run_fused(fused, x)
+    (out * weights).sum().backward()
+    for f, r in zip(fused[:2], ref[:2]):
+        assert r.stats["spikes_dropped"] > 0
+        for key in ("spikes", "spikes_dropped", "eligible_dropped", "needed_capacity"):
+            assert f.stats[key] == r.stats[key], key
+    for (name, p), (_, q) in zip(fused.named_parameters(), ref.named_parameters()):
+        assert_rel_close(p.grad, q.grad, 1e-4, name)
+    with pytest.raises(SpikeOverflowError, match="max_spikes=2 exceeded"):
+        run_fused(_dropping("ipu_graph", "error"), x)

@@ -369,5 +369,47 @@ def test_report_says_how_the_layers_share_the_ipu():
     assert r.tiles_used == max(row.tiles_used for row in r.layers)
     p = plan([700, 256, 256, 20], batch_size=64, num_steps=100, pipelined=True)
     assert p.disjoint and p.fits and p.tiles_used <= 1472
-    assert "pipelined" in str(p) and "the slowest layer's" in str(p)
-    assert p.cycles_per_step == max(row.cycles_per_step for row in p.layers)
+    assert "pipelined" in str(p) and "the fused time loop's" in str(p)
+    # one time loop: each phase its slowest layer's, the step ops one after another
+    per_layer = [row.cycles_per_step for row in p.layers]
+    assert p.cycles_per_step == p.fused_cycles_per_step
+    assert max(per_layer) < p.cycles_per_step < sum(per_layer)
+
+
+def test_a_layer_whose_input_needs_no_grad_is_costed_without_an_input_gradient():
+    """N-MNIST's first layer (2312 -> 1466, 62 x 24 neurons, 16 groups of 3 samples):
+    without input_needs_grad its backward has no input gradient, no reduction of the
+    62 tiles' partials (their compute sets, syncs, gather and gradIn[t] operations) and
+    no [T, B, K_in] gradient in memory; its forward is the same."""
+    args = dict(in_features=2312, out_features=1466, batch=48, timesteps=100,
+                capacity_in=32, capacity_out=14, neurons_per_tile=24, sample_groups=16)
+    needs = _C.plan_layer(**args)
+    data = _C.plan_layer(**args, input_needs_grad=False)
+    assert needs["input_needs_grad"] and not data["input_needs_grad"]
+    c, d = needs["cycles"], data["cycles"]
+    assert c["input_grad"] > 0 and c["partial_reduce"] > 0
+    assert d["input_grad"] == 0 and d["partial_reduce"] == 0
+    # two compute sets (input gradient, its reduction) and their syncs fewer
+    assert c["sync_backward"] - d["sync_backward"] == 2 * needs["sync_cycles"]
+    # the gather of 61 other tiles' partials (one sample per combining tile, 32 floats
+    # each: 7,808 bytes at 4 a cycle, plus the phase's sync and overhead)
+    phase = needs["sync_cycles"] + needs["exchange_overhead_cycles"]
+    assert c["exchange_backward"] - d["exchange_backward"] == phase + 61 * 32 * 4 // 4
+    assert d["step_ops_backward"] < c["step_ops_backward"]
+    for key in ("spike_matmul", "state_update", "list_combine", "exchange_forward",
+                "weight_grad", "state_grad"):
+        assert c[key] == d[key], key
+    assert data["cycles_forward_timestep"] == needs["cycles_forward_timestep"]
+    # the tile's partials (3 samples x 32 floats) and its share of the reduction
+    assert needs["bytes_per_tile_max"] - data["bytes_per_tile_max"] >= 2 * 3 * 32 * 4
+
+
+def test_plan_gives_only_the_first_layer_no_input_gradient():
+    """The network's data feeds the first layer only: plan() costs it without an input
+    gradient, the layers after it with one, in both layouts."""
+    for pipelined in (False, True):
+        report = plan([40, 24, 16, 4], 4, 5, pipelined=pipelined)
+        flags = [row.details["input_needs_grad"] for row in report.layers]
+        assert flags == [False, True, True], pipelined
+        assert report.layers[0].details["cycles"]["input_grad"] == 0
+        assert report.layers[1].details["cycles"]["input_grad"] > 0

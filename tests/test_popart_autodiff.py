@@ -16,7 +16,7 @@ from snn_ipu import LIFLayer, ReadoutLayer, SynapticLayer, losses, regularizers
 from snn_ipu.poptorch_training import WithLoss, predict_class
 
 _graph = pytest.importorskip("snn_ipu._graph", reason="needs the native extension")
-SIGNATURES = signature_map(_graph.op_signatures())
+SIGNATURES = signature_map(_graph.op_signatures(), _graph.op_grad_outputs)
 pytestmark = pytest.mark.filterwarnings("ignore:.*the host learns of it only through")
 
 T, B, IN, HIDDEN, CLASSES = 6, 4, 12, 16, 3
@@ -169,3 +169,17 @@ def test_the_rules_on_small_graphs():
                       Node("loss", [3], [4], {0})],
                producer={1: 0, 3: 1, 4: 2}, params={"w": 0, "v": 5}, loss=4)
     assert untrained_parameters(g2) == ["w"]
+
+
+def test_the_data_fed_layer_gives_its_input_no_gradient(monkeypatch):
+    """The first layer's input is the network's data: its op is traced with
+    input_needs_grad=0, so its grad op gives in_values no gradient (R5), the next
+    layer's op gives its input list one, and still every parameter trains (R2-R6)."""
+    layers, loss_fn = SETUPS["spikes/ce_count_loss"]
+    graph = traced(monkeypatch, torch.nn.Sequential(*layers()), loss_fn)
+    values = SIGNATURES["SnnSpikingLayer"]["inputs"].index("in_values")
+    spiking = [n for n in graph.nodes if n.name == "SnnSpikingLayer"]
+    assert len(spiking) == 2
+    assert values not in spiking[0].grad_inputs and values in spiking[1].grad_inputs
+    assert untrained_parameters(graph) == []
+

@@ -25,6 +25,10 @@ struct LayerSpec {
   // The input list is the network's input, laid out by PopART (linearly over
   // the tiles, poputil::mapTensorLinearly), not by the op before (step by step).
   bool linearInput = false;
+  // Something upstream needs dL/d(input values): false for a layer fed with data
+  // (PyTorch never asks for its gradient), which then builds and costs no input
+  // gradient, no reduction of its partials and no exchange of them.
+  bool inputNeedsGrad = true;
 };
 
 // Eligible-only entries expected per spike (neurons just below threshold).

@@ -47,7 +47,7 @@ std::uint64_t localListBytes(const LayerSpec &spec, unsigned neurons) {
 std::uint64_t ioBytes(const LayerSpec &s) {
   const std::uint64_t B = s.batch, T = s.timesteps, kin = s.capacityIn, kout = s.capacityOut;
   const std::uint64_t inputLists = kin * kIdBytes + kCountsBytes;
-  const std::uint64_t gradIn = kin * kValueBytes;
+  const std::uint64_t gradIn = s.inputNeedsGrad ? kin * kValueBytes : 0;
   if (s.model == NeuronModel::Readout) // dense membrane out and its gradient
     return T * B * (inputLists + gradIn + 2 * std::uint64_t(s.outFeatures) * kValueBytes);
   // output lists: ids, membranes, counts; and the gradients at their entries
@@ -66,7 +66,10 @@ TileMemory tileMemory(const LayerSpec &s, const TileRole &r, std::uint64_t reser
 
   TileMemory m;
   m.reserved = reservedBytes;
-  m.weights = row * fanIn * s.weightBytes;
+  // Without an input gradient the backward needs no W blocks (V's it does): W is
+  // live in the forward only, its gradient blocks (as large or larger) in the
+  // backward only, so the tile's peak holds one of them (the graph report agrees).
+  m.weights = row * (s.inputNeedsGrad ? fanIn : fanIn - s.inFeatures) * s.weightBytes;
   m.gradWeights = row * fanIn * kValueBytes;
   m.neuronParams = row * paramsPerNeuron(s.model) * kValueBytes * 2;
   m.state = B * row * kValueBytes * denseBuffersPerNeuron(s.model);
@@ -82,7 +85,8 @@ TileMemory tileMemory(const LayerSpec &s, const TileRole &r, std::uint64_t reser
                     B * 2 * local * (kIdBytes + 2 * kValueBytes);
   }
   if (r.numTiles > 1)
-    m.gradBuffers += B * (kin + rec * kout) * kValueBytes; // this tile's partial input grads
+    m.gradBuffers += B * ((s.inputNeedsGrad ? kin : 0) + rec * kout) *
+                     kValueBytes; // this tile's partial input grads
   if (readout)
     m.history = T * B * n * kValueBytes; // U[t] for gbeta; the output itself is in ioShare
   else if (s.denseHistory)

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "Codes.hpp"
 
@@ -52,7 +53,7 @@ inline std::uint64_t rowStepCycles(bool floatWeights) { return floatWeights ? 3 
 
 // What the graph does (popops_ext/poplar/LayerGraph.cpp): the per-sample
 // vertices (SpikeMatmul, the state update and its gradient, InputSpikeGrad,
-// SpikeListCombine, PartialReduce) are one worker Vertex per (tile, sample),
+// SpikeListCombine) are one worker Vertex per (tile, sample),
 // which Poplar shares out over the tile's worker contexts: a compute set of n
 // of them takes ceil(n / numWorkers) rounds of one vertex per worker, and
 // with fewer samples than workers, workers idle. Each vertex's own estimate
@@ -80,6 +81,31 @@ inline std::uint64_t spikeMatmulCycles(unsigned numSamples, double spikesPerSamp
   return computeSetCycles(
       numSamples, spikeMatmulWorkerCycles(spikesPerSample, numNeurons, floatWeights, vectorWidth),
       numWorkers);
+}
+
+// Where a tile has fewer samples than workers, the IPU graph's per-sample work
+// is cut into parts so that every worker has some: a sample's row into column
+// ranges (SpikeMatmulParts), its list into entry ranges (InputSpikeGradRange),
+// at most `pieces` of them (8-float chunks, list entries).
+inline unsigned workerParts(unsigned samples, unsigned pieces, unsigned numWorkers) {
+  return std::max(1u, std::min(pieces, samples ? numWorkers / samples : numWorkers));
+}
+
+// SpikeMatmulParts (the IPU graph): one MultiVertex for a tile's samples, each
+// sample's row in workerParts column ranges; the workers take the (sample,
+// range) items in turn, each item a pass over the sample's spikes.
+inline std::uint64_t spikeMatmulPartsCycles(unsigned numSamples, double spikesPerSample,
+                                            unsigned rowLength, bool floatWeights,
+                                            unsigned vectorWidth, unsigned numWorkers) {
+  if (numSamples == 0 || rowLength == 0)
+    return 0;
+  const unsigned chunks = unsigned(ceilDiv(rowLength, 8));
+  const unsigned parts = workerParts(numSamples, chunks, numWorkers);
+  const std::uint64_t columns = ceilDiv(chunks, parts) * 8;
+  const std::uint64_t items = ceilDiv(std::uint64_t(numSamples) * parts, numWorkers);
+  const double perSpike = 6 + ceilDiv(columns, vectorWidth) * rowStepCycles(floatWeights);
+  return vertexCycles(kWorkerEntryCycles + items * ceilU(8 + spikesPerSample * perSpike),
+                      numWorkers);
 }
 
 // LifUpdate / SynapticUpdate / ReadoutUpdate: dense over the tile's neurons,
@@ -114,6 +140,25 @@ inline std::uint64_t listCombineCycles(unsigned samplesOnTile, unsigned numParti
                           numWorkers);
 }
 
+// SpikeListCombineParts (the IPU graph, where a tile combines fewer samples
+// than it has workers): a MultiVertex per sample whose workers each copy the
+// lists of ceil(partials / W) tiles, after a pass over all the tiles' counts
+// (two loads and adds, a compare) that says where their entries go.
+inline std::uint64_t listCombinePartsWorkerCycles(unsigned numPartials, double entriesPerSample,
+                                                  unsigned numWorkers) {
+  return kWorkerEntryCycles +
+         ceilU(20 + 4.0 * numPartials + 8.0 * ceilDiv(numPartials, numWorkers) +
+               2 * entriesPerSample / numWorkers);
+}
+// Whether the graph combines a tile's samples with SpikeListCombineParts: where
+// that is the cheaper of the two.
+inline bool listCombineUsesParts(unsigned samplesOnTile, unsigned numPartials,
+                                 double entriesPerSample, unsigned numWorkers) {
+  return samplesOnTile *
+             vertexCycles(listCombinePartsWorkerCycles(numPartials, entriesPerSample, numWorkers),
+                          numWorkers) <
+         listCombineCycles(samplesOnTile, numPartials, entriesPerSample, numWorkers);
+}
 // TileListSlice: the tile's entries of a sample's combined list (ids, membranes,
 // gradients), a pass over the tile's share of the list.
 inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
@@ -122,6 +167,28 @@ inline std::uint64_t listSliceWorkerCycles(unsigned localCapacity) {
 // SpikeBitsPack / SpikeBitsToList: a load, test and shift per neuron.
 inline std::uint64_t spikeBitsWorkerCycles(unsigned neurons) {
   return kWorkerEntryCycles + 3ull * neurons;
+}
+
+// The combine compute set of the IPU graph: the combining (one vertex per
+// sample, of either kind) and every sample's SpikeBitsPack (spikeBitsWorkerCycles,
+// one worker each), on the tile that combines the most.
+inline std::uint64_t combineSetCycles(unsigned samplesOnTile, unsigned samples,
+                                      unsigned numPartials, double entriesPerSample,
+                                      unsigned neurons, unsigned numWorkers) {
+  const std::uint64_t bits = spikeBitsWorkerCycles(neurons);
+  if (listCombineUsesParts(samplesOnTile, numPartials, entriesPerSample, numWorkers))
+    return samplesOnTile * vertexCycles(listCombinePartsWorkerCycles(numPartials, entriesPerSample,
+                                                                     numWorkers),
+                                        numWorkers) +
+           computeSetCycles(samples, bits, numWorkers);
+  // worker vertices: the combines and the bit packs shared out over the workers
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < samplesOnTile; ++b)
+    *std::min_element(load.begin(), load.end()) +=
+        listCombineWorkerCycles(numPartials, entriesPerSample);
+  for (unsigned b = 0; b < samples; ++b)
+    *std::min_element(load.begin(), load.end()) += bits;
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
 }
 
 // LifStateGrad / SynapticStateGrad / ReadoutStateGrad: dense carries over the
@@ -168,6 +235,36 @@ inline std::uint64_t weightGradCycles(unsigned numSamples, double spikesPerSampl
                        syncCycles);
 }
 
+// WeightGradRows (the IPU graph): one MultiVertex per tile for all of its
+// samples in one compute set. Worker w owns the block's rows (inputs)
+// [w * ceil(in / W), (w + 1) * ceil(in / W)) and the bias columns of the same
+// share: it walks every sample's list in sample order (an id load and a range
+// test, kScanCycles) and adds the whole row of the spikes it owns. Every
+// element is still added in the order of the samples, and within a sample the
+// ids are distinct, so the sums equal one worker's. Expected spikes per worker:
+// spikes / W (ids spread evenly over the inputs).
+constexpr std::uint64_t kScanCycles = 3;
+inline std::uint64_t weightGradRowsWorkerCycles(unsigned numSamples, double spikesPerSample,
+                                                unsigned rowLength, bool hasBias,
+                                                unsigned vectorWidth, unsigned numWorkers) {
+  const double perSpike = 6 + double(ceilDiv(rowLength, vectorWidth)) * rowStepCycles(true);
+  const double bias =
+      hasBias ? double(ceilDiv(ceilDiv(rowLength, numWorkers), vectorWidth)) * rowStepCycles(true)
+              : 0.0;
+  const double perSample =
+      4 + spikesPerSample * kScanCycles + spikesPerSample / numWorkers * perSpike + bias;
+  return kWorkerEntryCycles + ceilU(8 + numSamples * perSample);
+}
+inline std::uint64_t weightGradRowsCycles(unsigned numSamples, double spikesPerSample,
+                                          unsigned rowLength, bool hasBias, unsigned vectorWidth,
+                                          unsigned numWorkers) {
+  if (numSamples == 0 || rowLength == 0)
+    return 0;
+  return vertexCycles(weightGradRowsWorkerCycles(numSamples, spikesPerSample, rowLength, hasBias,
+                                                 vectorWidth, numWorkers),
+                      numWorkers);
+}
+
 // InputSpikeGrad: for every listed input entry (spikes and eligible), the dot
 // product of its weight column with the tile's current gradients: one
 // multiply-accumulate vector step per cycle, then a horizontal sum and store.
@@ -186,17 +283,74 @@ inline std::uint64_t inputGradCycles(unsigned numSamples, double listedPerSample
       numWorkers);
 }
 
-// PartialReduce: one vertex per sample, on the tile that reduces it, summing
-// the per-tile partial input gradients of that sample's listed entries.
+// InputSpikeGradRange (the IPU graph): each sample's list cut into workerParts
+// ranges of ceil(K / parts) entries, a worker vertex each; a range's vertex
+// costs the expected listed entries that fall in it.
+inline std::uint64_t inputGradRangeWorkerCycles(double listedPerSample, unsigned first,
+                                                unsigned length, unsigned numNeurons,
+                                                bool floatWeights, unsigned vectorWidth) {
+  const double inRange =
+      std::min<double>(length, std::max(0.0, std::ceil(listedPerSample) - first));
+  const double perEntry = 12 + ceilDiv(numNeurons, vectorWidth) * (floatWeights ? 1 : 2);
+  return kWorkerEntryCycles + 4 + ceilU(inRange * perEntry);
+}
+// A tile's compute set: samples x ranges vertices, handed out least-loaded first
+// (the graph report's rule), sample by sample.
+inline std::uint64_t inputGradRangesCycles(unsigned numSamples, double listedPerSample,
+                                           unsigned capacity, unsigned numNeurons,
+                                           bool floatWeights, unsigned vectorWidth,
+                                           unsigned numWorkers) {
+  if (numSamples == 0 || numNeurons == 0 || capacity == 0)
+    return 0;
+  const unsigned parts = workerParts(numSamples, capacity, numWorkers);
+  const unsigned length = unsigned(ceilDiv(capacity, parts));
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < numSamples; ++b)
+    for (unsigned first = 0; first < capacity; first += length)
+      *std::min_element(load.begin(), load.end()) += inputGradRangeWorkerCycles(
+          listedPerSample, first, std::min(length, capacity - first), numNeurons, floatWeights,
+          vectorWidth);
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
+}
+
+// PartialReduce (the host executor): one vertex per sample, summing the
+// per-tile partial input gradients of that sample's listed entries.
 inline std::uint64_t partialReduceWorkerCycles(double outputsPerSample, unsigned numPartials) {
   return kWorkerEntryCycles + ceilU(std::ceil(outputsPerSample) * (4 + numPartials));
 }
+
+// The IPU graph splits a sample's K outputs into ranges of ceil(K / numWorkers)
+// entries, a PartialReduceRange each, all on the sample's reducing tile: its
+// workers share the sample instead of one of them doing it all.
+inline unsigned reduceRangeLength(unsigned capacity, unsigned numWorkers) {
+  return unsigned(ceilDiv(std::max(1u, capacity), numWorkers));
+}
+inline unsigned reduceRanges(unsigned capacity, unsigned numWorkers) {
+  return unsigned(ceilDiv(std::max(1u, capacity), reduceRangeLength(capacity, numWorkers)));
+}
+// One range [first, first + length): the expected listed entries that fall in it.
+inline std::uint64_t partialReduceRangeWorkerCycles(double outputsPerSample, unsigned first,
+                                                    unsigned length, unsigned numPartials) {
+  const double inRange = std::min<double>(length, std::max(0.0, std::ceil(outputsPerSample) - first));
+  return kWorkerEntryCycles + 4 + ceilU(inRange * (4 + numPartials));
+}
+// A reducing tile's compute set: samplesOnTile x ranges vertices, handed out to
+// the workers least-loaded first (the graph report's rule) in sample order.
 inline std::uint64_t partialReduceCycles(unsigned samplesOnTile, double outputsPerSample,
-                                         unsigned numPartials, unsigned numWorkers) {
-  if (numPartials <= 1)
+                                         unsigned capacity, unsigned numPartials,
+                                         unsigned numWorkers) {
+  // (a layer on one tile per group still builds them: its "reduction" copies)
+  if (numPartials == 0 || samplesOnTile == 0 || capacity == 0)
     return 0;
-  return computeSetCycles(samplesOnTile, partialReduceWorkerCycles(outputsPerSample, numPartials),
-                          numWorkers);
+  const unsigned length = reduceRangeLength(capacity, numWorkers);
+  const unsigned ranges = reduceRanges(capacity, numWorkers);
+  std::vector<std::uint64_t> load(numWorkers, 0);
+  for (unsigned b = 0; b < samplesOnTile; ++b)
+    for (unsigned r = 0; r < ranges; ++r)
+      *std::min_element(load.begin(), load.end()) +=
+          partialReduceRangeWorkerCycles(outputsPerSample, r * length,
+                                         std::min(length, capacity - r * length), numPartials);
+  return vertexCycles(*std::max_element(load.begin(), load.end()), numWorkers);
 }
 
 // Plain SGD on the tile's weights once per training step (w -= lr * g).

@@ -75,6 +75,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
   d["capacity_out"] = p.spec.capacityOut;
   d["activity"] = p.spec.activity;
   d["weight_bytes"] = p.spec.weightBytes;
+  d["input_needs_grad"] = p.spec.inputNeedsGrad;
   d["num_tiles"] = p.numTiles;
   d["target_tiles"] = t.numTiles;
   d["threads"] = t.isIpu() ? 0u : t.parallelTiles;
@@ -120,7 +121,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
 plan::LayerSpec checkedSpec(unsigned inFeatures, unsigned outFeatures, unsigned batch,
                            unsigned timesteps, bool recurrent, int model, unsigned capacityIn,
                            unsigned capacityOut, double activity, unsigned weightBytes,
-                           bool denseHistory, bool linearInput,
+                           bool denseHistory, bool linearInput, bool inputNeedsGrad,
                            std::initializer_list<std::pair<const char *, unsigned>> more) {
   // Sizes multiply into byte and element counts: beyond int32 they would wrap.
   for (const auto &[name, value] :
@@ -154,6 +155,7 @@ plan::LayerSpec checkedSpec(unsigned inFeatures, unsigned outFeatures, unsigned 
   spec.weightBytes = weightBytes;
   spec.denseHistory = denseHistory;
   spec.linearInput = linearInput;
+  spec.inputNeedsGrad = inputNeedsGrad;
   return spec;
 }
 
@@ -165,10 +167,11 @@ void registerPlanBindings(py::module_ &m) {
       [](unsigned inFeatures, unsigned outFeatures, unsigned batch, unsigned timesteps,
          bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
          unsigned weightBytes, const std::string &target, unsigned threads, unsigned neuronsPerTile,
-         bool denseHistory, unsigned sampleGroups, unsigned maxTiles, bool linearInput) {
+         bool denseHistory, unsigned sampleGroups, unsigned maxTiles, bool linearInput,
+         bool inputNeedsGrad) {
         const plan::LayerSpec spec = checkedSpec(
             inFeatures, outFeatures, batch, timesteps, recurrent, model, capacityIn, capacityOut,
-            activity, weightBytes, denseHistory, linearInput,
+            activity, weightBytes, denseHistory, linearInput, inputNeedsGrad,
             {{"threads", threads}, {"neurons_per_tile", neuronsPerTile},
              {"sample_groups", sampleGroups}, {"max_tiles", maxTiles}});
         const plan::Target t = plan::targetByName(target, threads);
@@ -187,20 +190,24 @@ void registerPlanBindings(py::module_ &m) {
       py::arg("capacity_out") = 0, py::arg("activity") = 0.05, py::arg("weight_bytes") = 4,
       py::arg("target") = "ipu2", py::arg("threads") = 0, py::arg("neurons_per_tile") = 0,
       py::arg("dense_history") = false, py::arg("sample_groups") = 1, py::arg("max_tiles") = 0,
-      py::arg("linear_input") = false,
+      py::arg("linear_input") = false, py::arg("input_needs_grad") = true,
       "Places one layer on a target (\"ipu2\" or \"host\"): tile_starts, bytes per tile, exchange "
       "bytes and cycles per step, samples/s, and whether (and why not) it fits. capacity 0 = auto; "
       "neurons_per_tile 0 = let the planner choose (the tile size and, on an IPU, the sample "
       "groups, using at most max_tiles tiles, 0 = all). linear_input: the input list is the "
-      "network's input, laid out linearly by PopART (its per-step slices cost more).");
+      "network's input, laid out linearly by PopART (its per-step slices cost more). "
+      "input_needs_grad: false for a layer whose input nothing differentiates (the network's "
+      "data): no input gradient, no reduction of its partials.");
   m.def(
       "plan_candidates",
       [](unsigned inFeatures, unsigned outFeatures, unsigned batch, unsigned timesteps,
          bool recurrent, int model, unsigned capacityIn, unsigned capacityOut, double activity,
-         unsigned weightBytes, bool denseHistory, unsigned maxTiles, bool linearInput) {
+         unsigned weightBytes, bool denseHistory, unsigned maxTiles, bool linearInput,
+         bool inputNeedsGrad) {
         const plan::LayerSpec spec =
             checkedSpec(inFeatures, outFeatures, batch, timesteps, recurrent, model, capacityIn,
                         capacityOut, activity, weightBytes, denseHistory, linearInput,
+                        inputNeedsGrad,
                         {{"max_tiles", maxTiles}});
         const plan::Target t = plan::ipu2Target();
         py::list out;
@@ -213,6 +220,7 @@ void registerPlanBindings(py::module_ &m) {
       py::arg("recurrent") = false, py::arg("model") = 0, py::arg("capacity_in") = 0,
       py::arg("capacity_out") = 0, py::arg("activity") = 0.05, py::arg("weight_bytes") = 4,
       py::arg("dense_history") = false, py::arg("max_tiles") = 0, py::arg("linear_input") = false,
+      py::arg("input_needs_grad") = true,
       "ipu2: the fitting plans fastest for their tile count, fewest tiles first, as tuples "
       "(tiles used, cycles per training step, neurons per tile, sample groups, busiest tile bytes).");
 }

@@ -109,10 +109,20 @@ void fillCycles(LayerPlan &p, const Target &t) {
 
   StepCycles &c = p.cycles;
   const double spikes = act.spikesIn + act.spikesOwn;
-  c.spikeMatmul = cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
+  // IPU: SpikeMatmulParts (and a second for V's rows of the own spikes, a compute
+  // set of its own); host: a SpikeMatmul per sample.
+  c.spikeMatmul =
+      t.isIpu() ? cost::spikeMatmulPartsCycles(B, act.spikesIn, row, floatW, vec, W) +
+                      (rec ? cost::spikeMatmulPartsCycles(B, act.spikesOwn, row, floatW, vec, W)
+                           : 0)
+                : cost::spikeMatmulCycles(B, spikes, row, floatW, vec, W);
   c.stateUpdate = cost::stateUpdateCycles(s.model, B, n, listedLocal, W);
+  // IPU: the combine compute set as LayerGraph builds it (the combines, of the
+  // cheaper kind, and the tiles' spike bits); host: the combines.
   c.listCombine =
-      readout ? 0 : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
+      readout     ? 0
+      : t.isIpu() ? cost::combineSetCycles(combineSamples, B, p.numTiles, act.listedOut, n, W)
+                  : cost::listCombineCycles(combineSamples, p.numTiles, act.listedOut, W);
   // A tile receives its group's samples' lists only.
   const std::uint64_t listsIn = B * (s.capacityIn * kIdBytes + kCountsBytes) +
                                 rec * B * (s.capacityOut * kIdBytes + kCountsBytes);
@@ -124,11 +134,13 @@ void fillCycles(LayerPlan &p, const Target &t) {
   // The gathers of a sample's pieces onto its combining tile: all but its own piece.
   const std::uint64_t others = p.numTiles > 1 ? p.numTiles - 1 : 0;
   if (t.isIpu()) {
-    // The graph's exchange phases (LayerGraph.cpp): each step slice is copied
-    // onto the tiles right after it is cut, so each is a phase of its own.
-    c.exchangeForward = phase(B * s.capacityIn * kIdBytes) +
-                        phase(B * kCountsBytes + rec * B * (s.capacityOut * kIdBytes + 16)) +
-                        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
+    // The graph's exchange phases (ForwardPhases.cpp): the step's input slices
+    // (and a recurrent layer's own list of t - 1) copied onto the tiles one copy
+    // after another, one phase; the gather of the tiles' lists, another.
+    c.exchangeForward =
+        phase(B * s.capacityIn * kIdBytes + B * kCountsBytes +
+              rec * B * (s.capacityOut * kIdBytes + 16)) +
+        (readout ? 0 : phase(combineSamples * gathered * others / p.numTiles));
   } else {
     c.exchangeForward = phase(listsIn) + phase(gatherIn);
   }
@@ -141,50 +153,73 @@ void fillCycles(LayerPlan &p, const Target &t) {
                                                           cost::spikeBitsWorkerCycles(n)),
                                                  W);
   c.stateGrad = cost::stateGradCycles(s.model, B, n, listedLocal, W);
-  // Weight gradients are accumulated in float whatever the weights' dtype.
-  c.weightGrad = cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W,
-                                        t.isIpu() ? t.syncCycles : 0);
-  c.inputGrad = cost::inputGradCycles(B, act.listedIn + act.listedOwn, row, floatW, vec, W);
-  c.partialReduce = cost::partialReduceCycles(combineSamples, act.listedIn + act.listedOwn,
-                                              p.numTiles, W);
+  // Weight gradients are accumulated in float whatever the weights' dtype. On an
+  // IPU one WeightGradRows per tile (and one for V) takes all of the group's
+  // samples in one compute set; the host runs a WeightGradScatter per sample.
+  const std::uint64_t inGrad = s.inputNeedsGrad ? 1 : 0;
+  c.weightGrad =
+      t.isIpu() ? cost::weightGradRowsCycles(B, act.spikesIn, row, true, t.floatVectorWidth, W) +
+                      (rec ? cost::weightGradRowsCycles(B, act.spikesOwn, row, false,
+                                                        t.floatVectorWidth, W)
+                           : 0)
+                : cost::weightGradCycles(B, spikes, row, true, t.floatVectorWidth, W, 0);
+  // The input gradient (and its reduction) only where something upstream needs it;
+  // a recurrent layer's own list gradient always.
+  const double listedGrad = (inGrad ? act.listedIn : 0.0) + act.listedOwn;
+  // IPU: InputSpikeGradRange vertices (the input list's and the own list's in
+  // compute sets of their own); host: an InputSpikeGrad per sample.
+  if (t.isIpu())
+    c.inputGrad =
+        (inGrad ? cost::inputGradRangesCycles(B, act.listedIn, s.capacityIn, row, floatW, vec, W)
+                : 0) +
+        (rec ? cost::inputGradRangesCycles(B, act.listedOwn, s.capacityOut, row, floatW, vec, W)
+             : 0);
+  else
+    c.inputGrad =
+        inGrad || rec ? cost::inputGradCycles(B, listedGrad, row, floatW, vec, W) : 0;
+  // IPU: PartialReduceRange vertices over the capacity's ranges (the input list's
+  // and, recurrent, the own list's reductions are compute sets of their own);
+  // host: one PartialReduce per sample.
+  if (t.isIpu())
+    c.partialReduce =
+        (inGrad ? cost::partialReduceCycles(combineSamples, act.listedIn, s.capacityIn,
+                                            p.numTiles, W)
+                : 0) +
+        (rec ? cost::partialReduceCycles(combineSamples, act.listedOwn, s.capacityOut, p.numTiles,
+                                         W)
+             : 0);
+  else
+    c.partialReduce =
+        p.numTiles > 1 ? cost::computeSetCycles(
+                             combineSamples, cost::partialReduceWorkerCycles(listedGrad, p.numTiles), W)
+                       : 0;
   // Backward, each tile reads the step's combined output list with its
   // membranes and gradients and takes its own slice (readout: dense dL/dU).
   const std::uint64_t gradOut =
       readout ? B * n * kValueBytes
               : B * (s.capacityOut * (kIdBytes + 2 * kValueBytes) + kCountsBytes);
   const std::uint64_t reduceIn =
-      p.numTiles > 1
-          ? ceilDiv(B * (s.capacityIn + rec * s.capacityOut), p.numTiles) * p.numTiles * kValueBytes
-          : 0;
+      p.numTiles > 1 ? ceilDiv(B * (inGrad * s.capacityIn + rec * s.capacityOut), p.numTiles) *
+                           p.numTiles * kValueBytes
+                     : 0;
   const bool denseU = readout || s.denseHistory;
   if (t.isIpu()) {
     const std::uint64_t K = s.capacityOut, Kin = s.capacityIn;
-    std::uint64_t b = phase(B * Kin * kIdBytes) + phase(B * kCountsBytes);
-    // Each slice's copy is a phase; a copy right after another joins its phase.
-    std::uint64_t last = 0;
-    auto next = [&](std::uint64_t bytes) {
-      b += phase(last);
-      last = bytes;
-    };
-    if (!readout) {
-      next(B * K * kIdBytes);
-      next(B * kCountsBytes);
-      next(B * K * kValueBytes);
-      next(B * ceilDiv(n, 16) * kValueBytes);
-      if (rec) {
-        next(B * K * kIdBytes);
-        next(B * kCountsBytes);
-      }
-    }
+    // The step's slices are all cut first and then copied one after another
+    // (BackwardPhases.cpp, exchangeGradInputs): one phase, which the copy of
+    // dL/d(values)[t] (readout: dL/dU[t]) joins unless the recurrent gradient's
+    // compute sets come between; then the gathers of the partials.
+    std::uint64_t first = B * Kin * kIdBytes + B * kCountsBytes;
+    if (!readout)
+      first += B * K * kIdBytes + B * kCountsBytes + B * K * kValueBytes +
+               B * ceilDiv(n, 16) * kValueBytes + rec * (B * K * kIdBytes + B * kCountsBytes);
     if (denseU)
-      for (unsigned v = 0; v < stateVarsPerNeuron(s.model); ++v)
-        next(B * n * kValueBytes);
-    if (rec) { // the recurrent gradient's compute sets come between
-      next(combineSamples * others * K * kValueBytes);
-      next(0);
-    }
-    last += readout ? B * n * kValueBytes : B * K * kValueBytes; // dL/d(values)[t] or dL/dU[t]
-    b += phase(last) + phase(combineSamples * others * Kin * kValueBytes);
+      first += stateVarsPerNeuron(s.model) * B * n * kValueBytes;
+    const std::uint64_t gradT = readout ? B * n * kValueBytes : B * K * kValueBytes;
+    std::uint64_t b = rec ? phase(first) + phase(combineSamples * others * K * kValueBytes) +
+                                phase(gradT)
+                          : phase(first + gradT);
+    b += phase(inGrad * combineSamples * others * Kin * kValueBytes);
     c.exchangeBackward = b;
   } else {
     c.exchangeBackward = phase(listsIn + gradOut) + phase(reduceIn);
@@ -193,12 +228,11 @@ void fillCycles(LayerPlan &p, const Target &t) {
   c.optimizer = cost::optimizerCycles(std::uint64_t(row) * fanIn, vec, W);
 
   if (t.isIpu()) {
-    // Compute sets per step besides the weight gradient's, as LayerGraph builds
-    // them: forward spike matmul, (recurrent matmul), state update, (combine);
-    // backward (recurrent input grad and reduce), (list slice), state grad,
-    // input grad and its reduce.
+    // Compute sets per step, as LayerGraph builds them: forward spike matmul,
+    // (recurrent matmul), state update, (combine); backward (recurrent input grad
+    // and reduce), (list slice), state grad, weight grad, (input grad and its reduce).
     const std::uint64_t setsForward = 2 + rec + (readout ? 0 : 1);
-    const std::uint64_t setsBackward = 3 + 2 * rec + (readout ? 0 : 1);
+    const std::uint64_t setsBackward = 2 + 2 * inGrad + 2 * rec + (readout ? 0 : 1);
     c.syncForward = setsForward * t.syncCycles;
     c.syncBackward = setsBackward * t.syncCycles;
     // The per-step popops operations (LayerGraph.cpp), in the graph report's costs.
@@ -221,8 +255,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
     // inputs of step t, dL/d(values)[t] (readout: dL/dU[t]), gradIn[t] zeroed on the
     // combining tiles and written back, the counter
     std::uint64_t b = inputSlices + sliceOpCycles(Bt * (readout ? N : kout), 4, t) +
-                      tileOpCycles(combineSamples * kin * kValueBytes, t) +
-                      sliceOpCycles(Bt * kin, 4, t) + counter;
+                      inGrad * (tileOpCycles(combineSamples * kin * kValueBytes, t) +
+                                sliceOpCycles(Bt * kin, 4, t)) +
+                      counter;
     if (!readout) // ids, counts, membranes of step t; spike bits of t - 1
       b += 2 * sliceOpCycles(Bt * kout, 4, t) + sliceOpCycles(Bt * 2, 4, t) +
            shiftedSliceOpCycles(Bt * words * 4, t);
@@ -270,8 +305,9 @@ void fillCycles(LayerPlan &p, const Target &t) {
   p.exchangeBytesBackward =
       copies * (p.numTiles * listsIn +
                 (readout ? B * s.outFeatures * kValueBytes : p.numTiles * gradOut) +
-                (p.numTiles > 1 ? B * (s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes
-                                : 0));
+                (p.numTiles > 1
+                     ? B * (inGrad * s.capacityIn + rec * s.capacityOut) * p.numTiles * kValueBytes
+                     : 0));
 }
 
 void fillMemory(LayerPlan &p, const Target &t) {
@@ -284,7 +320,8 @@ void fillMemory(LayerPlan &p, const Target &t) {
   const unsigned last = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
   const std::uint64_t gathered = gatheredListBytes(p);
   const std::uint64_t rec = s.recurrent ? 1 : 0;
-  const std::uint64_t reduceOutputs = std::uint64_t(s.batch) * (s.capacityIn + rec * s.capacityOut);
+  const std::uint64_t reduceOutputs =
+      std::uint64_t(s.batch) * ((s.inputNeedsGrad ? s.capacityIn : 0) + rec * s.capacityOut);
 
   // On an IPU the op's tensors are spread over every tile of the chip.
   const unsigned used = t.isIpu() ? p.numTiles * p.sampleGroups : p.numTiles;

@@ -138,8 +138,11 @@ public:
       if (ops::gradInputIsOptional(g))
         optionalInputs_.insert(i);
     }
-    for (int i = 0; i < s.numGradOutputs; ++i)
-      gradOutToNonGradIn_[i] = s.gradOutputs[i];
+    // in_values gets a gradient only where something upstream differentiates it
+    // (input_needs_grad); PopART's autodiff then counts this op out of its edges.
+    const std::vector<int> given = ipu::gradOutputInputs(kind_, attributes_);
+    for (std::size_t i = 0; i < given.size(); ++i)
+      gradOutToNonGradIn_[int(i)] = given[i];
   }
   std::unique_ptr<popart::Op> clone() const override {
     return std::make_unique<SnnLayerGradOp>(*this);
@@ -243,7 +246,7 @@ public:
     for (int i = 0; i < s.numGradInputs; ++i) // an absent GradOut: no gradient reached it
       inputs.push_back(hasInput(i) ? getInTensor(i) : poplar::Tensor());
     std::vector<ipu::TensorSpec> outputs;
-    for (int i = 0; i < s.numGradOutputs; ++i)
+    for (int i = 0; i < int(op.gradOutToNonGradIn().size()); ++i)
       outputs.push_back({poplarType(op.outInfo(i).dataType()), shapeOf(op.outInfo(i))});
     const auto grads = ipu::growBackward(graph(), prog, op.kind(), op.attributes(), inputs,
                                          outputs, debugContext(s.gradName));

@@ -1,37 +1,26 @@
+// A layer's graph: its tiles and the variables, slices and copies its phases
+// use (the phase builders themselves are in ForwardPhases.cpp and
+// BackwardPhases.cpp), and the layer on its own: forward and backward as one
+// Repeat over the timesteps of those phases.
 #include "LayerGraph.hpp"
 
 #include <popops/Cast.hpp>
 #include <popops/DynamicSlice.hpp>
 #include <popops/ElementWise.hpp>
-#include <popops/Expr.hpp>
-#include <popops/Reduce.hpp>
 #include <popops/Zero.hpp>
 #include <poputil/TileMapping.hpp>
-#include <poputil/Util.hpp>
 
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
 
 #include "Codes.hpp"
-#include "plan/PerformanceEstimation.hpp"
 
 namespace snn {
 namespace ipu {
 
 using namespace poplar;
 using namespace poplar::program;
-namespace pe = popops::expr;
-
-namespace {
-
-
-// SpikeBitsPack / SpikeBitsToList, one worker's loop (plan/PerformanceEstimation.hpp).
-std::uint64_t spikeBitsCycles(unsigned neurons) {
-  return plan::cost::spikeBitsWorkerCycles(neurons);
-}
-
-} // namespace
 
 unsigned spikeBitWords(const plan::LayerPlan &plan) {
   return plan.spec.model == plan::NeuronModel::Readout ? 0 : (plan.neuronsPerTileMax + 15) / 16;
@@ -276,74 +265,14 @@ std::vector<Tensor> LayerGraph::gatherSamples(Sequence &prog,
   return out;
 }
 
+bool LayerGraph::readout() const { return config_.model == snn::MODEL_READOUT; }
+
+ComputeSet LayerGraph::computeSet(const std::string &name) {
+  return graph_.addComputeSet({dnai_, name});
+}
+
 ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
-  const unsigned B = batch_, T = steps_, K = capacityOut_, N = outFeatures_;
-  const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
-  const bool floatW = weightType_ == FLOAT;
-  const std::string wt = floatW ? "float" : "half";
-  // Per-sample Vertex instances run one per worker context, in parallel with
-  // the tile's other samples: each estimate is one worker's loop
-  // (plan/PerformanceEstimation.hpp says how the compute sets add up).
-
-  const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
-  std::vector<Tensor> V;
-  if (config_.recurrent)
-    V = weightBlocks(prog, in.recWeight, N, "V");
-  const auto beta = paramSlices(prog, in.beta, "beta");
-  std::vector<Tensor> thr, alpha, bias;
-  if (!readout)
-    thr = paramSlices(prog, in.threshold, "threshold");
-  if (synaptic)
-    alpha = paramSlices(prog, in.alpha, "alpha");
-  if (config_.hasBias)
-    bias = paramSlices(prog, in.bias, "bias");
-  const Tensor noBias = empty(FLOAT);
-
-  // Tile state, [B, ...] per tile.
-  const auto cur = perTile(FLOAT, true, "currents");
-  // Membrane and spikes padded per sample like the currents, so that every
-  // sample's row starts on the 8-byte boundary the emission's vector loads need.
-  const auto U = perTile(FLOAT, true, "membrane");
-  std::vector<Tensor> syn, spiked, spikeIds, spikeMem, eligIds, eligMem, tileCounts, outStep;
-  std::vector<Tensor> toZero = {flatAll(cur), flatAll(U)};
-  if (synaptic) {
-    syn = perTile(FLOAT, false, "synaptic");
-    toZero.push_back(flatAll(syn));
-  }
-  if (readout) {
-    outStep = perTile(FLOAT, false, "membraneOut");
-  } else {
-    spiked = perTile(FLOAT, true, "spiked");
-    spikeIds = perTile(INT, false, "spikeIds");
-    spikeMem = perTile(FLOAT, false, "spikeMembrane");
-    eligIds = perTile(INT, false, "eligibleIds");
-    eligMem = perTile(FLOAT, false, "eligibleMembrane");
-    tileCounts = perTileFixed(UNSIGNED_INT, 2, "tileCounts");
-    toZero.push_back(flatAll(spiked));
-  }
-  std::vector<Tensor> bits; // S[t] of the tile's neurons, 16 to a word
-  if (!readout)
-    bits = perTileFixed(FLOAT, wordsPerTile_, "spikeBits[t]");
-
-  ForwardOutputs out;
-  Tensor stepIds, stepMem, stepCounts, counts4;
-  if (!readout) {
-    out.ids = sliceable(INT, {T, B, K}, "ids");
-    out.membrane = sliceable(FLOAT, {T, B, K}, "listMembrane");
-    counts4 = sliceable(INT, {T, B, 4}, "counts4");
-    out.spikeBits = sliceable(FLOAT, {T, B, tilesPerGroup_ * wordsPerTile_}, "spikeBits");
-    stepIds = perSample(INT, K, "stepIds");
-    stepMem = perSample(FLOAT, K, "stepMembrane");
-    stepCounts = perSample(UNSIGNED_INT, 4, "stepCounts");
-  }
-  if (readout || config_.keepDenseState)
-    out.denseMembrane = sliceable(FLOAT, {T, B, N}, "denseMembrane");
-  if (synaptic && config_.keepDenseState)
-    out.denseSynaptic = sliceable(FLOAT, {T, B, N}, "denseSynaptic");
-  popops::zero(graph_, concat(toZero), prog, {dnai_, "initState"});
-  if (!readout) // a tensor has one element type: the counts are zeroed apart
-    popops::zero(graph_, stepCounts, prog, {dnai_, "initCounts"}); // no list before step 0
-
+  ForwardLoop L = beginForward(prog, in);
   Tensor t = graph_.addVariable(UNSIGNED_INT, {1}, {dnai_, "t"});
   graph_.setTileMapping(t, tiles_[0].index);
   Tensor one = graph_.addConstant(UNSIGNED_INT, {1}, 1u, {dnai_, "one"});
@@ -351,591 +280,78 @@ ForwardOutputs LayerGraph::forward(Sequence &prog, const ForwardInputs &in) {
   popops::zero(graph_, t, prog, {dnai_, "t=0"});
 
   Sequence body;
-  // The step's input list, on every tile of the layer.
-  const auto idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
-  const auto cntT = toEveryTile(
-      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT), "inCounts[t]");
-  std::vector<Tensor> prevIds, prevCounts;
-  if (config_.recurrent) {
-    // The previous step's own list (stepIds still holds it here), on every tile.
-    prevIds = toEveryTile(body, stepIds, "ids[t-1]");
-    prevCounts = toEveryTile(body, stepCounts, "counts[t-1]");
+  auto phase = [&](const std::string &name, auto &&add) {
+    ComputeSet cs = computeSet(name);
+    add(cs);
+    body.add(Execute(cs, {dnai_, name}));
+  };
+  { // the step's input list, on every tile of the layer: the slices, then their
+    // copies one after another (one exchange phase, as the planner costs it)
+    Sequence slices, copies;
+    exchangeInput(slices, copies, L, t);
+    body.add(slices);
+    body.add(copies);
   }
-
-  // I[t] = W x[t]: rows of the input spikes.
-  ComputeSet mm = graph_.addComputeSet({dnai_, "spikeMatmul"});
-  const double spikesIn = std::min<double>(capacityIn_, plan_.spec.activity * inFeatures_);
-  for (unsigned j = 0; j < tiles_.size(); ++j) {
-    const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < tile.samples; ++b) {
-      // One sample per vertex (ends = {its count}): the tile's workers share the samples.
-      auto v = graph_.addVertex(mm, "SpikeMatmul<" + wt + ">",
-                                {{"ids", idsT[j][b]},
-                                 {"ends", cntT[j][b].slice(0, 1)},
-                                 {"weights", W[j]},
-                                 {"currents", cur[j][b]}});
-      graph_.setInitialValue(v["rowLength"], tile.rowLength);
-      graph_.setInitialValue(v["accumulate"], 0u); // sets I[t]
-      graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::spikeMatmulWorkerCycles(spikesIn, tile.rowLength, floatW,
-                                                      floatW ? 2 : 4));
-    }
+  phase("spikeMatmul", [&](ComputeSet cs) { addSpikeMatmul(cs, L); });
+  if (config_.recurrent)
+    phase("recurrentMatmul", [&](ComputeSet cs) { addRecurrentMatmul(cs, L); });
+  phase("stateUpdate", [&](ComputeSet cs) { addNeuronUpdate(cs, L); });
+  if (!readout()) {
+    exchangeTileLists(body, L);
+    phase("combine", [&](ComputeSet cs) {
+      addListCombine(cs, L);
+      addSpikeBits(cs, L);
+    });
   }
-  body.add(Execute(mm, {dnai_, "spikeMatmul"}));
-  if (config_.recurrent) {
-    // I[t] += V S[t-1].
-    ComputeSet rm = graph_.addComputeSet({dnai_, "recurrentMatmul"});
-    for (unsigned j = 0; j < tiles_.size(); ++j) {
-      const Tile &tile = tiles_[j];
-      for (unsigned b = 0; b < tile.samples; ++b) {
-        auto v = graph_.addVertex(rm, "SpikeMatmul<" + wt + ">",
-                                  {{"ids", prevIds[j][b]},
-                                   {"ends", prevCounts[j][b].slice(0, 1)},
-                                   {"weights", V[j]},
-                                   {"currents", cur[j][b]}});
-        graph_.setInitialValue(v["rowLength"], tile.rowLength);
-        graph_.setInitialValue(v["accumulate"], 1u);
-        graph_.setTileMapping(v, tile.index);
-        estimate(v, plan::cost::spikeMatmulWorkerCycles(plan_.spec.activity * N, tile.rowLength,
-                                                        floatW, floatW ? 2 : 4));
-      }
-    }
-    body.add(Execute(rm, {dnai_, "recurrentMatmul"}));
-  }
-
-  // Neuron state; the spiking models emit the tile's lists.
-  ComputeSet up = graph_.addComputeSet({dnai_, "stateUpdate"});
-  const char *updateVertex = readout ? "ReadoutUpdate" : synaptic ? "SynapticUpdate" : "LifUpdate";
-  for (unsigned j = 0; j < tiles_.size(); ++j) {
-    const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < tile.samples; ++b) {
-      auto v = graph_.addVertex(up, updateVertex);
-      graph_.connect(v["currents"], cur[j][b]);
-      graph_.connect(v["bias"], config_.hasBias ? bias[j] : noBias);
-      graph_.connect(v["beta"], beta[j]);
-      graph_.connect(v["membrane"], U[j][b].slice(0, tile.width));
-      graph_.setInitialValue(v["numNeurons"], tile.width);
-      if (readout) {
-        graph_.connect(v["membraneOut"], outStep[j][b]);
-      } else {
-        graph_.connect(v["threshold"], thr[j]);
-        graph_.connect(v["spiked"], spiked[j][b].slice(0, tile.width));
-        graph_.connect(v["spikeIds"], spikeIds[j][b]);
-        graph_.connect(v["spikeMembrane"], spikeMem[j][b]);
-        graph_.connect(v["eligibleIds"], eligIds[j][b]);
-        graph_.connect(v["eligibleMembrane"], eligMem[j][b]);
-        graph_.connect(v["counts"], tileCounts[j][b]);
-        graph_.setInitialValue(v["firstNeuron"], tile.first);
-        graph_.setInitialValue(v["reset"], config_.reset);
-        graph_.setInitialValue(v["gradWindow"], config_.gradWindow);
-        if (synaptic) {
-          graph_.connect(v["alpha"], alpha[j]);
-          graph_.connect(v["synaptic"], syn[j][b]);
-        }
-      }
-      graph_.setTileMapping(v, tile.index);
-      // a readout lists nothing
-      estimate(v, plan::cost::stateUpdateWorkerCycles(
-                      plan_.spec.model, tile.width,
-                      readout ? 0.0 : expectedListed(tile)));
-    }
-  }
-  body.add(Execute(up, {dnai_, "stateUpdate"}));
-
-  if (!readout) {
-    // Sample b's partial lists (from its group's tiles) meet on combineTile(b);
-    // only the first localCapacity entries of each can reach the combined list.
-    std::vector<std::vector<Tensor>> sIds(B), sMem(B), eIds(B), eMem(B), counts(B);
-    for (unsigned b = 0; b < B; ++b)
-      for (unsigned j : groupTiles(b)) {
-        const unsigned L = tiles_[j].localCapacity, lb = localSample(b);
-        sIds[b].push_back(spikeIds[j][lb].slice(0, L));
-        sMem[b].push_back(spikeMem[j][lb].slice(0, L));
-        eIds[b].push_back(eligIds[j][lb].slice(0, L));
-        eMem[b].push_back(eligMem[j][lb].slice(0, L));
-        counts[b].push_back(tileCounts[j][lb]);
-      }
-    const auto gIds = gatherSamples(body, sIds, "gatheredSpikeIds");
-    const auto gMem = gatherSamples(body, sMem, "gatheredSpikeMembrane");
-    const auto gEIds = gatherSamples(body, eIds, "gatheredEligibleIds");
-    const auto gEMem = gatherSamples(body, eMem, "gatheredEligibleMembrane");
-    const auto gCounts = gatherSamples(body, counts, "gatheredCounts");
-    ComputeSet cb = graph_.addComputeSet({dnai_, "combine"});
-    for (unsigned b = 0; b < B; ++b) {
-      std::vector<Tensor> pIds, pMem, qIds, qMem;
-      unsigned at = 0;
-      for (unsigned j : groupTiles(b)) {
-        const unsigned L = tiles_[j].localCapacity;
-        pIds.push_back(gIds[b].slice(at, at + L));
-        pMem.push_back(gMem[b].slice(at, at + L));
-        qIds.push_back(gEIds[b].slice(at, at + L));
-        qMem.push_back(gEMem[b].slice(at, at + L));
-        at += L;
-      }
-      auto v = graph_.addVertex(cb, "SpikeListCombine");
-      connectEach(v, "spikeIds", pIds);
-      connectEach(v, "spikeMembrane", pMem);
-      connectEach(v, "eligibleIds", qIds);
-      connectEach(v, "eligibleMembrane", qMem);
-      graph_.connect(v["tileCounts"], gCounts[b]);
-      graph_.connect(v["ids"], stepIds[b]);
-      graph_.connect(v["membrane"], stepMem[b]);
-      graph_.connect(v["counts"], stepCounts[b]);
-      graph_.setTileMapping(v, combineTile(b));
-      estimate(v, plan::cost::listCombineWorkerCycles(tilesPerGroup_,
-                                                      expectedListed()));
-    }
-    // Every spike of the step as bits, dropped ones included: the backward
-    // pass needs them for the resets.
-    for (unsigned j = 0; j < tiles_.size(); ++j)
-      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-        auto v = graph_.addVertex(cb, "SpikeBitsPack",
-                                  {{"spiked", spiked[j][b]}, {"bits", bits[j][b]}});
-        graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
-        graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, spikeBitsCycles(tiles_[j].width));
-      }
-    body.add(Execute(cb, {dnai_, "combine"}));
-    stepUpdate(body, out.ids, stepIds, t, "ids[t]=");
-    stepUpdate(body, out.membrane, stepMem, t, "membrane[t]=");
-    stepUpdate(body, counts4, stepCounts.reinterpret(INT), t, "counts[t]=");
-    stepUpdate(body, out.spikeBits, assemble(bits), t, "spikeBits[t]=");
-  }
-  if (readout)
-    stepUpdate(body, out.denseMembrane, assemble(outStep), t, "U[t]=");
-  else if (config_.keepDenseState)
-    stepUpdate(body, out.denseMembrane, unpadded(U), t, "U[t]=");
-  if (synaptic && config_.keepDenseState)
-    stepUpdate(body, out.denseSynaptic, assemble(syn), t, "syn[t]=");
+  writeStep(body, L, t);
   popops::addInPlace(graph_, t, one, body, {dnai_, "t+=1"});
-  prog.add(Repeat(T, body, {dnai_, "timeLoop"}));
-
-  if (!readout) {
-    out.counts = poputil::duplicate(graph_, counts4.slice(0, 2, 2), prog, {dnai_, "counts"});
-    out.needed = popops::cast(graph_, counts4.slice(2, 4, 2), FLOAT, prog, {dnai_, "needed"});
-    // values[t, b, k] = k < spikes listed: the differentiable part of the list.
-    std::vector<int> iota(K);
-    std::iota(iota.begin(), iota.end(), 0);
-    Tensor k = graph_.addConstant<int>(INT, {1, 1, K}, iota, {dnai_, "k"});
-    graph_.setTileMapping(k, tiles_[0].index);
-    const Tensor spikes = out.counts.slice(0, 1, 2).broadcast(K, 2);
-    out.values = popops::map(graph_, pe::Cast(pe::Lt(pe::_1, pe::_2), FLOAT),
-                             {k.broadcast(T, 0).broadcast(B, 1), spikes}, prog, {dnai_, "values"});
-  }
-  return out;
+  prog.add(Repeat(steps_, body, {dnai_, "timeLoop"}));
+  return endForward(prog, L);
 }
 
 BackwardOutputs LayerGraph::backward(Sequence &prog, const BackwardInputs &bin) {
-  const ForwardInputs &in = bin.forward;
-  const ForwardOutputs &fo = bin.outputs;
-  const unsigned B = batch_, T = steps_, K = capacityOut_, Kin = capacityIn_, N = outFeatures_;
-  const unsigned numTiles = unsigned(tiles_.size()); // of all sample groups
-  const bool readout = config_.model == snn::MODEL_READOUT, synaptic = config_.model == snn::MODEL_SYNAPTIC;
-  const bool floatW = weightType_ == FLOAT;
-  const std::string wt = floatW ? "float" : "half";
-  // Sample b's row of a per-tile variable on each tile of its group, and the
-  // tile of its group that reduces it (combineTile(b)).
-  auto groupColumn = [&](const std::vector<Tensor> &perTileVars, unsigned b) {
-    std::vector<Tensor> out;
-    for (unsigned j : groupTiles(b))
-      out.push_back(perTileVars[j][localSample(b)]);
-    return out;
-  };
-  auto reducer = [&](unsigned b) { return groupTiles(b)[localSample(b) % tilesPerGroup_]; };
-  // WeightGradScatter is a MultiVertex over the tile's worker contexts.
-  const unsigned workers = graph_.getTarget().getNumWorkerContexts();
-  const bool denseU = readout || (config_.keepDenseState && fo.denseMembrane.valid());
-  const bool denseSyn = synaptic && config_.keepDenseState && fo.denseSynaptic.valid();
-
-  const auto W = weightBlocks(prog, in.weight, inFeatures_, "W");
-  std::vector<Tensor> V;
-  if (config_.recurrent)
-    V = weightBlocks(prog, in.recWeight, N, "V");
-  const auto beta = paramSlices(prog, in.beta, "beta");
-  std::vector<Tensor> thr, alpha;
-  if (!readout)
-    thr = paramSlices(prog, in.threshold, "threshold");
-  if (synaptic)
-    alpha = paramSlices(prog, in.alpha, "alpha");
-  const Tensor noFloat = empty(FLOAT);
-
-  // Dense carries and the per-sample parameter-gradient accumulators (the
-  // per-sample vertices of a compute set must not share an InOut).
-  const auto carry = perTile(FLOAT, false, "carry");
-  const auto curGrad = perTile(FLOAT, true, "currentGrad"); // padding stays zero
-  const auto gBeta = perTile(FLOAT, false, "gradBeta");
-  std::vector<Tensor> toZero = {flatAll(carry), flatAll(curGrad),
-                                flatAll(gBeta)};
-  std::vector<Tensor> carrySyn, notSpiked, gThr, gAlpha, listIds, listMem, listGrad, nums, prevList,
-      prevNums;
-  if (!readout) {
-    notSpiked = perTile(FLOAT, false, "notSpiked");
-    gThr = perTile(FLOAT, false, "gradThreshold");
-    toZero.push_back(flatAll(gThr));
-    std::vector<Tensor> sizes2L, sizesL;
-    for (const Tile &tile : tiles_) {
-      const unsigned Bt = tile.samples;
-      Tensor ids = graph_.addVariable(INT, {Bt, 2 * tile.localCapacity}, {dnai_, "listIds"});
-      Tensor mem = graph_.addVariable(FLOAT, {Bt, 2 * tile.localCapacity}, {dnai_, "listMembrane"});
-      Tensor grd = graph_.addVariable(FLOAT, {Bt, 2 * tile.localCapacity}, {dnai_, "listGrad"});
-      Tensor prv = graph_.addVariable(INT, {Bt, tile.width}, {dnai_, "prevSpikeIds"});
-      for (const Tensor &x : {ids, mem, grd, prv})
-        graph_.setTileMapping(x, tile.index);
-      listIds.push_back(ids);
-      listMem.push_back(mem);
-      listGrad.push_back(grd);
-      prevList.push_back(prv);
-    }
-    nums = perTileFixed(UNSIGNED_INT, 2, "numListed");
-    prevNums = perTileFixed(UNSIGNED_INT, 1, "numPrevSpikes");
-  }
-  if (synaptic) {
-    carrySyn = perTile(FLOAT, false, "carrySynaptic");
-    gAlpha = perTile(FLOAT, false, "gradAlpha");
-    toZero.push_back(flatAll(carrySyn));
-    toZero.push_back(flatAll(gAlpha));
-  }
-  // Float weight gradients in the blocks' layout.
-  std::vector<Tensor> gW, gV, gB;
-  for (const Tile &tile : tiles_) {
-    Tensor g = graph_.addVariable(FLOAT, {inFeatures_ * tile.rowLength}, {dnai_, "gradW"});
-    graph_.setTileMapping(g, tile.index);
-    gW.push_back(g);
-    toZero.push_back(g);
-    if (config_.recurrent) {
-      Tensor gv = graph_.addVariable(FLOAT, {N * tile.rowLength}, {dnai_, "gradV"});
-      graph_.setTileMapping(gv, tile.index);
-      gV.push_back(gv);
-      toZero.push_back(gv);
-    }
-    if (config_.hasBias) {
-      Tensor gb = graph_.addVariable(FLOAT, {tile.rowLength}, {dnai_, "gradBias"});
-      graph_.setTileMapping(gb, tile.index);
-      gB.push_back(gb);
-      toZero.push_back(gb);
-    }
-  }
-  const auto partials = perTileFixed(FLOAT, Kin, "inputGradPartials");
-  std::vector<Tensor> recPartials;
-  Tensor stepRecGrad;
-  if (config_.recurrent) {
-    recPartials = perTileFixed(FLOAT, K, "recurrentGradPartials");
-    stepRecGrad = perSample(FLOAT, K, "recurrentGrad");
-  }
-  const Tensor stepGradIn = perSample(FLOAT, Kin, "gradIn[t]");
-  BackwardOutputs out;
-  out.gradInValues = sliceable(FLOAT, {T, B, Kin}, "gradInValues");
-  popops::zero(graph_, concat(toZero), prog, {dnai_, "initGrad"});
-  if (!readout) {
-    Tensor ones = graph_.addConstant(FLOAT, {1}, 1.0f, {dnai_, "1"});
-    graph_.setTileMapping(ones, tiles_[0].index);
-    prog.add(Copy(ones.broadcast(unsigned(flatAll(notSpiked).numElements()), 0),
-                  flatAll(notSpiked), false, {dnai_, "notSpiked=1"}));
-  }
-
-  // Step t - 1 of a [T, ...] tensor is row t of [zeros; tensor].
-  auto shiftedByOne = [&](const Tensor &x, const std::string &name) {
-    std::vector<std::size_t> shape = x.shape();
-    shape[0] = 1;
-    Tensor z = graph_.addConstant(x.elementType(), shape, 0, {dnai_, name + "[-1]"});
-    poputil::mapTensorLinearly(graph_, z);
-    return concat(z, x, 0);
-  };
-  Tensor prevIdsAll, prevCountsAll, prevBitsAll, prevDenseU, prevDenseSyn;
-  if (!readout) {
-    prevBitsAll = shiftedByOne(fo.spikeBits, "spikeBits");
-    if (config_.recurrent) {
-      prevIdsAll = shiftedByOne(fo.ids, "ids");
-      prevCountsAll = shiftedByOne(fo.counts, "counts");
-    }
-  }
-  if (denseU)
-    prevDenseU = shiftedByOne(fo.denseMembrane, "U");
-  if (denseSyn)
-    prevDenseSyn = shiftedByOne(fo.denseSynaptic, "syn");
-
+  BackwardLoop L = beginBackward(prog, bin);
   Tensor t = graph_.addVariable(UNSIGNED_INT, {1}, {dnai_, "t"});
   graph_.setTileMapping(t, tiles_[0].index);
-  Tensor last = graph_.addConstant(UNSIGNED_INT, {1}, T - 1, {dnai_, "T-1"});
+  Tensor last = graph_.addConstant(UNSIGNED_INT, {1}, steps_ - 1, {dnai_, "T-1"});
   Tensor one = graph_.addConstant(UNSIGNED_INT, {1}, 1u, {dnai_, "one"});
   graph_.setTileMapping(last, tiles_[0].index);
   graph_.setTileMapping(one, tiles_[0].index);
   prog.add(Copy(last, t, false, {dnai_, "t=T-1"}));
 
   Sequence body;
-  // What the tiles read of step t (and t - 1), copied onto them.
-  const auto idsT = toEveryTile(body, stepSlice(body, in.inIds, t, "inIds[t]"), "inIds[t]");
-  const auto cntT = toEveryTile(
-      body, stepSlice(body, in.inCounts, t, "inCounts[t]").reinterpret(UNSIGNED_INT), "inCounts[t]");
-  Tensor gradT = stepSlice(body, bin.gradValues, t, "grad[t]"); // [B, K] or readout [B, N]
-  std::vector<Tensor> oIds, oCnt, oMem, pIds, pCnt, pBits, pU, pSyn;
-  if (!readout) {
-    oIds = toEveryTile(body, stepSlice(body, fo.ids, t, "ids[t]"), "ids[t]");
-    oCnt = toEveryTile(body, stepSlice(body, fo.counts, t, "counts[t]"), "counts[t]");
-    oMem = toEveryTile(body, stepSlice(body, fo.membrane, t, "membrane[t]"), "membrane[t]");
-    pBits = toOwnTiles(body, stepSlice(body, prevBitsAll, t, "spikeBits[t-1]"), "spikeBits[t-1]",
-                       wordsPerTile_);
-    if (config_.recurrent) { // V's gradient pairs dL/dI[t] with the listed spikes of t - 1
-      pIds = toEveryTile(body, stepSlice(body, prevIdsAll, t, "ids[t-1]"), "ids[t-1]");
-      pCnt = toEveryTile(body, stepSlice(body, prevCountsAll, t, "counts[t-1]"), "counts[t-1]");
-    }
+  auto phase = [&](const std::string &name, auto &&add) {
+    ComputeSet cs = computeSet(name);
+    add(cs);
+    body.add(Execute(cs, {dnai_, name}));
+  };
+  { // what the tiles read of step t (and t - 1): the slices, then their copies
+    Sequence slices, copies;
+    exchangeGradInputs(slices, copies, L, t);
+    body.add(slices);
+    body.add(copies);
   }
-  if (denseU)
-    pU = toOwnTiles(body, stepSlice(body, prevDenseU, t, "U[t-1]"), "U[t-1]");
-  if (denseSyn)
-    pSyn = toOwnTiles(body, stepSlice(body, prevDenseSyn, t, "syn[t-1]"), "syn[t-1]");
-
   if (config_.recurrent) {
-    // dL/dS[t] += V^T dL/dI[t+1]; curGrad still holds step t+1 (zero at T-1).
-    ComputeSet dot = graph_.addComputeSet({dnai_, "recurrentInputGrad"});
-    for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-        auto v = graph_.addVertex(dot, "InputSpikeGrad<" + wt + ">",
-                                  {{"ids", oIds[j][b]},
-                                   {"numIds", oCnt[j][b][1].reinterpret(UNSIGNED_INT)},
-                                   {"weights", V[j]},
-                                   {"currentGrad", curGrad[j][b]},
-                                   {"partials", recPartials[j][b]}});
-        graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-        graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, plan::cost::inputGradWorkerCycles(2 * plan_.spec.activity * N,
-                                                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
-      }
-    body.add(Execute(dot, {dnai_, "recurrentInputGrad"}));
-    popops::zero(graph_, stepRecGrad, body, {dnai_, "recurrentGrad=0"});
-    std::vector<std::vector<Tensor>> recColumns(B);
-    for (unsigned b = 0; b < B; ++b)
-      recColumns[b] = groupColumn(recPartials, b);
-    const auto recGathered = gatherSamples(body, recColumns, "recurrentGradPartials");
-    ComputeSet red = graph_.addComputeSet({dnai_, "recurrentReduce"});
-    for (unsigned b = 0; b < B; ++b) {
-      auto v = graph_.addVertex(red, "PartialReduce",
-                                {{"partials", recGathered[b]},
-                                 {"out", stepRecGrad[b]},
-                                 {"numOut", oCnt[reducer(b)][localSample(b)][1].reinterpret(UNSIGNED_INT)}});
-      graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
-      graph_.setInitialValue(v["stride"], K);
-      graph_.setTileMapping(v, combineTile(b));
-      // as the planner: the expected listed entries, not the capacity
-      estimate(v, plan::cost::partialReduceWorkerCycles(
-                      std::min<double>(K, 2 * plan_.spec.activity * N), tilesPerGroup_));
-    }
-    body.add(Execute(red, {dnai_, "recurrentReduce"}));
-    popops::addInPlace(graph_, gradT, stepRecGrad, body, {dnai_, "grad[t]+=recurrent"});
+    phase("recurrentInputGrad", [&](ComputeSet cs) { addRecurrentInputGrad(cs, L); });
+    exchangeRecurrentPartials(body, body, L);
+    phase("recurrentReduce", [&](ComputeSet cs) { addRecurrentReduce(cs, L); });
+    addRecurrentGrad(body, L);
   }
-
-  std::vector<Tensor> gradLocal; // readout: the tile's neurons of dL/dU[t]; else the list's grads
-  if (readout)
-    gradLocal = toOwnTiles(body, gradT, "grad[t]");
-  else
-    gradLocal = toEveryTile(body, gradT, "grad[t]");
-  if (!readout) {
-    ComputeSet sl = graph_.addComputeSet({dnai_, "tileListSlice"});
-    for (unsigned j = 0; j < numTiles; ++j)
-      for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-        auto v = graph_.addVertex(sl, "TileListSlice",
-                                  {{"ids", oIds[j][b]},
-                                   {"membrane", oMem[j][b]},
-                                   {"grad", gradLocal[j][b]},
-                                   {"counts", oCnt[j][b]},
-                                   {"outIds", listIds[j][b]},
-                                   {"outMembrane", listMem[j][b]},
-                                   {"outGrad", listGrad[j][b]},
-                                   {"numSpikes", nums[j][b][0]},
-                                   {"numListed", nums[j][b][1]}});
-        graph_.setInitialValue(v["firstNeuron"], tiles_[j].first);
-        graph_.setInitialValue(v["numNeurons"], tiles_[j].width);
-        graph_.setInitialValue(v["spikesOnly"], 0u);
-        graph_.setTileMapping(v, tiles_[j].index);
-        estimate(v, plan::cost::listSliceWorkerCycles(tiles_[j].localCapacity));
-        // Every spike of step t - 1 on the tile, dropped ones included.
-        auto p = graph_.addVertex(sl, "SpikeBitsToList",
-                                  {{"bits", pBits[j][b]},
-                                   {"ids", prevList[j][b]},
-                                   {"count", prevNums[j][b][0]}});
-        graph_.setInitialValue(p["firstNeuron"], tiles_[j].first);
-        graph_.setInitialValue(p["numNeurons"], tiles_[j].width);
-        graph_.setTileMapping(p, tiles_[j].index);
-        estimate(p, spikeBitsCycles(tiles_[j].width));
-      }
-    body.add(Execute(sl, {dnai_, "tileListSlice"}));
+  exchangeStepGrad(body, L);
+  if (!readout())
+    phase("tileListSlice", [&](ComputeSet cs) { addTileListSlice(cs, L); });
+  phase("stateGrad", [&](ComputeSet cs) { addStateGrad(cs, L); });
+  for (unsigned b = 0; b < weightGradRounds(); ++b)
+    phase("weightGrad", [&](ComputeSet cs) { addWeightGrad(cs, L, b); });
+  if (config_.inputNeedsGrad) { // not for the network's data
+    phase("inputGrad", [&](ComputeSet cs) { addInputGrad(cs, L); });
+    exchangeInputGradPartials(body, body, L);
+    phase("inputGradReduce", [&](ComputeSet cs) { addInputGradReduce(cs, L); });
+    writeGradStep(body, L, t);
   }
-
-  ComputeSet sg = graph_.addComputeSet({dnai_, "stateGrad"});
-  const char *gradVertex = readout    ? "ReadoutStateGrad"
-                           : synaptic ? "SynapticStateGrad"
-                                      : "LifStateGrad";
-  for (unsigned j = 0; j < numTiles; ++j) {
-    const Tile &tile = tiles_[j];
-    for (unsigned b = 0; b < tile.samples; ++b) {
-      auto v = graph_.addVertex(sg, gradVertex);
-      graph_.connect(v["beta"], beta[j]);
-      graph_.connect(v["prevMembrane"], denseU ? pU[j][b] : noFloat);
-      graph_.connect(v["carry"], carry[j][b]);
-      graph_.connect(v["currentGrad"], curGrad[j][b].slice(0, tile.width));
-      graph_.connect(v["betaGrad"], gBeta[j][b]);
-      graph_.setInitialValue(v["numNeurons"], tile.width);
-      if (readout) {
-        graph_.connect(v["outputGrad"], gradLocal[j][b]);
-      } else {
-        graph_.connect(v["listIds"], listIds[j][b]);
-        graph_.connect(v["listMembrane"], listMem[j][b]);
-        graph_.connect(v["listGrad"], listGrad[j][b]);
-        graph_.connect(v["numListed"], nums[j][b][1]);
-        graph_.connect(v["prevSpikeIds"], prevList[j][b]);
-        graph_.connect(v["numPrevSpikes"], prevNums[j][b][0]);
-        graph_.connect(v["threshold"], thr[j]);
-        graph_.connect(v["notSpiked"], notSpiked[j][b]);
-        graph_.connect(v["thresholdGrad"], gThr[j][b]);
-        graph_.setInitialValue(v["firstNeuron"], tile.first);
-        graph_.setInitialValue(v["reset"], config_.reset);
-        graph_.setInitialValue(v["surrogateKind"], config_.surrogateKind);
-        graph_.setInitialValue(v["surrogateP0"], config_.surrogateP0);
-        graph_.setInitialValue(v["surrogateP1"], config_.surrogateP1);
-        if (synaptic) {
-          graph_.connect(v["alpha"], alpha[j]);
-          graph_.connect(v["prevSynaptic"], denseSyn ? pSyn[j][b] : noFloat);
-          graph_.connect(v["carrySynaptic"], carrySyn[j][b]);
-          graph_.connect(v["alphaGrad"], gAlpha[j][b]);
-        }
-      }
-      graph_.setTileMapping(v, tile.index);
-      estimate(v, plan::cost::stateGradWorkerCycles(plan_.spec.model, tile.width,
-                                                    expectedListed(tile)));
-    }
-  }
-  body.add(Execute(sg, {dnai_, "stateGrad"}));
-
-  // Weight gradients: every sample's vertices write the same block, so the
-  // samples take turns (one compute set each) instead of sharing one; within
-  // a sample the tile's workers share out the columns.
-  // With sample groups each group's tiles take their own samples' turns at once.
-  for (unsigned b = 0; b < tiles_[0].samples; ++b) {
-    ComputeSet ws = graph_.addComputeSet({dnai_, "weightGrad"});
-    for (unsigned j = 0; j < numTiles; ++j) {
-      if (b >= tiles_[j].samples)
-        continue;
-      auto v = graph_.addVertex(ws, "WeightGradScatter",
-                                {{"ids", idsT[j][b]},
-                                 {"numIds", cntT[j][b][0]},
-                                 {"currentGrad", curGrad[j][b]},
-                                 {"weightGrad", gW[j]},
-                                 {"biasGrad", config_.hasBias ? gB[j] : noFloat}});
-      graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-      graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::weightGradVertexCycles(
-                      std::min<double>(Kin, plan_.spec.activity * inFeatures_),
-                      tiles_[j].rowLength, true, 2, workers));
-      if (config_.recurrent) {
-        // V's gradient pairs dL/dI[t] with the spikes of step t-1.
-        auto r = graph_.addVertex(ws, "WeightGradScatter",
-                                  {{"ids", pIds[j][b]},
-                                   {"numIds", pCnt[j][b][0].reinterpret(UNSIGNED_INT)},
-                                   {"currentGrad", curGrad[j][b]},
-                                   {"weightGrad", gV[j]},
-                                   {"biasGrad", noFloat}});
-        graph_.setInitialValue(r["rowLength"], tiles_[j].rowLength);
-        graph_.setTileMapping(r, tiles_[j].index);
-        estimate(r, plan::cost::weightGradVertexCycles(plan_.spec.activity * N,
-                                                       tiles_[j].rowLength, true, 2, workers));
-      }
-    }
-    body.add(Execute(ws, {dnai_, "weightGrad"}));
-  }
-
-  // dL/d(input values) at every listed input entry: per-tile partial dot
-  // products, summed in tile order on the sample's reducing tile.
-  ComputeSet ig = graph_.addComputeSet({dnai_, "inputGrad"});
-  for (unsigned j = 0; j < numTiles; ++j)
-    for (unsigned b = 0; b < tiles_[j].samples; ++b) {
-      auto v = graph_.addVertex(ig, "InputSpikeGrad<" + wt + ">",
-                                {{"ids", idsT[j][b]},
-                                 {"numIds", cntT[j][b][1]},
-                                 {"weights", W[j]},
-                                 {"currentGrad", curGrad[j][b]},
-                                 {"partials", partials[j][b]}});
-      graph_.setInitialValue(v["rowLength"], tiles_[j].rowLength);
-      graph_.setTileMapping(v, tiles_[j].index);
-      estimate(v, plan::cost::inputGradWorkerCycles(
-                      std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_),
-                      tiles_[j].rowLength, floatW, floatW ? 2 : 4));
-    }
-  body.add(Execute(ig, {dnai_, "inputGrad"}));
-  popops::zero(graph_, stepGradIn, body, {dnai_, "gradIn[t]=0"});
-  std::vector<std::vector<Tensor>> columns(B);
-  for (unsigned b = 0; b < B; ++b)
-    columns[b] = groupColumn(partials, b);
-  const auto gathered = gatherSamples(body, columns, "inputGradPartials");
-  ComputeSet rd = graph_.addComputeSet({dnai_, "inputGradReduce"});
-  for (unsigned b = 0; b < B; ++b) {
-    auto v = graph_.addVertex(rd, "PartialReduce",
-                              {{"partials", gathered[b]},
-                               {"out", stepGradIn[b]},
-                               {"numOut", cntT[reducer(b)][localSample(b)][1]}});
-    graph_.setInitialValue(v["numPartials"], tilesPerGroup_);
-    graph_.setInitialValue(v["stride"], Kin);
-    graph_.setTileMapping(v, combineTile(b));
-    estimate(v, plan::cost::partialReduceWorkerCycles(
-                    std::min<double>(Kin, 2 * plan_.spec.activity * inFeatures_), tilesPerGroup_));
-  }
-  body.add(Execute(rd, {dnai_, "inputGradReduce"}));
-  stepUpdate(body, out.gradInValues, stepGradIn, t, "gradIn[t]=");
   popops::subInPlace(graph_, t, one, body, {dnai_, "t-=1"});
-  prog.add(Repeat(T, body, {dnai_, "timeLoopBack"}));
-
-  // Back to the torch layouts; tile j keeps the rows of its neurons.
-  // With one sample group the gradient in torch's [out, in] layout is a view
-  // of the tiles' blocks, not a copy: a copy would hold every weight gradient
-  // twice on its tile. With several, the groups' views are summed, once per
-  // training step (popops::reduce spreads the sum over the IPU).
-  auto sumGroups = [&](const std::vector<Tensor> &perGroup, const std::string &name) {
-    if (groups_ == 1)
-      return perGroup[0];
-    std::vector<Tensor> stacked;
-    for (const Tensor &x : perGroup)
-      stacked.push_back(x.expand({0}));
-    return popops::reduce(graph_, concat(stacked, 0), FLOAT, {0},
-                          popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
-  };
-  auto rowsToMatrix = [&](const std::vector<Tensor> &blocks, unsigned cols,
-                          const std::string &name) {
-    std::vector<Tensor> perGroup;
-    for (unsigned g = 0; g < groups_; ++g) {
-      std::vector<Tensor> parts;
-      for (unsigned j = g * tilesPerGroup_; j < (g + 1) * tilesPerGroup_; ++j)
-        parts.push_back(blocks[j]
-                            .reshape({cols, tiles_[j].rowLength})
-                            .slice(0, tiles_[j].width, 1)
-                            .transpose());
-      perGroup.push_back(concat(parts, 0));
-    }
-    return sumGroups(perGroup, name);
-  };
-  auto sumSamples = [&](const std::vector<Tensor> &perSampleGrads, const std::string &name) {
-    return popops::reduce(graph_, assemble(perSampleGrads), FLOAT, {0},
-                          popops::ReduceParams(popops::Operation::ADD), prog, {dnai_, name});
-  };
-  out.gradWeight = rowsToMatrix(gW, inFeatures_, "gradW");
-  if (config_.recurrent)
-    out.gradRecWeight = rowsToMatrix(gV, N, "gradV");
-  if (config_.hasBias) {
-    std::vector<Tensor> perGroup;
-    for (unsigned g = 0; g < groups_; ++g) {
-      std::vector<Tensor> parts;
-      for (unsigned j = g * tilesPerGroup_; j < (g + 1) * tilesPerGroup_; ++j)
-        parts.push_back(gB[j].slice(0, tiles_[j].width));
-      perGroup.push_back(concat(parts));
-    }
-    out.gradBias = groups_ == 1
-                       ? poputil::duplicate(graph_, perGroup[0], prog, {dnai_, "gradBias"})
-                       : sumGroups(perGroup, "gradBias");
-  }
-  out.gradBeta = sumSamples(gBeta, "gradBeta");
-  if (!readout)
-    out.gradThreshold = sumSamples(gThr, "gradThreshold");
-  if (synaptic)
-    out.gradAlpha = sumSamples(gAlpha, "gradAlpha");
-  return out;
+  prog.add(Repeat(steps_, body, {dnai_, "timeLoopBack"}));
+  return endBackward(prog, L);
 }
 
 } // namespace ipu

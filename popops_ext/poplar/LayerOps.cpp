@@ -33,12 +33,19 @@ void checkRange(const char *name, std::int64_t value, std::int64_t lo, std::int6
 // The table's input names, for error messages.
 const char *inputName(OpKind kind, int i) { return signature(kind).inputs[i].name; }
 
-void checkInputs(OpKind kind, const std::vector<Tensor> &inputs) {
+// The op's list inputs (in_ids, in_counts, in_values: the same in both signatures).
+bool isListInput(int i) { return i <= ops::spiking::kInValues; }
+
+// listFromNetwork: a layer after the first of a fused network, whose list comes
+// from the layer before (its list inputs may be absent).
+void checkInputs(OpKind kind, const std::vector<Tensor> &inputs, bool listFromNetwork = false) {
   const ops::OpSignature &sig = signature(kind);
   if (int(inputs.size()) != sig.numInputs)
     fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs, got " +
          std::to_string(inputs.size()));
   for (int i = 0; i < sig.numInputs; ++i) {
+    if (listFromNetwork && isListInput(i) && !inputs[i].valid())
+      continue;
     const Type t = inputs[i].elementType();
     const bool ok = sig.inputs[i].type == ops::DType::Int32 ? t == INT
                     : sig.inputs[i].type == ops::DType::Float ? t == FLOAT
@@ -57,15 +64,18 @@ void checkShape(OpKind kind, const Tensor &t, int index, const Shape &want) {
          " has shape " + shapeString(t.shape()) + ", expected " + shapeString(want));
 }
 
-// The input list's shapes, against each other and the weight.
-void checkList(OpKind kind, const std::vector<Tensor> &inputs, int ids, int counts, int values,
-               int weight) {
-  const Shape idsShape = inputs[ids].shape();
+// The input list's shapes ([T, B, K] given), against each other and the weight.
+void checkList(OpKind kind, const std::vector<Tensor> &inputs, const Shape &idsShape, int ids,
+               int counts, int values, int weight) {
+  if (inputs[ids].valid() && inputs[ids].shape() != idsShape)
+    checkShape(kind, inputs[ids], ids, idsShape);
   if (idsShape.size() != 3)
     fail(std::string(signature(kind).name) + ": in_ids must be [T, B, K], got " +
          shapeString(idsShape));
-  checkShape(kind, inputs[counts], counts, {idsShape[0], idsShape[1], 2});
-  checkShape(kind, inputs[values], values, idsShape);
+  if (inputs[counts].valid())
+    checkShape(kind, inputs[counts], counts, {idsShape[0], idsShape[1], 2});
+  if (inputs[values].valid())
+    checkShape(kind, inputs[values], values, idsShape);
   if (inputs[weight].rank() != 2)
     fail(std::string(signature(kind).name) + ": weight must be [out, in], got " +
          shapeString(inputs[weight].shape()));
@@ -116,13 +126,24 @@ AttributeMap AttributeMap::fromNumbers(const std::map<std::string, double> &numb
   return m;
 }
 
-std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs) {
+std::vector<int> gradOutputInputs(OpKind kind, const LayerAttributes &a) {
+  static_assert(int(ops::spiking::kInValues) == int(ops::readout::kInValues), "in_values index");
+  const ops::OpSignature &sig = signature(kind);
+  std::vector<int> out;
+  for (int i = 0; i < sig.numGradOutputs; ++i)
+    if (a.inputNeedsGrad || sig.gradOutputs[i] != ops::spiking::kInValues)
+      out.push_back(sig.gradOutputs[i]);
+  return out;
+}
+
+std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const LayerAttributes &a,
+                                        const std::vector<TensorSpec> &forwardInputs) {
   const ops::OpSignature &sig = signature(kind);
   if (int(forwardInputs.size()) != sig.numInputs)
     fail(std::string(sig.name) + " takes " + std::to_string(sig.numInputs) + " inputs");
   std::vector<TensorSpec> specs;
-  for (int i = 0; i < sig.numGradOutputs; ++i)
-    specs.push_back(forwardInputs[std::size_t(sig.gradOutputs[i])]);
+  for (int input : gradOutputInputs(kind, a))
+    specs.push_back(forwardInputs[std::size_t(input)]);
   return specs;
 }
 
@@ -173,6 +194,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   r.neuronsPerTile = getInt("neurons_per_tile", r.neuronsPerTile);
   r.firstTile = getInt("first_tile", r.firstTile);
   r.sampleGroups = getInt("sample_groups", r.sampleGroups);
+  r.inputNeedsGrad = getInt("input_needs_grad", r.inputNeedsGrad);
   r.surrogateP0 = getFloat("surrogate_p0", r.surrogateP0);
   r.surrogateP1 = getFloat("surrogate_p1", r.surrogateP1);
   r.gradWindow = getFloat("grad_window", r.gradWindow);
@@ -189,6 +211,7 @@ LayerAttributes LayerAttributes::parse(const AttributeMap &map) {
   checkRange("neurons_per_tile", r.neuronsPerTile, 1, std::numeric_limits<std::int32_t>::max());
   checkRange("first_tile", r.firstTile, 0, std::numeric_limits<std::int32_t>::max());
   checkRange("sample_groups", r.sampleGroups, 1, std::numeric_limits<std::int32_t>::max());
+  checkRange("input_needs_grad", r.inputNeedsGrad, 0, 1);
   if (!(r.activity >= 0.0f && r.activity <= 1.0f))
     fail("attribute activity must lie in [0, 1]");
   return r;
@@ -205,7 +228,8 @@ AttributeMap LayerAttributes::toMap() const {
             {"keep_dense_state", keepDenseState},
             {"neurons_per_tile", neuronsPerTile},
             {"first_tile", firstTile},
-            {"sample_groups", sampleGroups}};
+            {"sample_groups", sampleGroups},
+            {"input_needs_grad", inputNeedsGrad}};
   m.floats = {{"surrogate_p0", surrogateP0},
               {"surrogate_p1", surrogateP1},
               {"grad_window", gradWindow},
@@ -226,6 +250,7 @@ NeuronConfig LayerAttributes::neuronConfig() const {
   c.recurrent = recurrent != 0;
   c.keepDenseState = keepDenseState != 0;
   c.firstTile = unsigned(firstTile);
+  c.inputNeedsGrad = inputNeedsGrad != 0;
   return c;
 }
 
@@ -243,6 +268,7 @@ plan::LayerPlan layerPlan(const LayerAttributes &a, const Shape &inIds, const Sh
   s.activity = a.activity;
   s.weightBytes = halfWeights ? 2 : 4;
   s.denseHistory = a.keepDenseState != 0;
+  s.inputNeedsGrad = a.inputNeedsGrad != 0;
   if (std::uint64_t(a.sampleGroups) > s.batch)
     fail("attribute sample_groups=" + std::to_string(a.sampleGroups) + " exceeds the batch of " +
          std::to_string(s.batch));
@@ -300,36 +326,34 @@ Tensor createInput(Graph &graph, OpKind kind, const LayerAttributes &a, int inde
   return layer.createWeight(unsigned(created.shape[1]), {dnai, sig.inputs[index].name});
 }
 
-std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
-                                const LayerAttributes &a, const std::vector<Tensor> &inputs,
-                                const DebugContext &dc) {
-  checkInputs(kind, inputs);
-  DebugInfo info(dc, "snn_ipu");
-  const DebugNameAndId dnai(info, signature(kind).name);
+ForwardOp forwardOp(Graph &graph, OpKind kind, const LayerAttributes &a,
+                    const std::vector<Tensor> &inputs, const Shape &listShape,
+                    const DebugNameAndId &dnai) {
+  const bool fromNetwork = !inputs.empty() && !inputs[0].valid();
+  checkInputs(kind, inputs, fromNetwork);
   if (kind == OpKind::Readout) {
     using namespace ops::readout;
     if (a.model != snn::MODEL_READOUT)
       fail("SnnReadoutLayer needs model=2 (readout)");
-    checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
+    checkList(kind, inputs, listShape, kInIds, kInCounts, kInValues, kWeight);
     const Tensor &w = inputs[kWeight];
     const std::size_t N = w.dim(0);
     checkShape(kind, inputs[kBias], kBias, {N});
     checkShape(kind, inputs[kBeta], kBeta, {N});
-    LayerGraph layer(graph, layerPlan(a, inputs[kInIds].shape(), w.shape(), w.elementType() == HALF),
-                     a.neuronConfig(), w.elementType(), {dnai, "SnnReadoutLayer"});
     ForwardInputs fin;
     fin.inIds = inputs[kInIds];
     fin.inCounts = inputs[kInCounts];
     fin.weight = w;
     fin.bias = inputs[kBias];
     fin.beta = inputs[kBeta];
-    return {layer.forward(prog, fin).denseMembrane};
+    return {LayerGraph(graph, layerPlan(a, listShape, w.shape(), w.elementType() == HALF),
+                       a.neuronConfig(), w.elementType(), {dnai, "SnnReadoutLayer"}),
+            fin};
   }
-
   using namespace ops::spiking;
   if (a.model == snn::MODEL_READOUT)
     fail("SnnSpikingLayer needs model=0 (leaky) or 1 (synaptic)");
-  checkList(kind, inputs, kInIds, kInCounts, kInValues, kWeight);
+  checkList(kind, inputs, listShape, kInIds, kInCounts, kInValues, kWeight);
   const Tensor &w = inputs[kWeight];
   const std::size_t N = w.dim(0);
   checkShape(kind, inputs[kBias], kBias, {N});
@@ -339,13 +363,22 @@ std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
     checkShape(kind, inputs[kRecWeight], kRecWeight, {N, N});
   if (a.model == snn::MODEL_SYNAPTIC)
     checkShape(kind, inputs[kAlpha], kAlpha, {N});
-  const std::vector<Shape> shapes = outputShapes(kind, a, inputs[kInIds].shape(), w.shape());
-  LayerGraph layer(graph, layerPlan(a, inputs[kInIds].shape(), w.shape(), w.elementType() == HALF),
-                   a.neuronConfig(), w.elementType(), {dnai, "SnnSpikingLayer"});
   const ForwardInputs fin{inputs[kInIds], inputs[kInCounts],  w,
                           inputs[kBias],  inputs[kRecWeight], inputs[kBeta],
                           inputs[kThreshold], inputs[kAlpha]};
-  const ForwardOutputs fo = layer.forward(prog, fin);
+  return {LayerGraph(graph, layerPlan(a, listShape, w.shape(), w.elementType() == HALF),
+                     a.neuronConfig(), w.elementType(), {dnai, "SnnSpikingLayer"}),
+          fin};
+}
+
+std::vector<Tensor> forwardOpOutputs(Graph &graph, Sequence &prog, OpKind kind,
+                                     const LayerAttributes &a, const ForwardOutputs &fo,
+                                     const Shape &listShape, const Shape &weightShape,
+                                     const DebugNameAndId &dnai) {
+  if (kind == OpKind::Readout)
+    return {fo.denseMembrane};
+  using namespace ops::spiking;
+  const std::vector<Shape> shapes = outputShapes(kind, a, listShape, weightShape);
   std::vector<Tensor> out(kNumOutputs);
   out[kValues] = fo.values;
   out[kIds] = fo.ids;
@@ -364,13 +397,24 @@ std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
   return out;
 }
 
-std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
-                                 const LayerAttributes &a, const std::vector<Tensor> &gradInputs,
-                                 const std::vector<TensorSpec> &outputs, const DebugContext &dc) {
+std::vector<Tensor> growForward(Graph &graph, Sequence &prog, OpKind kind,
+                                const LayerAttributes &a, const std::vector<Tensor> &inputs,
+                                const DebugContext &dc) {
+  checkInputs(kind, inputs);
+  DebugInfo info(dc, "snn_ipu");
+  const DebugNameAndId dnai(info, signature(kind).name);
+  const Shape listShape = inputs[ops::spiking::kInIds].shape();
+  ForwardOp op = forwardOp(graph, kind, a, inputs, listShape, dnai);
+  const ForwardOutputs fo = op.layer.forward(prog, op.inputs);
+  return forwardOpOutputs(graph, prog, kind, a, fo, listShape,
+                          op.inputs.weight.shape(), dnai);
+}
+
+BackwardOp backwardOp(Graph &graph, Sequence &prog, OpKind kind, const LayerAttributes &a,
+                      const std::vector<Tensor> &gradInputs, const DebugNameAndId &dnai) {
   const ops::OpSignature &sig = signature(kind);
-  if (int(gradInputs.size()) != sig.numGradInputs || int(outputs.size()) != sig.numGradOutputs)
-    fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
-         " inputs and makes " + std::to_string(sig.numGradOutputs) + " outputs");
+  if (int(gradInputs.size()) != sig.numGradInputs)
+    fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) + " inputs");
   for (int i = 0; i < sig.numGradInputs; ++i)
     if (!gradInputs[i].valid() && !ops::gradInputIsOptional(sig.gradInputs[i]))
       fail(std::string(sig.gradName) + ": grad input " + std::to_string(i) + " (" +
@@ -378,19 +422,6 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
                 ? sig.inputs[sig.gradInputs[i].index].name
                 : sig.outputs[sig.gradInputs[i].index].name) +
            ") is not connected, and only the gradients of outputs may be absent");
-  DebugInfo info(dc, "snn_ipu");
-  const DebugNameAndId dnai(info, sig.gradName);
-  // Gradient i is that of forward input sig.gradOutputs[i].
-  std::vector<Tensor> grads(sig.numGradOutputs);
-  auto put = [&](int forwardInput, const Tensor &g) {
-    for (int i = 0; i < sig.numGradOutputs; ++i)
-      if (sig.gradOutputs[i] == forwardInput) {
-        const char *name = sig.inputs[forwardInput].name;
-        grads[i] = g.valid() ? castTo(graph, prog, g, outputs[i], dnai, name)
-                             : zeros(graph, prog, outputs[i].type, outputs[i].shape, dnai, name);
-      }
-  };
-
   // Both grad ops: the layer's graph from the forward's input list and weight, which
   // with beta are also the first of its backward inputs.
   auto layerGrad = [&](int inIds, int inCounts, int weight, int beta, const char *name,
@@ -417,14 +448,7 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
     bin.outputs.denseMembrane = gradInputs[kGradOutMembrane];
     bin.gradValues =
         gradOrZeros(gradInputs[kGradMembrane], gradInputs[kGradOutMembrane], "noGradMembrane");
-    const BackwardOutputs bo = layer.backward(prog, bin);
-    put(kInIds, Tensor());
-    put(kInCounts, Tensor());
-    put(kInValues, bo.gradInValues);
-    put(kWeight, bo.gradWeight);
-    put(kBias, bo.gradBias);
-    put(kBeta, bo.gradBeta);
-    return grads;
+    return {std::move(layer), bin};
   }
 
   using namespace ops::spiking;
@@ -445,7 +469,38 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   }
   // where only the ids or counts are used on, no gradient reaches the values
   bin.gradValues = gradOrZeros(gradInputs[kGradValues], gradInputs[kGradMembrane], "noGradValues");
-  const BackwardOutputs bo = layer.backward(prog, bin);
+  return {std::move(layer), bin};
+}
+
+std::vector<Tensor> backwardOpOutputs(Graph &graph, Sequence &prog, OpKind kind,
+                                      const LayerAttributes &a, const BackwardOutputs &bo,
+                                      const std::vector<TensorSpec> &outputs,
+                                      const DebugNameAndId &dnai) {
+  const ops::OpSignature &sig = signature(kind);
+  const std::vector<int> given = gradOutputInputs(kind, a);
+  if (outputs.size() != given.size())
+    fail(std::string(sig.gradName) + " makes " + std::to_string(given.size()) + " outputs");
+  // Gradient i is that of forward input given[i] (none for an input not given one).
+  std::vector<Tensor> grads(given.size());
+  auto put = [&](int forwardInput, const Tensor &g) {
+    for (std::size_t i = 0; i < given.size(); ++i)
+      if (given[i] == forwardInput) {
+        const char *name = sig.inputs[forwardInput].name;
+        grads[i] = g.valid() ? castTo(graph, prog, g, outputs[i], dnai, name)
+                             : zeros(graph, prog, outputs[i].type, outputs[i].shape, dnai, name);
+      }
+  };
+  if (kind == OpKind::Readout) {
+    using namespace ops::readout;
+    put(kInIds, Tensor());
+    put(kInCounts, Tensor());
+    put(kInValues, bo.gradInValues);
+    put(kWeight, bo.gradWeight);
+    put(kBias, bo.gradBias);
+    put(kBeta, bo.gradBeta);
+    return grads;
+  }
+  using namespace ops::spiking;
   put(kInIds, Tensor());
   put(kInCounts, Tensor());
   put(kInValues, bo.gradInValues);
@@ -456,6 +511,21 @@ std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
   put(kThreshold, bo.gradThreshold);
   put(kAlpha, bo.gradAlpha);
   return grads;
+}
+
+std::vector<Tensor> growBackward(Graph &graph, Sequence &prog, OpKind kind,
+                                 const LayerAttributes &a, const std::vector<Tensor> &gradInputs,
+                                 const std::vector<TensorSpec> &outputs, const DebugContext &dc) {
+  const ops::OpSignature &sig = signature(kind);
+  const std::size_t given = gradOutputInputs(kind, a).size();
+  if (int(gradInputs.size()) != sig.numGradInputs || outputs.size() != given)
+    fail(std::string(sig.gradName) + " takes " + std::to_string(sig.numGradInputs) +
+         " inputs and makes " + std::to_string(given) + " outputs");
+  DebugInfo info(dc, "snn_ipu");
+  const DebugNameAndId dnai(info, sig.gradName);
+  BackwardOp op = backwardOp(graph, prog, kind, a, gradInputs, dnai);
+  const BackwardOutputs bo = op.layer.backward(prog, op.inputs);
+  return backwardOpOutputs(graph, prog, kind, a, bo, outputs, dnai);
 }
 
 } // namespace ipu

@@ -42,7 +42,7 @@ const ops::OpSignature &signature(OpKind kind);
 struct LayerAttributes {
   std::int64_t model = 0, reset = 0, surrogateKind = 0, capacity = 1, hasBias = 1;
   std::int64_t recurrent = 0, keepDenseState = 0, neuronsPerTile = 8, firstTile = 0,
-                                 sampleGroups = 1;
+                                 sampleGroups = 1, inputNeedsGrad = 1;
   float surrogateP0 = 2.0f, surrogateP1 = 0.0f, gradWindow = -1.0f, activity = 0.05f;
 
   // Throws std::invalid_argument naming the attribute that is unknown, of the
@@ -69,9 +69,15 @@ struct TensorSpec {
   Shape shape;
 };
 
+// The forward inputs the grad op gives a gradient, in the order of its outputs
+// (PopART's gradOutToNonGradIn): the signature's gradOutputs, less in_values
+// where the attribute input_needs_grad is 0 (nothing upstream differentiates it).
+std::vector<int> gradOutputInputs(OpKind kind, const LayerAttributes &a);
+
 // The grad op's outputs: per grad output, the spec of the forward input it is
 // the gradient of (`forwardInputs` in the order of the signature's inputs).
-std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const std::vector<TensorSpec> &forwardInputs);
+std::vector<TensorSpec> gradOutputSpecs(OpKind kind, const LayerAttributes &a,
+                                        const std::vector<TensorSpec> &forwardInputs);
 
 // The forward op's inputs that it lays out itself when PopART asks (an Opx's
 // getInputCreatorType / createInput): the weight, and a recurrent spiking layer's
@@ -82,6 +88,38 @@ bool createsInput(OpKind kind, const LayerAttributes &a, int index);
 // type and shape are those of inputs[index]. Throws for an input it does not create.
 poplar::Tensor createInput(poplar::Graph &graph, OpKind kind, const LayerAttributes &a, int index,
                            const std::vector<TensorSpec> &inputs, const poplar::DebugContext &dc);
+
+// The pieces of growForward / growBackward, for a network of layers grown as
+// one program (NetworkOps.hpp): a forward op's layer graph and inputs, checked
+// (`listShape`: its input list's [T, B, K]; a layer whose list comes from the
+// layer before may leave its list inputs invalid), and the op's outputs in
+// signature order from the layer's; a grad op's layer graph and inputs
+// (gradInputs in grad-input order), and its outputs.
+struct ForwardOp {
+  LayerGraph layer;
+  ForwardInputs inputs;
+};
+ForwardOp forwardOp(poplar::Graph &graph, OpKind kind, const LayerAttributes &a,
+                    const std::vector<poplar::Tensor> &inputs, const Shape &listShape,
+                    const poplar::DebugNameAndId &dnai);
+std::vector<poplar::Tensor> forwardOpOutputs(poplar::Graph &graph, poplar::program::Sequence &prog,
+                                             OpKind kind, const LayerAttributes &a,
+                                             const ForwardOutputs &fo, const Shape &listShape,
+                                             const Shape &weightShape,
+                                             const poplar::DebugNameAndId &dnai);
+struct BackwardOp {
+  LayerGraph layer;
+  BackwardInputs inputs;
+};
+BackwardOp backwardOp(poplar::Graph &graph, poplar::program::Sequence &prog, OpKind kind,
+                      const LayerAttributes &a, const std::vector<poplar::Tensor> &gradInputs,
+                      const poplar::DebugNameAndId &dnai);
+std::vector<poplar::Tensor> backwardOpOutputs(poplar::Graph &graph,
+                                              poplar::program::Sequence &prog, OpKind kind,
+                                              const LayerAttributes &a,
+                                              const BackwardOutputs &bo,
+                                              const std::vector<TensorSpec> &outputs,
+                                              const poplar::DebugNameAndId &dnai);
 
 // The forward op: `inputs` in the order of the signature's inputs; returns its
 // outputs in order. Neuron parameters may be FLOAT or HALF (LayerGraph keeps

@@ -81,6 +81,9 @@ inline constexpr Attribute kAttributes[] = {
     {"neurons_per_tile", AttributeKind::Int, 8},
     {"first_tile", AttributeKind::Int, 0},
     {"sample_groups", AttributeKind::Int, 1},   // the batch split over groups of tiles
+    // 0: nothing differentiates the input list's values (the network's data): the grad
+    // op gives in_values no gradient and builds no input gradient (gradOutputInputs)
+    {"input_needs_grad", AttributeKind::Int, 1},
     {"activity", AttributeKind::Float, 0.05},
 };
 constexpr int kNumAttributes = int(sizeof(kAttributes) / sizeof(kAttributes[0]));

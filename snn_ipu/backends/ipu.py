@@ -105,6 +105,15 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
     )
 
 
+def input_needs_grad(spikes: SparseSpikes) -> bool:
+    """Whether anything upstream differentiates the input list's values, decided when
+    the op is built (traced): a layer's list, or one computed from it, does; the
+    network's data does not (PyTorch never asks for its gradient), and the op of the
+    layer it feeds then builds no input gradient, no reduction of its partials and no
+    exchange of them (the op's ``input_needs_grad`` attribute; docs/ipu.md)."""
+    return bool(spikes.values.requires_grad or spikes._dense_on_device is not None)
+
+
 def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
                capacity: int, dense_history: bool) -> Dict[str, int]:
     """The tile size and sample groups the planner picks for ipu2 (what
@@ -113,6 +122,7 @@ def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
         cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, 0.05,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
+        input_needs_grad=input_needs_grad(spikes),
     )
     return {"neurons_per_tile": int(plan["neurons_per_tile_max"]),
             "sample_groups": int(plan["sample_groups"])}
@@ -126,8 +136,10 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
     ops run one after another, and ``snn_ipu.plan`` says whether their data fit
     together, its "overlaid" layout)."""
     placed = cfg.ipu_tiles
+    needs_grad = {"input_needs_grad": input_needs_grad(spikes)}
     if placed is None:
-        return {**_ipu_split(cfg, spikes, weight, capacity, dense_history), "first_tile": 0}
+        return {**_ipu_split(cfg, spikes, weight, capacity, dense_history), "first_tile": 0,
+                **needs_grad}
     shape = (spikes.batch_size, spikes.num_steps)
     if shape != (placed.batch_size, placed.num_steps):
         raise ValueError(
@@ -137,7 +149,7 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
             "again (IPU shapes are fixed when the model compiles)"
         )
     return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile,
-            "sample_groups": placed.sample_groups}
+            "sample_groups": placed.sample_groups, **needs_grad}
 
 
 def pack_attributes(
@@ -149,6 +161,7 @@ def pack_attributes(
     first_tile: int = 0,
     activity: float = 0.05,
     sample_groups: int = 1,
+    input_needs_grad: bool = True,
 ) -> Dict[str, Any]:
     """The custom op's attributes: ints and floats only, as PopTorch requires.
 
@@ -174,6 +187,7 @@ def pack_attributes(
         "first_tile": int(first_tile),
         "sample_groups": int(sample_groups),
         "activity": float(activity),
+        "input_needs_grad": int(bool(input_needs_grad)),
     }
 
 

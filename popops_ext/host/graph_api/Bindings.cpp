@@ -15,6 +15,7 @@
 #include <poputil/TileMapping.hpp>
 
 #include "Model.hpp"
+#include "LayerOps.hpp"
 #include "OpRunner.hpp"
 #include "OpSignatures.hpp"
 #include "Report.hpp"
@@ -156,6 +157,57 @@ PYBIND11_MODULE(_graph, m) {
       "takes the forward op's inputs (for their dtypes and shapes). None for an input leaves it "
       "unconnected, as PopART leaves a grad op's optional input.");
 
+  m.def(
+      "run_network",
+      [](const std::vector<std::string> &ops, const std::vector<py::dict> &attributes,
+         const std::vector<std::vector<py::object>> &inputs, bool grad,
+         const std::vector<std::vector<py::array>> &forwardInputs, bool checkOutputReads) {
+        NetworkCall call;
+        call.ops = ops;
+        call.grad = grad;
+        for (const auto &a : attributes)
+          call.attributes.push_back(toAttributes(a));
+        for (const auto &layer : inputs) {
+          call.inputs.emplace_back();
+          for (const auto &a : layer) {
+            HostArray h;
+            if (a.is_none())
+              h.absent = true;
+            else
+              h = toHost(py::cast<py::array>(a));
+            call.inputs.back().push_back(std::move(h));
+          }
+        }
+        for (const auto &layer : forwardInputs) {
+          call.forwardInputs.emplace_back();
+          for (const auto &a : layer) {
+            const HostArray h = toHost(a);
+            call.forwardInputs.back().push_back({h.type, h.shape});
+          }
+        }
+        std::vector<std::vector<HostArray>> out;
+        {
+          py::gil_scoped_release release;
+          out = runner(checkOutputReads).runNetwork(call);
+        }
+        std::vector<std::vector<py::array>> result;
+        for (const auto &layer : out) {
+          result.emplace_back();
+          for (const auto &h : layer)
+            result.back().push_back(toNumpy(h));
+        }
+        return result;
+      },
+      py::arg("ops"), py::arg("attributes"), py::arg("inputs"), py::arg("grad") = false,
+      py::arg("forward_inputs") = std::vector<std::vector<py::array>>(),
+      py::arg("check_output_reads") = true,
+      "Runs a pipelined stack of layer ops as one program, the fused time loop "
+      "(popops_ext/poplar/NetworkOps.hpp): per layer its forward op's name, attributes and "
+      "inputs (None for a list input of a layer after the first: it reads the layer "
+      "before's list, one step late); with grad=True the network's backward, per layer its "
+      "grad op's inputs and its forward op's inputs (for their dtypes and shapes). Returns "
+      "per layer its op's outputs.");
+
   m.def("op_signatures", [] {
     py::dict out;
     for (const snn::ops::OpSignature *s : snn::ops::kAllOps) {
@@ -185,6 +237,27 @@ PYBIND11_MODULE(_graph, m) {
   }, "Each forward op's inputs, outputs and grad op wiring: popops_ext/poplar/OpSignatures.hpp, "
      "the table PopART's gradInputInfo and gradOutToNonGradIn are built from.");
 
+  m.def(
+      "op_grad_outputs",
+      [](const std::string &op, const py::dict &attributes) {
+        for (snn::ipu::OpKind kind : {snn::ipu::OpKind::Spiking, snn::ipu::OpKind::Readout}) {
+          if (op != snn::ipu::signature(kind).name)
+            continue;
+          const auto given = snn::ipu::gradOutputInputs(
+              kind, snn::ipu::LayerAttributes::parse(
+                        snn::ipu::AttributeMap::fromNumbers(toAttributes(attributes))));
+          py::list out;
+          for (std::size_t i = 0; i < given.size(); ++i)
+            out.append(py::make_tuple(int(i), given[i]));
+          return out;
+        }
+        throw poplar::poplar_error("unknown op '" + op + "'");
+      },
+      py::arg("op"), py::arg("attributes"),
+      "(grad output, forward input) of the grad op of `op` with these attributes "
+      "(LayerOps.hpp: gradOutputInputs): the signature's grad_outputs, less in_values where "
+      "input_needs_grad is 0.");
+
   m.def("vertex_classes", [] {
     py::list out;
     for (const auto &c : registeredVertices()) {
@@ -204,7 +277,8 @@ PYBIND11_MODULE(_graph, m) {
 
   m.def(
       "graph_report",
-      [](const py::list &layers, unsigned batch, unsigned steps, unsigned inputCapacity) {
+      [](const py::list &layers, unsigned batch, unsigned steps, unsigned inputCapacity,
+         bool fused) {
         std::vector<LayerSpecification> specs;
         for (const auto &item : layers) {
           const py::dict d = py::reinterpret_borrow<py::dict>(item);
@@ -219,11 +293,10 @@ PYBIND11_MODULE(_graph, m) {
         GraphReport r;
         {
           py::gil_scoped_release release;
-          r = graphReport(specs, batch, steps, inputCapacity);
+          r = graphReport(specs, batch, steps, inputCapacity, fused);
         }
-        py::list ops;
-        for (const OpReport &o : r.ops)
-          ops.append(py::dict(
+        auto opDict = [](const OpReport &o) {
+          return py::dict(
               py::arg("layer") = o.layer, py::arg("op") = o.op, py::arg("steps") = o.steps,
               py::arg("step_compute_cycles") = o.stepComputeCycles,
               py::arg("step_sync_cycles") = o.stepSyncCycles,
@@ -232,8 +305,15 @@ PYBIND11_MODULE(_graph, m) {
               py::arg("step_exchange_bytes") = o.stepExchangeBytes,
               py::arg("step_exchange_bytes_max_tile") = o.stepExchangeBytesMaxTile,
               py::arg("once_cycles") = o.onceCycles, py::arg("total_cycles") = o.totalCycles(),
-              py::arg("step_compute_sets") = o.stepComputeSets));
-        return py::dict(py::arg("ops") = ops, py::arg("bytes_per_tile") = r.bytesPerTile,
+              py::arg("step_compute_sets") = o.stepComputeSets);
+        };
+        py::list ops, fusedOps;
+        for (const OpReport &o : r.ops)
+          ops.append(opDict(o));
+        for (const OpReport &o : r.fusedOps)
+          fusedOps.append(opDict(o));
+        return py::dict(py::arg("ops") = ops, py::arg("fused_ops") = fusedOps,
+                        py::arg("bytes_per_tile") = r.bytesPerTile,
                         py::arg("reserved_bytes_per_tile") = r.reservedBytesPerTile,
                         py::arg("variable_bytes") = r.variableBytes,
                         py::arg("vertex_state_bytes") = r.vertexStateBytes,
@@ -246,8 +326,10 @@ PYBIND11_MODULE(_graph, m) {
                         py::arg("num_copy_regions") = r.numRegions);
       },
       py::arg("layers"), py::arg("batch_size"), py::arg("num_steps"), py::arg("input_capacity"),
+      py::arg("fused") = false,
         "Builds a network's training step (each layer's forward and grad op, as PopART would "
-        "place them) on the host graph and reports its tiles; see Report.hpp.");
+        "place them) on the host graph and reports its tiles; see Report.hpp. fused=True also "
+        "builds it as one pipelined program (the fused time loop) and measures its steps.");
 
   // ------------------------------------------------------------ the graph API
 

@@ -81,6 +81,27 @@ template <typename WT> VertexClass spikeMatmul(const char *name) {
                         });
 }
 
+template <typename WT> VertexClass spikeMatmulParts(const char *name) {
+  using V = SpikeMatmulParts<WT>;
+  return vertexClass<V>(
+      name,
+      {F(ids), F(counts), F(weights), F(currents), F(rowLength), F(idStride), F(countStride),
+       F(parts), F(accumulate)},
+      [](const V &v) -> std::string {
+        const std::size_t samples = v.countStride ? v.counts.size() / v.countStride : 0;
+        return Sizes()
+            .positive("rowLength", v.rowLength)
+            .multipleOf("rowLength", v.rowLength, 8, "8-float chunks")
+            .positive("countStride", v.countStride)
+            .positive("parts", v.parts)
+            .multipleOf("counts", v.counts.size(), v.countStride, "countStride")
+            .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
+            .atLeast("ids", v.ids.size(), samples * v.idStride, "the samples x idStride")
+            .atLeast("currents", v.currents.size(), samples * v.rowLength,
+                     "the samples x rowLength");
+      });
+}
+
 template <typename V> Sizes neuronState(const V &v) {
   const std::size_t n = v.numNeurons;
   Sizes s;
@@ -141,10 +162,9 @@ VertexClass readoutUpdate() {
                         });
 }
 
-VertexClass spikeListCombine() {
-  using V = SpikeListCombine;
+template <typename V> VertexClass spikeListCombine(const char *name) {
   return vertexClass<V>(
-      "SpikeListCombine",
+      name,
       {F(spikeIds), F(spikeMembrane), F(eligibleIds), F(eligibleMembrane), F(tileCounts), F(ids),
        F(membrane), F(counts)},
       [](const V &v) -> std::string {
@@ -267,6 +287,26 @@ VertexClass weightGradScatter() {
                         });
 }
 
+VertexClass weightGradRows() {
+  using V = WeightGradRows;
+  return vertexClass<V>(
+      "WeightGradRows",
+      {F(ids), F(counts), F(currentGrad), F(weightGrad), F(biasGrad), F(rowLength), F(idStride),
+       F(countStride)},
+      [](const V &v) -> std::string {
+        const std::size_t samples = v.countStride ? v.counts.size() / v.countStride : 0;
+        return Sizes()
+            .positive("rowLength", v.rowLength)
+            .positive("countStride", v.countStride)
+            .multipleOf("weightGrad", v.weightGrad.size(), v.rowLength, "rowLength")
+            .multipleOf("counts", v.counts.size(), v.countStride, "countStride")
+            .atLeast("ids", v.ids.size(), samples * v.idStride, "the samples x idStride")
+            .atLeast("currentGrad", v.currentGrad.size(), samples * v.rowLength,
+                     "the samples x rowLength")
+            .emptyOrAtLeast("biasGrad", v.biasGrad.size(), v.rowLength, "rowLength");
+      });
+}
+
 template <typename WT> VertexClass inputSpikeGrad(const char *name) {
   using V = InputSpikeGrad<WT>;
   return vertexClass<V>(name,
@@ -282,10 +322,39 @@ template <typename WT> VertexClass inputSpikeGrad(const char *name) {
                         });
 }
 
+template <typename WT> VertexClass inputSpikeGradRange(const char *name) {
+  using V = InputSpikeGradRange<WT>;
+  return vertexClass<V>(name,
+                        {F(ids), F(numIds), F(weights), F(currentGrad), F(partials), F(rowLength),
+                         F(first)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .positive("rowLength", v.rowLength)
+                              .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
+                              .atLeast("currentGrad", v.currentGrad.size(), v.rowLength,
+                                       "rowLength")
+                              .atLeast("ids", v.ids.size(), v.partials.size(),
+                                       "partials' size");
+                        });
+}
+
 VertexClass partialReduce() {
   using V = PartialReduce;
   return vertexClass<V>("PartialReduce",
                         {F(partials), F(out), F(numOut), F(numPartials), F(stride)},
+                        [](const V &v) -> std::string {
+                          return Sizes()
+                              .atLeast("partials", v.partials.size(),
+                                       std::size_t(v.numPartials) * v.stride,
+                                       "numPartials x stride")
+                              .atLeast("stride", v.stride, v.out.size(), "out's size");
+                        });
+}
+
+VertexClass partialReduceRange() {
+  using V = PartialReduceRange;
+  return vertexClass<V>("PartialReduceRange",
+                        {F(partials), F(out), F(numOut), F(first), F(numPartials), F(stride)},
                         [](const V &v) -> std::string {
                           return Sizes()
                               .atLeast("partials", v.partials.size(),
@@ -364,18 +433,25 @@ std::vector<VertexClass> buildRegistry() {
   std::vector<VertexClass> r = {
       spikeMatmul<float>("SpikeMatmul<float>"),
       spikeMatmul<half>("SpikeMatmul<half>"),
+      spikeMatmulParts<float>("SpikeMatmulParts<float>"),
+      spikeMatmulParts<half>("SpikeMatmulParts<half>"),
       lifUpdate(),
       synapticUpdate(),
       readoutUpdate(),
-      spikeListCombine(),
+      spikeListCombine<SpikeListCombine>("SpikeListCombine"),
+      spikeListCombine<SpikeListCombineParts>("SpikeListCombineParts"),
       tileListSlice(),
       lifStateGrad(),
       synapticStateGrad(),
       readoutStateGrad(),
       weightGradScatter(),
+      weightGradRows(),
       inputSpikeGrad<float>("InputSpikeGrad<float>"),
       inputSpikeGrad<half>("InputSpikeGrad<half>"),
+      inputSpikeGradRange<float>("InputSpikeGradRange<float>"),
+      inputSpikeGradRange<half>("InputSpikeGradRange<half>"),
       partialReduce(),
+      partialReduceRange(),
       spikeBitsPack(),
       spikeBitsToList(),
       testReadsItsOutput(),

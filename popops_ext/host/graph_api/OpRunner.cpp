@@ -2,6 +2,7 @@
 
 #include "LayerOps.hpp"
 #include "Model.hpp"
+#include "NetworkOps.hpp"
 
 #include <poplar/exceptions.hpp>
 #include <poputil/TileMapping.hpp>
@@ -69,7 +70,8 @@ std::vector<poplar::Tensor> growOp(const std::string &op, poplar::Graph &graph,
   std::vector<ipu::TensorSpec> specs;
   for (const auto &spec : forwardInputs)
     specs.push_back({spec.first, spec.second});
-  return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, specs), dc);
+  return ipu::growBackward(graph, prog, kind, a, inputs, ipu::gradOutputSpecs(kind, a, specs),
+                           dc);
 }
 
 poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
@@ -156,6 +158,142 @@ std::vector<HostArray> OpRunner::run(const std::string &op, const Attributes &at
     b.engine->readTensor("out" + std::to_string(i), a.data.data(), a.data.data() + a.data.size());
     out.push_back(std::move(a));
   }
+  return out;
+}
+
+namespace {
+
+ipu::OpKind forwardKind(const std::string &op) {
+  ipu::OpKind kind;
+  bool grad;
+  if (!findOp(op, kind, grad) || grad)
+    throw poplar::poplar_error("a network layer's op must be SnnSpikingLayer or SnnReadoutLayer, "
+                               "not '" + op + "'");
+  return kind;
+}
+
+std::vector<ipu::NetworkLayer> networkLayers(const NetworkCall &call) {
+  if (call.ops.size() != call.attributes.size() || call.ops.size() != call.inputs.size())
+    throw poplar::poplar_error("a network call needs ops, attributes and inputs per layer");
+  std::vector<ipu::NetworkLayer> layers;
+  for (std::size_t l = 0; l < call.ops.size(); ++l)
+    layers.push_back({forwardKind(call.ops[l]), ipu::LayerAttributes::parse(
+                                                    ipu::AttributeMap::fromNumbers(
+                                                        call.attributes[l]))});
+  return layers;
+}
+
+} // namespace
+
+std::vector<ForwardSpecs> networkInputSpecs(const NetworkCall &call) {
+  const auto layers = networkLayers(call);
+  std::vector<ForwardSpecs> specs;
+  std::vector<std::size_t> list;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    ForwardSpecs s;
+    for (const HostArray &h : call.inputs[l])
+      s.push_back({h.type, h.shape});
+    if (s.size() <= ops::spiking::kWeight)
+      throw poplar::poplar_error("layer " + std::to_string(l) + " has too few inputs");
+    if (l > 0) {
+      s[ops::spiking::kInIds] = {poplar::INT, list};
+      s[ops::spiking::kInCounts] = {poplar::INT, {list[0], list[1], 2}};
+      s[ops::spiking::kInValues] = {poplar::FLOAT, list};
+    }
+    if (layers[l].kind == ipu::OpKind::Spiking)
+      list = ipu::outputShapes(layers[l].kind, layers[l].attributes,
+                               s[ops::spiking::kInIds].second,
+                               s[ops::spiking::kWeight].second)[ops::spiking::kIds];
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+std::vector<std::vector<poplar::Tensor>>
+growNetwork(const NetworkCall &call, poplar::Graph &graph, poplar::program::Sequence &prog,
+            const std::vector<std::vector<poplar::Tensor>> &inputs, const std::string &name) {
+  const auto layers = networkLayers(call);
+  const poplar::DebugContext dc(name);
+  if (!call.grad)
+    return ipu::growNetworkForward(graph, prog, layers, inputs, dc);
+  if (call.forwardInputs.size() != layers.size())
+    throw poplar::poplar_error("a network's backward needs the forward inputs' specs per layer");
+  std::vector<std::vector<ipu::TensorSpec>> outputs;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    std::vector<ipu::TensorSpec> specs;
+    for (const auto &spec : call.forwardInputs[l])
+      specs.push_back({spec.first, spec.second});
+    outputs.push_back(ipu::gradOutputSpecs(layers[l].kind, layers[l].attributes, specs));
+  }
+  return ipu::growNetworkBackward(graph, prog, layers, inputs, outputs, dc);
+}
+
+std::vector<std::vector<HostArray>> OpRunner::runNetwork(const NetworkCall &call) {
+  std::ostringstream os;
+  os << (call.grad ? "network-grad" : "network");
+  for (std::size_t l = 0; l < call.ops.size(); ++l)
+    os << '|' << key(call.ops[l], call.attributes.at(l), call.inputs.at(l),
+                     call.grad ? call.forwardInputs.at(l) : ForwardSpecs{});
+  const std::string k = os.str();
+  auto it = networks_.find(k);
+  if (it == networks_.end()) {
+    BuiltNetwork b;
+    b.graph = std::make_unique<poplar::Graph>(poplar::Target::createIPUTarget(1, "ipu2"));
+    poplar::Graph &g = *b.graph;
+    // as PopART lays out inputs no other op laid out (the weights: by their op)
+    const std::vector<ForwardSpecs> specs =
+        call.grad ? std::vector<ForwardSpecs>{} : networkInputSpecs(call);
+    std::vector<std::vector<poplar::Tensor>> in(call.inputs.size());
+    for (std::size_t l = 0; l < call.inputs.size(); ++l)
+      for (std::size_t i = 0; i < call.inputs[l].size(); ++i) {
+        const HostArray &h = call.inputs[l][i];
+        if (h.absent) {
+          in[l].push_back(poplar::Tensor());
+          continue;
+        }
+        const std::string n = "in" + std::to_string(l) + "_" + std::to_string(i);
+        poplar::Tensor t;
+        if (call.grad) {
+          t = g.addVariable(h.type, h.shape, {n});
+          poputil::mapTensorLinearly(g, t);
+        } else {
+          t = createOpInput(call.ops[l], g, call.attributes[l], specs[l], int(i), n);
+        }
+        g.createHostWrite(n, t);
+        in[l].push_back(t);
+      }
+    poplar::program::Sequence prog;
+    b.outputs = growNetwork(call, g, prog, in);
+    for (std::size_t l = 0; l < b.outputs.size(); ++l)
+      for (std::size_t i = 0; i < b.outputs[l].size(); ++i)
+        g.createHostRead("out" + std::to_string(l) + "_" + std::to_string(i), b.outputs[l][i]);
+    b.engine = std::make_unique<poplar::Engine>(
+        g, prog,
+        poplar::OptionFlags{{"debug.checkOutputReads", checkOutputReads_ ? "true" : "false"}});
+    if (networks_.size() >= 2)
+      networks_.clear();
+    it = networks_.emplace(k, std::move(b)).first;
+  }
+  BuiltNetwork &b = it->second;
+  for (std::size_t l = 0; l < call.inputs.size(); ++l)
+    for (std::size_t i = 0; i < call.inputs[l].size(); ++i) {
+      const HostArray &h = call.inputs[l][i];
+      if (!h.absent)
+        b.engine->writeTensor("in" + std::to_string(l) + "_" + std::to_string(i), h.data.data(),
+                              h.data.data() + h.data.size());
+    }
+  b.engine->run();
+  std::vector<std::vector<HostArray>> out(b.outputs.size());
+  for (std::size_t l = 0; l < b.outputs.size(); ++l)
+    for (std::size_t i = 0; i < b.outputs[l].size(); ++i) {
+      HostArray a;
+      a.type = b.outputs[l][i].elementType();
+      a.shape = b.outputs[l][i].shape();
+      a.data.resize(b.outputs[l][i].numElements() * typeSize(a.type));
+      b.engine->readTensor("out" + std::to_string(l) + "_" + std::to_string(i), a.data.data(),
+                           a.data.data() + a.data.size());
+      out[l].push_back(std::move(a));
+    }
   return out;
 }
 

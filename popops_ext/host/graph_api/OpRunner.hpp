@@ -48,12 +48,36 @@ poplar::Tensor createOpInput(const std::string &op, poplar::Graph &graph,
                              const Attributes &attributes, const ForwardSpecs &inputs, int index,
                              const std::string &name = "");
 
+// A pipelined stack of the ops' layers grown as one program, the fused time
+// loop (popops_ext/poplar/NetworkOps.hpp): ops[l] names layer l's forward op
+// (SnnSpikingLayer / SnnReadoutLayer); `grad` grows the network's backward, whose
+// inputs per layer are its grad op's, and `forwardInputs` per layer the forward
+// op's input specs. A layer after the first leaves its list inputs absent.
+struct NetworkCall {
+  std::vector<std::string> ops;
+  std::vector<Attributes> attributes;
+  bool grad = false;
+  std::vector<std::vector<HostArray>> inputs;
+  std::vector<ForwardSpecs> forwardInputs;
+};
+
+// Grows NetworkCall's program on `graph` from the given per-layer input tensors.
+std::vector<std::vector<poplar::Tensor>>
+growNetwork(const NetworkCall &call, poplar::Graph &graph, poplar::program::Sequence &prog,
+            const std::vector<std::vector<poplar::Tensor>> &inputs, const std::string &name = "");
+
+// The input specs of a network's layers' forward ops (listed: its layers' own
+// inputs' specs, with a layer after the first's list inputs as the layer before
+// emits them), in the table's order.
+std::vector<ForwardSpecs> networkInputSpecs(const NetworkCall &call);
+
 class OpRunner {
 public:
   explicit OpRunner(bool checkOutputReads) : checkOutputReads_(checkOutputReads) {}
   std::vector<HostArray> run(const std::string &op, const Attributes &attributes,
                              const std::vector<HostArray> &inputs,
                              const ForwardSpecs &forwardInputs = {});
+  std::vector<std::vector<HostArray>> runNetwork(const NetworkCall &call);
 
 private:
   struct Built {
@@ -64,7 +88,13 @@ private:
   Built &built(const std::string &op, const Attributes &attributes,
                const std::vector<HostArray> &inputs, const ForwardSpecs &forwardInputs);
   bool checkOutputReads_;
+  struct BuiltNetwork {
+    std::unique_ptr<poplar::Graph> graph;
+    std::unique_ptr<poplar::Engine> engine;
+    std::vector<std::vector<poplar::Tensor>> outputs;
+  };
   std::map<std::string, Built> cache_;
+  std::map<std::string, BuiltNetwork> networks_; // a few: tests, one network at a time
   std::vector<std::string> order_; // least recently built first
 };
 

@@ -3,6 +3,7 @@
 #include "Analysis.hpp"
 #include "LayerOps.hpp"
 #include "Model.hpp"
+#include "NetworkOps.hpp"
 #include "VertexRegistry.hpp"
 #include "plan/PerformanceEstimation.hpp"
 #include "plan/Target.hpp"
@@ -194,12 +195,108 @@ void measure(const GraphModel &g, const ProgramNode &op, OpReport &r) {
     r.stepComputeSets.push_back({name, sets[name]});
 }
 
+// The layers' parameters as op inputs after the list (signature order), laid out
+// as PopART lays out tensors no op created.
+std::vector<poplar::Tensor> layerParams(poplar::Graph &graph, const LayerSpecification &s) {
+  const std::string p = s.name + "/";
+  const std::size_t N = s.outFeatures;
+  const bool readout = s.attributes.at("model") == 2;
+  const bool recurrent = s.attributes.count("recurrent") && s.attributes.at("recurrent") != 0;
+  const bool synaptic = s.attributes.at("model") == 1;
+  const poplar::Type wt = s.weightType == "half" ? poplar::HALF : poplar::FLOAT;
+  std::vector<poplar::Tensor> in = {input(graph, wt, {N, s.inFeatures}, p + "weight"),
+                                    input(graph, poplar::FLOAT, {N}, p + "bias")};
+  if (!readout) {
+    in.push_back(input(graph, wt, recurrent ? std::vector<std::size_t>{N, N}
+                                            : std::vector<std::size_t>{1, 1},
+                       p + "rec_weight"));
+    in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
+    in.push_back(input(graph, poplar::FLOAT, {N}, p + "threshold"));
+    in.push_back(input(graph, poplar::FLOAT, {synaptic ? N : 1}, p + "alpha"));
+  } else {
+    in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
+  }
+  return in;
+}
+
+// The pipelined network's training step as one program (NetworkOps.hpp), on a
+// graph of its own: its forward and backward time loops, measured.
+std::vector<OpReport> fusedOps(const std::vector<LayerSpecification> &layers, unsigned batch,
+                               unsigned steps, unsigned inputCapacity) {
+  poplar::Graph graph(poplar::Target::createIPUTarget(1, "ipu2"));
+  const std::size_t T = steps, B = batch;
+  std::vector<ipu::NetworkLayer> net;
+  std::vector<std::vector<poplar::Tensor>> inputs;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const bool readout = layers[l].attributes.at("model") == 2;
+    net.push_back({readout ? ipu::OpKind::Readout : ipu::OpKind::Spiking,
+                   ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(
+                       layers[l].attributes))});
+    std::vector<poplar::Tensor> in(3); // a later layer's list comes from the layer before
+    if (l == 0)
+      in = {input(graph, poplar::INT, {T, B, inputCapacity}, "input/ids"),
+            input(graph, poplar::INT, {T, B, 2}, "input/counts"),
+            input(graph, poplar::FLOAT, {T, B, inputCapacity}, "input/values")};
+    for (const poplar::Tensor &t : layerParams(graph, layers[l]))
+      in.push_back(t);
+    inputs.push_back(std::move(in));
+  }
+  poplar::program::Sequence forward, backward;
+  const auto out = ipu::growNetworkForward(graph, forward, net, inputs, {"network"});
+  std::vector<std::vector<poplar::Tensor>> gradInputs;
+  std::vector<std::vector<ipu::TensorSpec>> specs;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const ipu::OpKind kind = net[l].kind;
+    const ops::OpSignature &sig = ipu::signature(kind);
+    // the forward op's inputs as the layer saw them (a later one's: the list before's)
+    std::vector<poplar::Tensor> seen = inputs[l];
+    if (l > 0) {
+      seen[ops::spiking::kInIds] = out[l - 1][ops::spiking::kIds];
+      seen[ops::spiking::kInCounts] = out[l - 1][ops::spiking::kCounts];
+      seen[ops::spiking::kInValues] = out[l - 1][ops::spiking::kValues];
+    }
+    std::vector<ipu::TensorSpec> forwardSpecs;
+    for (const poplar::Tensor &t : seen)
+      forwardSpecs.push_back({t.elementType(), t.shape()});
+    specs.push_back(ipu::gradOutputSpecs(kind, net[l].attributes, forwardSpecs));
+    std::vector<poplar::Tensor> gin;
+    for (int i = 0; i < sig.numGradInputs; ++i) {
+      const ops::GradInput &w = sig.gradInputs[i];
+      if (w.source == ops::GradSource::GradOut) // the loss reads the last layer's output
+        gin.push_back(l + 1 == layers.size() ? input(graph, poplar::FLOAT,
+                                                     out[l][std::size_t(w.index)].shape(),
+                                                     "loss/grad")
+                                             : poplar::Tensor());
+      else if (w.source == ops::GradSource::In)
+        gin.push_back(inputs[l][std::size_t(w.index)]);
+      else
+        gin.push_back(out[l][std::size_t(w.index)]);
+    }
+    gradInputs.push_back(std::move(gin));
+  }
+  ipu::growNetworkBackward(graph, backward, net, gradInputs, specs, {"network"});
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    for (std::size_t k = 3; k < inputs[l].size(); ++k)
+      graph.createHostWrite(layers[l].name + "/in" + std::to_string(k), inputs[l][k]);
+  const GraphModel &g = graph.hostModel();
+  std::vector<OpReport> ops(2);
+  ops[0].op = "SnnNetwork";
+  ops[1].op = "SnnNetworkGrad";
+  measure(g, *forward.hostNode(), ops[0]);
+  measure(g, *backward.hostNode(), ops[1]);
+  return ops;
+}
+
 } // namespace
 
 GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned batch,
-                        unsigned steps, unsigned inputCapacity) {
+                        unsigned steps, unsigned inputCapacity, bool fused) {
   if (layers.empty())
     throw poplar::poplar_error("graph report of no layers");
+  // first, so that its graph is gone before the layers' ops' is built
+  std::vector<OpReport> fusedReport;
+  if (fused)
+    fusedReport = fusedOps(layers, batch, steps, inputCapacity);
   poplar::Graph graph(poplar::Target::createIPUTarget(1, "ipu2"));
   const std::size_t T = steps, B = batch;
   struct Layer {
@@ -212,25 +309,11 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
   poplar::Tensor values = input(graph, poplar::FLOAT, {T, B, inputCapacity}, "input/values");
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const LayerSpecification &s = layers[l];
-    const std::string p = s.name + "/";
-    const std::size_t N = s.outFeatures;
     const bool readout = s.attributes.at("model") == 2;
-    const bool recurrent = s.attributes.count("recurrent") && s.attributes.at("recurrent") != 0;
-    const bool synaptic = s.attributes.at("model") == 1;
-    const poplar::Type wt = s.weightType == "half" ? poplar::HALF : poplar::FLOAT;
     Layer &L = net[l];
-    L.in = {ids, counts, values, input(graph, wt, {N, s.inFeatures}, p + "weight"),
-            input(graph, poplar::FLOAT, {N}, p + "bias")};
-    if (!readout) {
-      L.in.push_back(input(graph, wt, recurrent ? std::vector<std::size_t>{N, N}
-                                                : std::vector<std::size_t>{1, 1},
-                           p + "rec_weight"));
-      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
-      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "threshold"));
-      L.in.push_back(input(graph, poplar::FLOAT, {synaptic ? N : 1}, p + "alpha"));
-    } else {
-      L.in.push_back(input(graph, poplar::FLOAT, {N}, p + "beta"));
-    }
+    L.in = {ids, counts, values};
+    for (const poplar::Tensor &t : layerParams(graph, s))
+      L.in.push_back(t);
     L.out = growOp(readout ? "SnnReadoutLayer" : "SnnSpikingLayer", graph, L.forward, s.attributes,
                    L.in, {}, s.name);
     if (!readout) {
@@ -259,9 +342,13 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
     for (const poplar::Tensor &t : L.in)
       specs.push_back({t.elementType(), t.shape()});
     const auto grads = growOp(sig.gradName, graph, L.backward, s.attributes, gin, specs, s.name);
-    for (int i = 0; i < sig.numGradOutputs; ++i) // dL/d(in_values) feeds the layer before
-      if (std::string(sig.inputs[sig.gradOutputs[i]].name) == "in_values")
-        grad = grads[std::size_t(i)];
+    // dL/d(in_values) feeds the layer before (the first layer's data gets none)
+    const std::vector<int> given = ipu::gradOutputInputs(
+        readout ? ipu::OpKind::Readout : ipu::OpKind::Spiking,
+        ipu::LayerAttributes::parse(ipu::AttributeMap::fromNumbers(s.attributes)));
+    for (std::size_t i = 0; i < given.size(); ++i)
+      if (std::string(sig.inputs[given[i]].name) == "in_values")
+        grad = grads[i];
   }
   poplar::program::Sequence all;
   for (auto &L : net)
@@ -331,6 +418,7 @@ GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned 
       measure(g, *(phase ? net[l].backward : net[l].forward).hostNode(), op);
       r.ops.push_back(std::move(op));
     }
+  r.fusedOps = std::move(fusedReport);
   return r;
 }
 

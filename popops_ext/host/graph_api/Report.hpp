@@ -47,6 +47,10 @@ struct OpReport {
 
 struct GraphReport {
   std::vector<OpReport> ops;
+  // With `fused`: the pipelined network as one program (NetworkOps.hpp), its
+  // forward and backward time loops ("SnnNetwork", "SnnNetworkGrad"), built on a
+  // graph of their own; the bytes above are the layers' ops'.
+  std::vector<OpReport> fusedOps;
   std::uint64_t bytesPerTile = 0, reservedBytesPerTile = 0;
   std::vector<std::uint64_t> variableBytes, vertexStateBytes; // per tile
   std::vector<unsigned> vertices;                             // per tile
@@ -57,7 +61,7 @@ struct GraphReport {
 };
 
 GraphReport graphReport(const std::vector<LayerSpecification> &layers, unsigned batch,
-                        unsigned steps, unsigned inputCapacity);
+                        unsigned steps, unsigned inputCapacity, bool fused = false);
 
 } // namespace hostgraph
 } // namespace snn
