@@ -212,8 +212,8 @@ class PlanReport:
         phase's compute set holds every layer's vertices and costs the slowest layer's
         share, exchange phases are shared the same way, and the per-step popops
         operations (step slices and updates) run one after another; once per training
-        step, the slowest layer's optimizer and reductions. ``cycles`` of each
-        layer's plan hold those phases."""
+        step, every layer's optimizer, weight copies and reductions, one after another
+        as the program builds them. ``cycles`` of each layer's plan hold those phases."""
         if not self.layers:
             return 0
         phases = [{k: int(v) for k, v in r.details["cycles"].items()} for r in self.layers]
@@ -224,7 +224,7 @@ class PlanReport:
                 step += sum(values)
             elif key not in ("optimizer", "group_reduce"):  # weight_grad: one compute set too
                 step += max(values)
-        once = max(int(r.details["cycles_training_step"]) - self.num_steps * (
+        once = sum(int(r.details["cycles_training_step"]) - self.num_steps * (
             int(r.details["cycles_forward_timestep"]) + int(r.details["cycles_backward_timestep"]))
             for r in self.layers)
         return self.num_steps * step + once
