@@ -62,6 +62,37 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   return std::move(out);
 }
 
+// The listed entries of a [T, B, K] list, every row's one after another (the
+// compact form of SpikeListView): O(entries), where a copy of the list is
+// O(T B K). The ids are copied as they are (the caller scans them, or made
+// them); the counts are checked, since they say what is read.
+IntArray compactList(const IntArray &ids, const IntArray &counts) {
+  if (ids.ndim() != 3)
+    throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
+                                " dimensions");
+  requireShape(counts, {ids.shape(0), ids.shape(1), 2}, "counts");
+  const std::size_t rows = std::size_t(ids.shape(0)) * std::size_t(ids.shape(1));
+  const std::size_t K = std::size_t(ids.shape(2));
+  const int32_t *c = counts.data(), *id = ids.data();
+  std::size_t total = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
+    if (spikes < 0 || spikes > listed || std::size_t(listed) > K)
+      throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
+                                  std::to_string(listed) + ") of row " + std::to_string(row) +
+                                  " are inconsistent or exceed capacity " + std::to_string(K));
+    total += std::size_t(listed);
+  }
+  IntArray out({py::ssize_t(total)});
+  int32_t *dst = out.mutable_data();
+  for (std::size_t row = 0; row < rows; ++row) {
+    const std::size_t n = std::size_t(c[2 * row + 1]);
+    std::copy(id + row * K, id + row * K + n, dst);
+    dst += n;
+  }
+  return out;
+}
+
 // float32 or float64, as `like`.
 template <typename F> auto byDtype(const py::array &like, const char *name, F &&f) {
   if (py::isinstance<py::array_t<float>>(like))
@@ -81,6 +112,8 @@ void registerSpikeListBindings(py::module_ &m) {
       },
       py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
       "Checks a list's counts and listed ids as the executor does; returns its spike total.");
+  m.def("compact_list", &compactList, py::arg("ids"), py::arg("counts"),
+        "The listed entries of a [T, B, K] list, row after row (int32 [entries]).");
   m.def(
       "spike_counts",
       [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {
