@@ -145,9 +145,13 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     needs.current = dense_in or dense_w
     if out is not None:
         call_args.update(out_ids=out.ids, out_counts=out.counts)
+    # The forward's settings and parameter views, where the parameters are the same
+    # tensors on the same storage (not assigned through .data since).
+    same = ctx.param_storage == _storage_of(params)
     res = _C.layer_backward(backward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
-        ctx.initial, needs=needs, in_capacity=inputs.capacity, **call_args))
+        ctx.initial, needs=needs, in_capacity=inputs.capacity,
+        layer=ctx.layer_call if same else None, **call_args))
     grad_in = torch.from_numpy(res.grad_in_values) if needs.input else None
     grad_w = _as(res.grad_weight, weight) if needs.weight else None
     if dense_in or dense_w:
@@ -177,6 +181,12 @@ def _first_order_only(name: str) -> None:
         )
 
 
+def _storage_of(params: LayerParams) -> tuple:
+    """What the native calls' views of the parameters depend on."""
+    return tuple(None if t is None else (t.data_ptr(), t.shape, t.stride(), t.dtype)
+                 for t in params)
+
+
 def _shapes_of(params: LayerParams) -> dict:
     return {name: (tuple(t.shape), t.dtype) for name, t in params._asdict().items()
             if t is not None}
@@ -203,10 +213,13 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     needs of the call in ``ctx``."""
     T, B = in_ids.shape[:2]
     spikes, dense_x = _checked_dense_input(in_ids, in_counts, params.weight.shape[1])
-    res = _C.layer_forward(forward_call(
+    call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
-        _memory.available_bytes() or 0))
+        _memory.available_bytes() or 0)
+    res = _C.layer_forward(call)
+    # for the backward call (backward_call's layer), with what it was built from
+    ctx.layer_call, ctx.param_storage = call.layer, _storage_of(params)
     ctx.initial = initial
     # private copy: the native backward indexes with it unchecked, and the user can
     # reach the list passed in (.data, .numpy())

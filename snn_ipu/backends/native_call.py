@@ -94,12 +94,23 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
                   dense_synaptic: Optional[torch.Tensor] = None,
                   dropped_ids: Optional[torch.Tensor] = None,
                   dropped_counts: Optional[torch.Tensor] = None,
-                  in_capacity: int = 0) -> _C.BackwardCall:
+                  in_capacity: int = 0,
+                  layer: Optional[_C.LayerCall] = None) -> _C.BackwardCall:
     """A backward call on lists the forward pass made or scanned (private copies).
     The lists may be compact (``_C.compact_list``: the listed ids row after row, 1-D),
-    the input's of capacity ``in_capacity``, the output's of the membrane's."""
+    the input's of capacity ``in_capacity``, the output's of the membrane's. ``layer``:
+    the forward call's ``LayerCall``, whose settings and parameter views the caller
+    knows to be this call's (it is copied, with this call's lists and threads), instead
+    of building them again."""
     c = _C.BackwardCall()
-    c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial, in_capacity)
+    if layer is None:
+        c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial,
+                         in_capacity)
+    else:
+        c.layer = layer
+        c.layer.num_threads = threads
+        c.layer.in_ids, c.layer.in_counts = view(in_ids), view(in_counts)
+        c.layer.in_capacity = in_capacity
     c.membrane = view(membrane)
     c.grad_out = view(grad_out.float())
     c.needs = needs
