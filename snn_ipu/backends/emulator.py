@@ -24,6 +24,7 @@ import math
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple
 
+import numpy as np
 import torch
 
 from .. import _memory
@@ -181,6 +182,9 @@ def _first_order_only(name: str) -> None:
         )
 
 
+_NO_IDS = np.zeros(0, np.int32)
+
+
 def _storage_of(params: LayerParams) -> tuple:
     """What the native calls' views of the parameters depend on."""
     return tuple(None if t is None else (t.data_ptr(), t.shape, t.stride(), t.dtype)
@@ -218,7 +222,9 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
         _memory.available_bytes() or 0)
     res = _C.layer_forward(call)
-    # for the backward call (backward_call's layer), with what it was built from
+    # for the backward call (backward_call's layer), with what it was built from; not
+    # holding on to the input list (the backward takes its private copy)
+    call.layer.in_ids = call.layer.in_counts = _NO_IDS
     ctx.layer_call, ctx.param_storage = call.layer, _storage_of(params)
     ctx.initial = initial
     # private copy: the native backward indexes with it unchecked, and the user can
