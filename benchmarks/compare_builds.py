@@ -43,10 +43,11 @@ def worker(problem_path: str, lr: float) -> None:
     net.step()  # warm-up
     print(json.dumps({"build": _native.build}), flush=True)
     for _ in sys.stdin:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         net.step()
-        elapsed = time.perf_counter() - t0
-        print(json.dumps({"seconds": elapsed, "activity": net.activity()}), flush=True)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+        print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "activity": net.activity()}),
+              flush=True)
 
 
 def main() -> None:
@@ -62,6 +63,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="executor and torch threads per worker (1: least sensitive to other "
                          "load on the machine)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time a step by the wall clock, or by the worker's CPU time "
+                         "(process_time: on a machine others load, with --threads 1, it counts "
+                         "the step's own work and not the waits for a core)")
     ap.add_argument("--worker", metavar="PROBLEM", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -101,7 +106,7 @@ def main() -> None:
                     proc.stdin.write("step\n")
                     proc.stdin.flush()
                     res = json.loads(proc.stdout.readline())
-                    times[label].append(res["seconds"])
+                    times[label].append(res["seconds" if args.clock == "wall" else "cpu_seconds"])
                     activity[label] = res["activity"]
         finally:
             for _, _, proc in workers:
@@ -109,7 +114,8 @@ def main() -> None:
                 proc.wait()
     first = workers[0][0]
     print(f"{args.config} at activity {args.activity}, {args.rounds} rounds of one step per "
-          f"build (a worker process each, order alternating), {args.threads} thread(s); "
+          f"build (a worker process each, order alternating), {args.threads} thread(s), "
+          f"{args.clock} clock; "
           f"median step time, and ratio to {first} per round: median [quartiles]")
     for label, build, _ in workers:
         ratios = [a / b for a, b in zip(times[label], times[first])]

@@ -679,3 +679,74 @@ def test_spike_matmul_rejects_wrong_weight_shape():
     spikes = SparseSpikes.from_dense(torch.zeros(2, 1, 4))
     with pytest.raises(ValueError, match=r"weight must be \[out, 4\]"):
         spike_matmul(spikes, torch.zeros(3, 5))
+
+
+def compact(ids, counts):
+    """The listed ids of a [T, B, K] list, row after row (numpy's spelling)."""
+    listed = np.arange(ids.shape[2])[None, None, :] < counts[..., 1:]
+    return np.ascontiguousarray(ids[listed], dtype=np.int32)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_compact_lists_give_the_padded_lists_gradients(recurrent):
+    """The emulator's backward reads compact private copies of its lists
+    (_C.compact_list): bit for bit the gradients of the [T, B, K] lists, over tiles
+    that split rows; the scan of a compact list finds what it finds in a padded one."""
+    p = solvable_problem(1300, LEAKY, SUBTRACT, recurrent, 0.3)
+    tiles = [0, 4, 9, 13]
+    fwd = run_forward(p, tiles)
+    grad_out = np.random.default_rng(1).normal(size=fwd["values"].shape).astype(np.float32)
+    padded = run_backward(p, tiles, fwd, grad_out)
+    in_ids = _C.compact_list(p["in_ids"], p["in_counts"])
+    out_ids = _C.compact_list(fwd["ids"], fwd["counts"])
+    assert np.array_equal(in_ids, compact(p["in_ids"], p["in_counts"]))
+    assert np.array_equal(out_ids, compact(fwd["ids"], fwd["counts"]))
+    for scan in (True, False):
+        c = _C.BackwardCall()
+        c.layer = layer_call(dict(p, in_ids=in_ids), tiles, 1)
+        c.layer.in_capacity = p["in_ids"].shape[2]
+        c.out_ids, c.out_counts = out_ids, fwd["counts"]
+        c.membrane, c.grad_out = fwd["membrane"], grad_out
+        c.dense_membrane = fwd["dense_membrane"]
+        c.scan_lists = scan
+        for name in NEEDS:
+            setattr(c.needs, name, True)
+        res = _C.layer_backward(c)
+        for name, want in padded.items():
+            assert np.array_equal(getattr(res, name), want), name
+
+
+def test_compact_lists_are_checked():
+    p = make_problem(1301, LEAKY, SUBTRACT, False, 0.3)
+    fwd = run_forward(p, [0, 13])
+    grad_out = np.zeros_like(fwd["values"])
+    K = p["in_ids"].shape[2]
+
+    def backward(in_ids, out_ids, capacity=K):
+        c = _C.BackwardCall()
+        c.layer = layer_call(dict(p, in_ids=in_ids), [0, 13], 1)
+        c.layer.in_capacity = capacity
+        c.out_ids, c.out_counts = out_ids, fwd["counts"]
+        c.membrane, c.grad_out = fwd["membrane"], grad_out
+        c.needs.input = c.needs.weight = True
+        return _C.layer_backward(c)
+
+    in_ids = compact(p["in_ids"], p["in_counts"])
+    out_ids = compact(fwd["ids"], fwd["counts"])
+    backward(in_ids, out_ids)  # as made: accepted
+    with pytest.raises(ValueError, match="input list lists .* entries in its counts but has"):
+        backward(in_ids[:-1], out_ids)
+    with pytest.raises(ValueError, match="output list lists .* entries in its counts but has"):
+        backward(in_ids, np.append(out_ids, 0).astype(np.int32))
+    with pytest.raises(ValueError, match="exceed capacity"):
+        backward(in_ids, out_ids, capacity=int(p["in_counts"][..., 1].max()) - 1)
+    bad = in_ids.copy()
+    bad[0] = 20
+    with pytest.raises(ValueError, match=r"input list id 20 .* out of range \[0, 20\)"):
+        backward(bad, out_ids)
+    with pytest.raises(ValueError, match="in_ids must be"):  # the forward takes [T, B, K]
+        run_forward(dict(p, in_ids=in_ids), [0, 13])
+    counts = p["in_counts"].copy()
+    counts[0, 0] = (0, K + 1)
+    with pytest.raises(ValueError, match="exceed capacity"):
+        _C.compact_list(p["in_ids"], counts)

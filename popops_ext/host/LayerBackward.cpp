@@ -153,7 +153,7 @@ typename LayerBackward<WT>::Listed LayerBackward<WT>::gatherListed(unsigned j, u
                                                                   std::size_t row) {
   TileState &s = unit(j, g);
   const std::size_t base = row * in_.output.capacity;
-  const int32_t *ids = in_.output.ids + base;
+  const int32_t *ids = in_.output.idsAt(row);
   const Range spikes = spikeRange(j, row), eligible = eligibleRange(j, row);
   if (!recWeight_ && (spikes.begin == spikes.end || eligible.begin == eligible.end ||
                       spikes.end == eligible.begin)) {
@@ -225,7 +225,7 @@ template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size
   if (neuron_.model != MODEL_READOUT) {
     const std::size_t base = row * in_.output.capacity;
     for (const Range r : {spikeRange(j, row), eligibleRange(j, row)}) {
-      prefetchRun(in_.output.ids + base, r.begin, r.end);
+      prefetchRun(in_.output.idsAt(row), r.begin, r.end);
       prefetchRun(in_.membrane + base, r.begin, r.end);
       prefetchRun(in_.gradOut + base, r.begin, r.end);
     }

@@ -47,8 +47,13 @@ struct LayerArgs {
   WeightArg weight, recWeight;
   bool recurrent = false;
   unsigned threads = 1, groups = 1;
+  // The input list's K, and its rows' starts where it is compact (a backward
+  // call's private copy; SpikeListView).
+  unsigned inCapacity = 0;
+  std::vector<std::size_t> inRowStart;
 
-  LayerArgs(const LayerCall &c, bool scanInput) : call(c) {
+  // compactInput: the input list may be compact (backward calls).
+  LayerArgs(const LayerCall &c, bool scanInput, bool compactInput = false) : call(c) {
     const NeuronSettings &n = c.neuron;
     requireCode(int(n.model), kNumModels, "model");
     requireCode(int(n.reset), kNumResets, "reset");
@@ -61,11 +66,16 @@ struct LayerArgs {
     if (weight.array.ndim() != 2)
       throw std::invalid_argument("weight must be [out, in]");
     const unsigned out = unsigned(weight.rows()), in = unsigned(weight.cols());
-    if (c.inIds.ndim() != 3)
-      throw std::invalid_argument("in_ids must be [T, B, K]");
-    shape = {unsigned(c.inIds.shape(0)), unsigned(c.inIds.shape(1)), in, out};
+    const bool compact = compactInput && c.inIds.ndim() == 1;
+    if (compact ? c.inCounts.ndim() != 3 : c.inIds.ndim() != 3)
+      throw std::invalid_argument(compactInput ? "in_ids must be [T, B, K], or compact with "
+                                                 "in_counts [T, B, 2]"
+                                               : "in_ids must be [T, B, K]");
+    const IntArray &dims = compact ? c.inCounts : c.inIds;
+    shape = {unsigned(dims.shape(0)), unsigned(dims.shape(1)), in, out};
+    inCapacity = compact ? c.inCapacity : unsigned(c.inIds.shape(2));
     checkSpikeList(c.inIds, c.inCounts, shape.steps, shape.batch, in, false, "input list",
-                   scanInput);
+                   scanInput, compactInput ? &inRowStart : nullptr, inCapacity);
     layout = std::make_unique<TileLayout>(c.tileStarts.data(), c.tileStarts.size(), out);
     const py::ssize_t N = out, B = shape.batch;
     const float *bias = optionalData(c.bias, {N}, "bias");
@@ -95,6 +105,10 @@ struct LayerArgs {
               alpha,            bias};
     threads = c.numThreads > 0 ? c.numThreads : hardwareThreads();
     groups = c.sampleGroups;
+  }
+
+  SpikeListView input() const {
+    return listView(call.inIds, call.inCounts, inRowStart, inCapacity);
   }
 
   template <typename WT> const WT *weightData() const {
@@ -251,7 +265,7 @@ BackwardResult backward(const LayerArgs &a, const BackwardInputs &in, const Grad
     slot = writtenWhole ? FloatArray{std::vector<py::ssize_t>(shape)} : zeros(shape);
     ptr = slot->mutable_data();
   };
-  add(needs.input, result.gradInValues, {T, B, a.call.inIds.shape(2)}, out.gradIn, true);
+  add(needs.input, result.gradInValues, {T, B, a.inCapacity}, out.gradIn, true);
   add(needs.weight, result.gradWeight, {N, I}, out.gradWeight, true);
   add(needs.bias, result.gradBias, {N}, out.gradBias, false);
   add(needs.recWeight, result.gradRecWeight, {N, N}, out.gradRecWeight, true);
@@ -267,7 +281,7 @@ BackwardResult backward(const LayerArgs &a, const BackwardInputs &in, const Grad
 }
 
 BackwardResult layerBackward(const BackwardCall &call) {
-  const LayerArgs a(call.layer, call.scanLists);
+  const LayerArgs a(call.layer, call.scanLists, true);
   const unsigned model = call.layer.neuron.model;
   const bool spiking = model != MODEL_READOUT;
   GradNeeds needs = call.needs;
@@ -277,19 +291,24 @@ BackwardResult layerBackward(const BackwardCall &call) {
   needs.alpha = needs.alpha && model == MODEL_SYNAPTIC;
   const py::ssize_t T = a.shape.steps, B = a.shape.batch, N = a.shape.outFeatures;
   BackwardInputs in{};
-  in.input = listView(call.layer.inIds, call.layer.inCounts);
+  in.input = a.input();
+  std::vector<std::size_t> outRowStart;
   if (!spiking) {
     requireShape(call.membrane, {T, B, N}, "membrane");
     requireShape(call.gradOut, {T, B, N}, "grad_out");
   } else {
     if (!call.outIds || !call.outCounts)
       throw std::invalid_argument("a spiking layer's backward needs its output list");
+    // A compact output list's K is the membrane's.
+    const bool compact = call.outIds->ndim() == 1;
+    if (compact && call.membrane.ndim() != 3)
+      throw std::invalid_argument("membrane must be [T, B, K]");
+    const py::ssize_t K = compact ? call.membrane.shape(2) : call.outIds->shape(2);
     checkSpikeList(*call.outIds, *call.outCounts, a.shape.steps, a.shape.batch, N, true,
-                   "output list", call.scanLists);
-    const py::ssize_t K = call.outIds->shape(2);
+                   "output list", call.scanLists, &outRowStart, unsigned(K));
     requireShape(call.membrane, {T, B, K}, "membrane");
     requireShape(call.gradOut, {T, B, K}, "grad_out");
-    in.output = listView(*call.outIds, *call.outCounts);
+    in.output = listView(*call.outIds, *call.outCounts, outRowStart, unsigned(K));
     in.denseMembrane = optionalData(call.denseMembrane, {T, B, N}, "dense_membrane");
     in.denseSynaptic = optionalData(call.denseSynaptic, {T, B, N}, "dense_synaptic");
     if (needs.beta && !in.denseMembrane)

@@ -26,6 +26,7 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readwrite("num_threads", &LayerCall::numThreads)
       .def_readwrite("in_ids", &LayerCall::inIds)
       .def_readwrite("in_counts", &LayerCall::inCounts)
+      .def_readwrite("in_capacity", &LayerCall::inCapacity)
       .def_readwrite("weight", &LayerCall::weight)
       .def_readwrite("bias", &LayerCall::bias)
       .def_readwrite("rec_weight", &LayerCall::recWeight)

@@ -37,7 +37,10 @@ struct LayerCall {
   IntArray tileStarts;  // int32 [tiles + 1]: tile i owns neurons [starts[i], starts[i+1])
   unsigned sampleGroups = 1;
   unsigned numThreads = 0; // 0: the machine's
-  IntArray inIds, inCounts; // [T, B, Kin], [T, B, 2]
+  // [T, B, Kin], [T, B, 2]; in a backward call inIds may be compact (1-D: the
+  // listed entries of every row one after another), of capacity inCapacity.
+  IntArray inIds, inCounts;
+  unsigned inCapacity = 0;
   py::array weight;
   std::optional<FloatArray> bias;
   std::optional<py::array> recWeight;
@@ -61,8 +64,9 @@ struct ForwardCall {
 
 struct BackwardCall {
   LayerCall layer;
-  // Spiking: the forward's output list, the membrane and dL/dvalues at its
-  // entries [T, B, K]. Readout: the membrane and dL/dU, dense [T, B, out].
+  // Spiking: the forward's output list ([T, B, K], or compact as inIds), the
+  // membrane and dL/dvalues at its entries [T, B, K]. Readout: the membrane
+  // and dL/dU, dense [T, B, out].
   std::optional<IntArray> outIds, outCounts;
   FloatArray membrane, gradOut;
   std::optional<FloatArray> denseMembrane, denseSynaptic; // learned decays

@@ -23,13 +23,20 @@ struct NeuronSpec {
   const float *bias;      // [out] or null
 };
 
-// ids[T, B, capacity] with counts[T, B, 2] = {spikes, listed}.
+// ids[T, B, capacity] with counts[T, B, 2] = {spikes, listed}; or, where
+// rowStart is set, compact: every row's listed entries one after another,
+// row r's at ids[rowStart[r] .. rowStart[r + 1]) (the backward pass's private
+// copies, O(entries) where [T, B, capacity] is O(T B K)). capacity is the
+// list's K either way, the last dimension of the arrays that go with it.
 struct SpikeListView {
   const int32_t *ids;
   const int32_t *counts;
   unsigned capacity;
+  const std::size_t *rowStart = nullptr; // [T x B + 1], compact lists only
 
-  const int32_t *idsAt(std::size_t row) const { return ids + row * capacity; }
+  const int32_t *idsAt(std::size_t row) const {
+    return rowStart ? ids + rowStart[row] : ids + row * capacity;
+  }
   unsigned spikesAt(std::size_t row) const { return unsigned(counts[2 * row]); }
   unsigned listedAt(std::size_t row) const { return unsigned(counts[2 * row + 1]); }
 };

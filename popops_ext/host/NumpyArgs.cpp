@@ -82,26 +82,49 @@ void requireCode(int value, int count, const char *name) {
 
 std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
                             unsigned batch, unsigned numIds, bool sorted, const char *name,
-                            bool scanEntries) {
-  if (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch)
+                            bool scanEntries, std::vector<std::size_t> *rowStart,
+                            unsigned capacity) {
+  const bool compact = rowStart && ids.ndim() == 1;
+  if (!compact && (ids.ndim() != 3 || ids.shape(0) != steps || ids.shape(1) != batch))
     throw std::invalid_argument(std::string(name) + " ids have shape " + describe(ids));
   requireShape(counts, {steps, batch, 2}, name);
-  if (!scanEntries)
-    return 0;
-  std::int64_t total = 0;
-  const std::size_t K = std::size_t(ids.shape(2)), rows = std::size_t(steps) * batch;
+  const std::size_t K = compact ? capacity : std::size_t(ids.shape(2));
+  const std::size_t rows = std::size_t(steps) * batch;
   const int32_t *id = ids.data(), *c = counts.data();
   auto at = [&](std::size_t row) {
     return " at t=" + std::to_string(row / batch) + ", b=" + std::to_string(row % batch);
   };
-  for (std::size_t row = 0; row < rows; ++row) {
+  auto checkCounts = [&](std::size_t row) {
     const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
     if (spikes < 0 || spikes > listed || std::size_t(listed) > K)
       throw std::invalid_argument(std::string(name) + " counts (" + std::to_string(spikes) +
                                   ", " + std::to_string(listed) + ")" + at(row) +
                                   " are inconsistent or exceed capacity " + std::to_string(K));
+  };
+  if (rowStart)
+    rowStart->clear();
+  if (compact) { // the rows' starts, whether the entries are scanned or not
+    rowStart->resize(rows + 1);
+    std::size_t start = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      checkCounts(row);
+      (*rowStart)[row] = start;
+      start += std::size_t(c[2 * row + 1]);
+    }
+    (*rowStart)[rows] = start;
+    if (start != std::size_t(ids.size()))
+      throw std::invalid_argument(std::string(name) + " lists " + std::to_string(start) +
+                                  " entries in its counts but has " +
+                                  std::to_string(ids.size()) + " ids");
+  }
+  if (!scanEntries)
+    return 0;
+  std::int64_t total = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    checkCounts(row);
+    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
     total += spikes;
-    const int32_t *r = id + row * K;
+    const int32_t *r = compact ? id + (*rowStart)[row] : id + row * K;
     // Branch-free scan first (vectorised); the slow loop only names the fault.
     unsigned bad = 0;
     for (int32_t k = 0; k < listed; ++k)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -43,12 +44,26 @@ void requireCode(int value, int count, const char *name);
 // find each tile's runs, at most one entry per neuron). Returns the number
 // of spikes listed. scanEntries false checks the shapes alone, for lists the
 // caller has scanned (and returns 0).
+// With rowStart given, ids may also be compact (1-D: every row's listed
+// entries one after another, SpikeListView), of capacity K = `capacity`:
+// the counts are then checked against K and against the number of ids, and
+// rowStart is filled with the rows' starts [T x B + 1] (left empty for a
+// [T, B, K] list).
 std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigned steps,
                             unsigned batch, unsigned numIds, bool sorted, const char *name,
-                            bool scanEntries = true);
+                            bool scanEntries = true, std::vector<std::size_t> *rowStart = nullptr,
+                            unsigned capacity = 0);
 
 inline SpikeListView listView(const IntArray &ids, const IntArray &counts) {
   return {ids.data(), counts.data(), unsigned(ids.shape(2))};
+}
+
+// A list checked by checkSpikeList: compact where rowStart is not empty.
+inline SpikeListView listView(const IntArray &ids, const IntArray &counts,
+                              const std::vector<std::size_t> &rowStart, unsigned capacity) {
+  if (rowStart.empty())
+    return listView(ids, counts);
+  return {ids.data(), counts.data(), capacity, rowStart.data()};
 }
 
 } // namespace snn

@@ -9,8 +9,10 @@ edited through ``.data`` or ``.numpy()`` escapes autograd's version counters.
 Its errors are raised with the layer's name. The backward pass reads private
 copies of the input and output lists, made in the forward pass after that scan,
 without scanning them again: the user cannot reach them, so no edit can make the
-native backward index out of bounds or differentiate another batch; the
-parameters' shapes are checked again before it. The executor runs the tile plan
+native backward index out of bounds or differentiate another batch. The copies
+are compact (``_C.compact_list``: the listed entries alone, row after row, with
+the counts), O(entries) where a clone of a ``[T, B, K]`` list is O(T B K). The
+parameters' shapes are checked again before the backward pass. The executor runs the tile plan
 that the planner makes for ``plan_target`` (``host`` by default, ``ipu2`` to run
 the IPU's tiling on the CPU).
 """
@@ -22,6 +24,7 @@ import math
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple
 
+import numpy as np
 import torch
 
 from .. import _memory
@@ -75,14 +78,33 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
 
 
 def _checked_dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor,
-                         n_in: int) -> Optional[torch.Tensor]:
-    """Checks the input list with the executor's scan (which also counts its spikes)
-    and returns the dense input [T*B, n_in] where it is dense enough for the GEMM."""
+                         n_in: int) -> Tuple[int, Optional[torch.Tensor]]:
+    """Checks the input list with the executor's scan (which also counts its spikes);
+    returns the spike total and the dense input [T*B, n_in] where it is dense enough
+    for the GEMM."""
     T, B, _ = in_ids.shape
     spikes = _C.check_spike_list(numpy_view(in_ids), numpy_view(in_counts), n_in)
     if spikes <= FORWARD_DENSE_FRACTION * T * B * n_in:
-        return None
-    return _dense_spikes(in_ids, in_counts, n_in)
+        return spikes, None
+    return spikes, _dense_spikes(in_ids, in_counts, n_in)
+
+
+class _PrivateList:
+    """A private copy of a list for the backward pass: the listed ids, compact (row
+    after row), a copy of the counts, and the list's capacity K and spike total."""
+
+    def __init__(self, ids: torch.Tensor, counts: torch.Tensor, spikes: int):
+        self.ids = torch.from_numpy(_C.compact_list(numpy_view(ids), numpy_view(counts)))
+        self.counts = counts.clone()
+        self.capacity = ids.shape[-1]
+        self.spikes = spikes
+
+    def padded(self) -> torch.Tensor:
+        """The ids as a [T, B, K] list (padding 0), for the dense GEMM paths."""
+        mask = listed_mask(self.counts, self.capacity, 1)
+        ids = torch.zeros(mask.shape, dtype=torch.int32)
+        ids[mask] = self.ids
+        return ids
 
 
 def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
@@ -107,33 +129,41 @@ def _float32(fn):
 
 
 @_float32
-def _backward(cfg: LayerConfig, ctx, record: CallRecord, in_ids, in_counts, params, needs,
-              **call_args):
+def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, params,
+              needs, out: Optional[_PrivateList] = None, **call_args):
     """Runs the executor's backward, taking the dense GEMM path for the input side
     where it is faster, and records the choice in ``record.paths``. Returns the
     result and dL/d(input values), dL/dW."""
     weight = params.weight
-    T, B, K = in_ids.shape
+    in_ids, in_counts = inputs.ids, inputs.counts
+    T, B = in_counts.shape[:2]
     rows = max(1, T * B * weight.shape[1])
-    spikes, listed = in_counts.sum((0, 1), dtype=torch.int64).tolist()
+    spikes, listed = inputs.spikes, in_ids.numel()
     dense_in = needs.input and listed / rows > BACKWARD_DENSE_FRACTION
     dense_w = needs.weight and spikes / rows > BACKWARD_DENSE_FRACTION
     wants = {"input": needs.input, "weight": needs.weight}
     needs.input, needs.weight = needs.input and not dense_in, needs.weight and not dense_w
     needs.current = dense_in or dense_w
+    if out is not None:
+        call_args.update(out_ids=out.ids, out_counts=out.counts)
+    # The forward's settings and parameter views, where the parameters are the same
+    # tensors on the same storage (not assigned through .data since).
+    same = ctx.param_storage == _storage_of(params)
     res = _C.layer_backward(backward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
-        ctx.initial, needs=needs, **call_args))
+        ctx.initial, needs=needs, in_capacity=inputs.capacity,
+        layer=ctx.layer_call if same else None, **call_args))
     grad_in = torch.from_numpy(res.grad_in_values) if needs.input else None
     grad_w = _as(res.grad_weight, weight) if needs.weight else None
     if dense_in or dense_w:
         g_current = torch.from_numpy(res.grad_current).reshape(T * B, -1)
+    padded = inputs.padded() if dense_in or (dense_w and ctx.dense_x is None) else None
     if dense_in:
         g_x = (g_current @ weight.float()).reshape(T, B, -1)
-        grad_in = listed_only(torch.gather(g_x, -1, in_ids.long()), in_counts)
+        grad_in = listed_only(torch.gather(g_x, -1, padded.long()), in_counts)
     if dense_w:
         x = ctx.dense_x if ctx.dense_x is not None else _dense_spikes(
-            in_ids, in_counts, weight.shape[1])
+            padded, in_counts, weight.shape[1])
         grad_w = (g_current.t() @ x).to(weight.dtype)
     for side, dense in (("input", dense_in), ("weight", dense_w)):
         record.paths[f"{side}_grad_path"] = (
@@ -150,6 +180,15 @@ def _first_order_only(name: str) -> None:
             f"{name}: the emulator backend has first-order gradients only; "
             "create_graph=True (higher-order gradients) needs backend='reference'"
         )
+
+
+_NO_IDS = np.zeros(0, np.int32)
+
+
+def _storage_of(params: LayerParams) -> tuple:
+    """What the native calls' views of the parameters depend on."""
+    return tuple(None if t is None else (t.data_ptr(), t.shape, t.stride(), t.dtype)
+                 for t in params)
 
 
 def _shapes_of(params: LayerParams) -> dict:
@@ -177,12 +216,20 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     """Runs the executor's forward on a checked input list; keeps what the backward
     needs of the call in ``ctx``."""
     T, B = in_ids.shape[:2]
-    dense_x = _checked_dense_input(in_ids, in_counts, params.weight.shape[1])
-    res = _C.layer_forward(forward_call(
+    spikes, dense_x = _checked_dense_input(in_ids, in_counts, params.weight.shape[1])
+    call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
-        _memory.available_bytes() or 0))
+        _memory.available_bytes() or 0)
+    res = _C.layer_forward(call)
+    # for the backward call (backward_call's layer), with what it was built from; not
+    # holding on to the input list (the backward takes its private copy)
+    call.layer.in_ids = call.layer.in_counts = _NO_IDS
+    ctx.layer_call, ctx.param_storage = call.layer, _storage_of(params)
     ctx.initial = initial
+    # private copy: the native backward indexes with it unchecked, and the user can
+    # reach the list passed in (.data, .numpy())
+    ctx.inputs = _PrivateList(in_ids, in_counts, spikes)
     # the dense input, for dL/dW's GEMM
     ctx.dense_x = dense_x if params.weight.requires_grad else None
     ctx.shapes = _shapes_of(params)
@@ -217,10 +264,9 @@ class _SpikingLayerFn(torch.autograd.Function):
             record.final_state = LayerState(_tensor(res.final_membrane),
                                             _tensor(res.final_synaptic),
                                             _tensor(res.final_spikes))
+        # private copy (as the input's, _forward): the user can reach the list returned
+        ctx.outputs = _PrivateList(ids, counts, res.total_spikes)
         ctx.save_for_backward(
-            # private copies: the native backward indexes with the lists unchecked, and
-            # the user can reach the ones returned or passed in (.data, .numpy())
-            in_ids.clone(), in_counts.clone(), ids.clone(), counts.clone(),
             torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
             # spikes past the capacity (overflow "drop"): they reset their neurons
             _tensor(res.dropped_ids), _tensor(res.dropped_counts), *params,
@@ -236,18 +282,18 @@ class _SpikingLayerFn(torch.autograd.Function):
         _first_order_only(cfg.name)
         if grad_values is None:  # nothing downstream used the values
             return (None,) * 14
-        (in_ids, in_counts, ids, counts, membrane, dense_membrane, dense_synaptic,
-         dropped_ids, dropped_counts, *tensors) = ctx.saved_tensors
+        (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
+         *tensors) = ctx.saved_tensors
         params = LayerParams(*tensors)
         _check_unchanged(cfg.name, ctx.shapes, params)
         need = ctx.needs_input_grad
         needs = grad_needs(input=need[6], weight=need[7], bias=need[8], rec_weight=need[9],
                            beta=need[10], threshold=need[11], alpha=need[12])
         res, grad_in, grad_w = _backward(
-            cfg, ctx, ctx.record, in_ids, in_counts, params, needs, membrane=membrane,
-            grad_out=grad_values, out_ids=ids, out_counts=counts,
-            dense_membrane=dense_membrane, dense_synaptic=dense_synaptic,
-            dropped_ids=dropped_ids, dropped_counts=dropped_counts)
+            cfg, ctx, ctx.record, ctx.inputs, params, needs, out=ctx.outputs,
+            membrane=membrane, grad_out=grad_values, dense_membrane=dense_membrane,
+            dense_synaptic=dense_synaptic, dropped_ids=dropped_ids,
+            dropped_counts=dropped_counts)
         return (
             None, None, None, None, None, None, grad_in, grad_w,
             _tensor(res.grad_bias) if need[8] else None,
@@ -271,20 +317,20 @@ class _ReadoutFn(torch.autograd.Function):
         record.membrane = membrane.detach() if cfg.record_membrane else None
         if cfg.return_state:
             record.final_state = LayerState(membrane[-1].clone(), None, None)
-        ctx.save_for_backward(in_ids.clone(), in_counts.clone(), membrane, weight, bias, beta)
+        ctx.save_for_backward(membrane, weight, bias, beta)
         return membrane
 
     @staticmethod
     def backward(ctx, grad_membrane):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
-        in_ids, in_counts, membrane, weight, bias, beta = ctx.saved_tensors
+        membrane, weight, bias, beta = ctx.saved_tensors
         params = LayerParams(weight, bias, None, beta, None, None)
         _check_unchanged(cfg.name, ctx.shapes, params)
         need = ctx.needs_input_grad
         needs = grad_needs(input=need[5], weight=need[6], bias=need[7], beta=need[8])
-        res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, in_ids, in_counts, params,
-                                         needs, membrane=membrane, grad_out=grad_membrane)
+        res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, ctx.inputs, params, needs,
+                                         membrane=membrane, grad_out=grad_membrane)
         return (
             None, None, None, None, None, grad_in, grad_w,
             _tensor(res.grad_bias) if need[7] else None,

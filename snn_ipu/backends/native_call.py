@@ -36,7 +36,7 @@ def _neuron(cfg: LayerConfig) -> _C.NeuronSettings:
 
 def _layer(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch.Tensor,
            in_counts: torch.Tensor, params: LayerParams,
-           initial: Optional[LayerState]) -> _C.LayerCall:
+           initial: Optional[LayerState], in_capacity: int = 0) -> _C.LayerCall:
     c = _C.LayerCall()
     c.neuron = _neuron(cfg)
     c.tile_starts = split.tile_starts
@@ -44,6 +44,7 @@ def _layer(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch.Tenso
     c.num_threads = threads
     c.in_ids = view(in_ids)
     c.in_counts = view(in_counts)
+    c.in_capacity = in_capacity
     c.weight = view(params.weight)
     c.bias = view(params.bias)
     c.rec_weight = view(params.rec_weight)
@@ -92,10 +93,24 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
                   dense_membrane: Optional[torch.Tensor] = None,
                   dense_synaptic: Optional[torch.Tensor] = None,
                   dropped_ids: Optional[torch.Tensor] = None,
-                  dropped_counts: Optional[torch.Tensor] = None) -> _C.BackwardCall:
-    """A backward call on lists the forward pass made or scanned (private copies)."""
+                  dropped_counts: Optional[torch.Tensor] = None,
+                  in_capacity: int = 0,
+                  layer: Optional[_C.LayerCall] = None) -> _C.BackwardCall:
+    """A backward call on lists the forward pass made or scanned (private copies).
+    The lists may be compact (``_C.compact_list``: the listed ids row after row, 1-D),
+    the input's of capacity ``in_capacity``, the output's of the membrane's. ``layer``:
+    the forward call's ``LayerCall``, whose settings and parameter views the caller
+    knows to be this call's (it is copied, with this call's lists and threads), instead
+    of building them again."""
     c = _C.BackwardCall()
-    c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial)
+    if layer is None:
+        c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial,
+                         in_capacity)
+    else:
+        c.layer = layer
+        c.layer.num_threads = threads
+        c.layer.in_ids, c.layer.in_counts = view(in_ids), view(in_counts)
+        c.layer.in_capacity = in_capacity
     c.membrane = view(membrane)
     c.grad_out = view(grad_out.float())
     c.needs = needs
