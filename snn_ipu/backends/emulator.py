@@ -96,11 +96,23 @@ class _PrivateList:
     def __init__(self, ids: torch.Tensor, counts: torch.Tensor, spikes: int):
         self.ids = torch.from_numpy(_C.compact_list(numpy_view(ids), numpy_view(counts)))
         self.counts = counts.clone()
-        self.capacity = ids.shape[-1]
+        T, B, K = ids.shape
+        self.capacity = K
         self.spikes = spikes
+        # The backward's dense GEMM paths gather with the [T, B, K] list, and take it
+        # only for lists this full (more than BACKWARD_DENSE_FRACTION of T*B*n_in >=
+        # T*B*K entries), where keeping it is still O(entries) and rebuilding it from
+        # the compact ids (a mask and an index_put) costs more: exact gradients list
+        # every neuron, and their compact ids are the padded list already.
+        listed = self.ids.numel()
+        self._padded = (self.ids.view(T, B, K) if listed == T * B * K
+                        else ids.clone() if listed > BACKWARD_DENSE_FRACTION * T * B * K
+                        else None)
 
     def padded(self) -> torch.Tensor:
         """The ids as a [T, B, K] list (padding 0), for the dense GEMM paths."""
+        if self._padded is not None:
+            return self._padded
         mask = listed_mask(self.counts, self.capacity, 1)
         ids = torch.zeros(mask.shape, dtype=torch.int32)
         ids[mask] = self.ids
