@@ -273,4 +273,18 @@ inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
   }
 }
 
+// rowDot of n listed rows into out[0, n): eight rows at a time, then four, then
+// one (each row's sum is the same whichever of them computes it).
+template <typename WT>
+inline void rowDots(const WT *rows, const int *ids, const float *g, unsigned rowLength,
+                    float *out, unsigned n) {
+  unsigned k = 0;
+  for (; k + 8 <= n; k += 8)
+    rowDot8(rows, ids + k, g, rowLength, out + k);
+  for (; k + 4 <= n; k += 4)
+    rowDot4(rows, ids + k, g, rowLength, out + k);
+  for (; k < n; ++k)
+    out[k] = rowDot(rows + (unsigned long)(unsigned)ids[k] * rowLength, g, rowLength);
+}
+
 } // namespace snn

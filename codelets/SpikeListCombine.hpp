@@ -8,6 +8,22 @@
 #pragma once
 #include <poplar/Vertex.hpp>
 
+namespace snn {
+// Copies a tile's first n entries (ids and membrane) to the list at pos, as many
+// as the capacity leaves room for; returns the list's new end.
+template <class Ids, class Mem, class SrcIds, class SrcMem>
+inline unsigned appendEntries(Ids &ids, Mem &membrane, const SrcIds &srcIds,
+                              const SrcMem &srcMem, unsigned n, unsigned pos,
+                              unsigned capacity) {
+  const unsigned take = n < capacity - pos ? n : capacity - pos;
+  if (take != 0) {
+    __builtin_memcpy(&ids[pos], &srcIds[0], take * sizeof(int));
+    __builtin_memcpy(&membrane[pos], &srcMem[0], take * sizeof(float));
+  }
+  return pos + take;
+}
+} // namespace snn
+
 class SpikeListCombine : public poplar::Vertex {
 public:
   poplar::Vector<poplar::Input<poplar::Vector<int>>> spikeIds;
@@ -26,14 +42,16 @@ public:
     for (unsigned i = 0; i < numTiles; ++i) {
       const unsigned c = tileCounts[2 * i];
       spikes += c;
-      pos = append(spikeIds[i], spikeMembrane[i], c, pos, capacity);
+      pos = snn::appendEntries(ids, membrane, spikeIds[i], spikeMembrane[i], c, pos,
+                               capacity);
     }
     const unsigned listedSpikes = pos;
     needed = spikes;
     for (unsigned i = 0; i < numTiles; ++i) {
       const unsigned c = tileCounts[2 * i + 1];
       needed += c;
-      pos = append(eligibleIds[i], eligibleMembrane[i], c, pos, capacity);
+      pos = snn::appendEntries(ids, membrane, eligibleIds[i], eligibleMembrane[i], c, pos,
+                               capacity);
     }
     if (pos < capacity)
       __builtin_memset(&ids[pos], 0, (capacity - pos) * sizeof(int));
@@ -44,17 +62,6 @@ public:
     return true;
   }
 
-private:
-  template <class IdVec, class MemVec>
-  unsigned append(const IdVec &srcIds, const MemVec &srcMem, unsigned n, unsigned pos,
-                  unsigned capacity) {
-    const unsigned take = n < capacity - pos ? n : capacity - pos;
-    if (take != 0) {
-      __builtin_memcpy(&ids[pos], &srcIds[0], take * sizeof(int));
-      __builtin_memcpy(&membrane[pos], &srcMem[0], take * sizeof(float));
-    }
-    return pos + take;
-  }
 };
 
 // SpikeListCombine with the tiles' lists shared out over the workers (the IPU
@@ -92,11 +99,13 @@ public:
     const unsigned listedSpikes = spikes < capacity ? spikes : capacity;
     unsigned pos = spikesBefore < capacity ? spikesBefore : capacity;
     for (unsigned i = lo; i < hi; ++i)
-      pos = append(spikeIds[i], spikeMembrane[i], tileCounts[2 * i], pos, capacity);
+      pos = snn::appendEntries(ids, membrane, spikeIds[i], spikeMembrane[i], tileCounts[2 * i],
+                               pos, capacity);
     const unsigned eligibleStart = listedSpikes + eligibleBefore;
     pos = eligibleStart < capacity ? eligibleStart : capacity;
     for (unsigned i = lo; i < hi; ++i)
-      pos = append(eligibleIds[i], eligibleMembrane[i], tileCounts[2 * i + 1], pos, capacity);
+      pos = snn::appendEntries(ids, membrane, eligibleIds[i], eligibleMembrane[i],
+                               tileCounts[2 * i + 1], pos, capacity);
     if (workerId + 1 == workers) {
       const unsigned listedEnd = listedSpikes + eligible;
       const unsigned listed = listedEnd < capacity ? listedEnd : capacity;
@@ -110,16 +119,5 @@ public:
     return true;
   }
 
-private:
-  template <class IdVec, class MemVec>
-  unsigned append(const IdVec &srcIds, const MemVec &srcMem, unsigned n, unsigned pos,
-                  unsigned capacity) {
-    const unsigned take = n < capacity - pos ? n : capacity - pos;
-    if (take != 0) {
-      __builtin_memcpy(&ids[pos], &srcIds[0], take * sizeof(int));
-      __builtin_memcpy(&membrane[pos], &srcMem[0], take * sizeof(float));
-    }
-    return pos + take;
-  }
 };
 

@@ -58,14 +58,8 @@ public:
     const float *g = &currentGrad[0];
     const unsigned listed = *numIds, size = unsigned(partials.size());
     const unsigned n = listed <= first ? 0 : listed - first < size ? listed - first : size;
-    unsigned k = 0;
-    for (; k + 8 <= n; k += 8)
-      snn::rowDot8(w, &ids[k], g, rowLength, &partials[k]);
-    for (; k + 4 <= n; k += 4)
-      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
-    for (; k < n; ++k)
-      partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
-                                rowLength);
+    if (n != 0)
+      snn::rowDots(w, &ids[0], g, rowLength, &partials[0], n);
     return true;
   }
 };
@@ -135,15 +129,8 @@ public:
   bool compute() {
     const WT *w = &weights[0];
     const float *g = &currentGrad[0];
-    const unsigned n = *numIds;
-    unsigned k = 0;
-    for (; k + 8 <= n; k += 8)
-      snn::rowDot8(w, &ids[k], g, rowLength, &partials[k]);
-    for (; k + 4 <= n; k += 4)
-      snn::rowDot4(w, &ids[k], g, rowLength, &partials[k]);
-    for (; k < n; ++k)
-      partials[k] = snn::rowDot(w + (unsigned long)(unsigned)ids[k] * rowLength, g,
-                                rowLength);
+    if (*numIds != 0)
+      snn::rowDots(w, &ids[0], g, rowLength, &partials[0], *numIds);
     return true;
   }
 };
