@@ -166,10 +166,13 @@ def test_spike_atan_is_the_step_and_the_surrogate():
     assert torch.allclose(x.grad, expected, rtol=1e-6)
 
 
-def test_torch_compile_net_matches_reference():
-    """The compiled peer computes the reference's spikes and gradients. All layers share
-    one shape, so one graph is compiled (inductor's C++ compile dominates the test)."""
-    from snn_ipu.bench.networks import TorchCompileNet, family_status
+@pytest.mark.parametrize("peer", ["TorchCompileNet", "TorchCompileStepNet"])
+def test_torch_compile_peers_match_reference(peer):
+    """The compiled peers (the whole loop, and the one-step cell with the loop over T in
+    Python) compute the reference's spikes and gradients. All layers share one shape,
+    so one graph is compiled (inductor's C++ compile dominates the test)."""
+    from snn_ipu.bench import networks
+    from snn_ipu.bench.networks import family_status
 
     if family_status("torch_compile") is not None:
         pytest.skip(f"torch.compile unavailable: {family_status('torch_compile')}")
@@ -177,26 +180,7 @@ def test_torch_compile_net_matches_reference():
                       "reference")
     spikes, grads = reference_run(small)
     assert spikes.sum() > 0
-    net = TorchCompileNet(small, 1e-5, "fused")
-    assert net.compile_s > 0
-    out, compiled_grads = dense_run(net)
-    assert torch.equal(out, spikes)
-    assert_grads_close(compiled_grads, grads)
-
-
-def test_torch_compile_step_net_matches_reference():
-    """The per-step compiled peer (one-step cell under torch.compile, the loop over T in
-    Python) computes the reference's spikes and gradients. One layer width: the cell
-    compiles once."""
-    from snn_ipu.bench.networks import TorchCompileStepNet, family_status
-
-    if family_status("torch_compile") is not None:
-        pytest.skip(f"torch.compile unavailable: {family_status('torch_compile')}")
-    small = calibrate(make_problem(dict(sizes=(16, 16, 16, 16), T=6, B=3), 0.2, seed=5),
-                      "reference")
-    spikes, grads = reference_run(small)
-    assert spikes.sum() > 0
-    net = TorchCompileStepNet(small, 1e-5, "fused")
+    net = getattr(networks, peer)(small, 1e-5, "fused")
     assert net.compile_s > 0
     out, compiled_grads = dense_run(net)
     assert torch.equal(out, spikes)

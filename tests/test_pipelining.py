@@ -87,6 +87,27 @@ def tie_free_input(net):
     pytest.fail("no tie-free seed")
 
 
+def delayed_reference(net, x):
+    """The delayed equations on ``net``'s parameters (copies) and ``x``, differentiated
+    through a weighted sum of the readout membrane: (s1, s2, u, the loss's weights,
+    the parameter copies, the input copy), the copies holding their gradients."""
+    xd = x.clone().requires_grad_()
+    params = [p.detach().clone().requires_grad_() for p in net.parameters()]
+    s1, s2, u, _ = dense_pipelined(xd, *params)
+    weights = torch.linspace(0.5, 1.5, u.numel()).reshape(u.shape)
+    (u * weights).sum().backward()
+    return s1, s2, u, weights, params, xd
+
+
+def check_against_reference(net, out, xn, u, params, xd):
+    """``net``'s readout membrane ``out`` and the gradients its backward pass left
+    (parameters, the input ``xn``) against :func:`delayed_reference`'s."""
+    assert_rel_close(out.detach(), u.detach(), 1e-5, "readout membrane")
+    for (name, p), q in zip(net.named_parameters(), params):
+        assert_rel_close(p.grad, q.grad, 1e-4, name)
+    assert_rel_close(xn.grad, xd.grad, 1e-4, "input")
+
+
 # "ipu": the custom ops as PopTorch would emit them, run by the stand-in PopTorch's
 # device (tests/poptorch_standin.py), which executes them on the emulator.
 BACKENDS = ["reference", "emulator", "ipu_graph", "ipu"]
@@ -103,11 +124,7 @@ def test_pipelined_network_equals_the_delayed_equations(backend, monkeypatch):
     assert [m.input_delay for m in net] == [0, 1, 1]
     x = tie_free_input(net)
 
-    xd = x.clone().requires_grad_()
-    params = [p.detach().clone().requires_grad_() for p in net.parameters()]
-    s1, s2, u, _ = dense_pipelined(xd, *params)
-    weights = torch.linspace(0.5, 1.5, u.numel()).reshape(u.shape)
-    (u * weights).sum().backward()
+    s1, s2, u, weights, params, xd = delayed_reference(net, x)
 
     xn = x.clone().requires_grad_()
     h1 = net[0](xn)
@@ -117,10 +134,7 @@ def test_pipelined_network_equals_the_delayed_equations(backend, monkeypatch):
 
     assert torch.equal(h1.to_dense().detach(), s1.detach())
     assert torch.equal(h2.to_dense().detach(), s2.detach())
-    assert_rel_close(out.detach(), u.detach(), 1e-5, "readout membrane")
-    for (name, p), q in zip(net.named_parameters(), params):
-        assert_rel_close(p.grad, q.grad, 1e-4, name)
-    assert_rel_close(xn.grad, xd.grad, 1e-4, "input")
+    check_against_reference(net, out, xn, u, params, xd)
 
 
 def test_the_delay_changes_the_result_and_undoing_it_restores_it():
@@ -171,20 +185,13 @@ def test_fused_network_equals_the_delayed_equations():
     net = network("ipu_graph")
     pipeline(net)
     x = tie_free_input(net)
-    xd = x.clone().requires_grad_()
-    params = [p.detach().clone().requires_grad_() for p in net.parameters()]
-    s1, s2, u, _ = dense_pipelined(xd, *params)
-    weights = torch.linspace(0.5, 1.5, u.numel()).reshape(u.shape)
-    (u * weights).sum().backward()
+    s1, s2, u, weights, params, xd = delayed_reference(net, x)
 
     xn = x.clone().requires_grad_()
     out = run_fused(net, xn)
     (out * weights).sum().backward()
 
-    assert_rel_close(out.detach(), u.detach(), 1e-5, "readout membrane")
-    for (name, p), q in zip(net.named_parameters(), params):
-        assert_rel_close(p.grad, q.grad, 1e-4, name)
-    assert_rel_close(xn.grad, xd.grad, 1e-4, "input")
+    check_against_reference(net, out, xn, u, params, xd)
     # the hidden lists stay in the program; the layers' records still count them
     assert net[0].last_call.total_spikes == int(s1.sum())
     assert net[1].last_call.total_spikes == int(s2.sum())
