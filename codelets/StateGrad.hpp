@@ -39,17 +39,13 @@ inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thre
   }
 }
 
-// gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
-// part of dL/dthreshold is accumulated on the way.
-inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict carry,
-                                float *__restrict thresholdGrad,
-                                const float *__restrict threshold,
-                                const int *__restrict ids, const float *__restrict mem,
-                                const float *__restrict grad, unsigned numListed,
-                                unsigned numNeurons, unsigned firstNeuron,
-                                unsigned kind, float p0, float p1) {
-  for (unsigned n = 0; n < numNeurons; ++n)
-    gU[n] = carry[n];
+// gU[n] += gS * surrogate' at the listed entries; the listed part of
+// dL/dthreshold is accumulated on the way.
+inline void addListedSurrogateGrad(float *__restrict gU, float *__restrict thresholdGrad,
+                                   const float *__restrict threshold,
+                                   const int *__restrict ids, const float *__restrict mem,
+                                   const float *__restrict grad, unsigned numListed,
+                                   unsigned firstNeuron, unsigned kind, float p0, float p1) {
   switch (kind) {
   case SURROGATE_ATAN:
     return listedSurrogateGradKind<SURROGATE_ATAN>(gU, thresholdGrad, threshold, ids, mem,
@@ -67,6 +63,21 @@ inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict ca
     return listedSurrogateGradKind<SURROGATE_STRAIGHT_THROUGH>(
         gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
   }
+}
+
+// gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
+// part of dL/dthreshold is accumulated on the way.
+inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict carry,
+                                float *__restrict thresholdGrad,
+                                const float *__restrict threshold,
+                                const int *__restrict ids, const float *__restrict mem,
+                                const float *__restrict grad, unsigned numListed,
+                                unsigned numNeurons, unsigned firstNeuron,
+                                unsigned kind, float p0, float p1) {
+  for (unsigned n = 0; n < numNeurons; ++n)
+    gU[n] = carry[n];
+  addListedSurrogateGrad(gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron,
+                         kind, p0, p1);
 }
 
 // Runs update() with notSpiked = 1 - S[t-1]: cleared at the step t-1 spikes,
@@ -114,35 +125,54 @@ public:
   }
 
 private:
+  // dL/dU[t] is added up in the carry itself (the carry from step t+1, then the
+  // listed entries), and one pass per neuron writes it out as dL/dI[t] and turns
+  // it into the carry for step t-1: the same operations, in the same order, as
+  // a copy into dL/dI followed by a pass per term, in one pass over the tile.
   void update() {
     float *__restrict gU = &currentGrad[0];
     float *__restrict c = &carry[0];
     float *__restrict gthr = &thresholdGrad[0];
     const float *__restrict b = &beta[0];
-    snn::listedSurrogateGrad(gU, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
-                             &listGrad[0], *numListed, numNeurons, firstNeuron,
-                             surrogateKind, surrogateP0, surrogateP1);
+    snn::addListedSurrogateGrad(c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
+                                &listGrad[0], *numListed, firstNeuron, surrogateKind,
+                                surrogateP0, surrogateP1);
     const float *__restrict keep = &notSpiked[0];
-    const bool zero = reset == snn::RESET_ZERO;
-    if (reset == snn::RESET_SUBTRACT)
-      for (unsigned n = 0; n < numNeurons; ++n)
-        gthr[n] -= (1.0f - keep[n]) * gU[n];
-    if (prevMembrane.size() != 0) {
-      const float *__restrict up = &prevMembrane[0];
-      float *__restrict gb = &betaGrad[0];
-      if (zero)
-        for (unsigned n = 0; n < numNeurons; ++n)
-          gb[n] += gU[n] * keep[n] * up[n];
+    const float *__restrict up = prevMembrane.size() != 0 ? &prevMembrane[0] : nullptr;
+    float *__restrict gb = &betaGrad[0];
+    if (reset == snn::RESET_SUBTRACT) {
+      if (up)
+        for (unsigned n = 0; n < numNeurons; ++n) {
+          const float g = c[n];
+          gU[n] = g;
+          gthr[n] -= (1.0f - keep[n]) * g;
+          gb[n] += g * up[n];
+          c[n] = b[n] * g;
+        }
       else
-        for (unsigned n = 0; n < numNeurons; ++n)
-          gb[n] += gU[n] * up[n];
+        for (unsigned n = 0; n < numNeurons; ++n) {
+          const float g = c[n];
+          gU[n] = g;
+          gthr[n] -= (1.0f - keep[n]) * g;
+          c[n] = b[n] * g;
+        }
+    } else if (reset == snn::RESET_ZERO) {
+      for (unsigned n = 0; n < numNeurons; ++n) {
+        const float g = c[n];
+        gU[n] = g;
+        if (up)
+          gb[n] += g * keep[n] * up[n];
+        c[n] = b[n] * g * keep[n];
+      }
+    } else {
+      for (unsigned n = 0; n < numNeurons; ++n) {
+        const float g = c[n];
+        gU[n] = g;
+        if (up)
+          gb[n] += g * up[n];
+        c[n] = b[n] * g;
+      }
     }
-    if (zero)
-      for (unsigned n = 0; n < numNeurons; ++n)
-        c[n] = b[n] * gU[n] * keep[n];
-    else
-      for (unsigned n = 0; n < numNeurons; ++n)
-        c[n] = b[n] * gU[n];
   }
 };
 

@@ -697,10 +697,12 @@ def test_compact_lists_give_the_padded_lists_gradients(recurrent):
     fwd = run_forward(p, tiles)
     grad_out = np.random.default_rng(1).normal(size=fwd["values"].shape).astype(np.float32)
     padded = run_backward(p, tiles, fwd, grad_out)
-    in_ids = _C.compact_list(p["in_ids"], p["in_counts"])
-    out_ids = _C.compact_list(fwd["ids"], fwd["counts"])
+    in_ids, in_spikes = _C.compact_list(p["in_ids"], p["in_counts"])
+    out_ids, out_spikes = _C.compact_list(fwd["ids"], fwd["counts"])
     assert np.array_equal(in_ids, compact(p["in_ids"], p["in_counts"]))
     assert np.array_equal(out_ids, compact(fwd["ids"], fwd["counts"]))
+    assert in_spikes == int(p["in_counts"][..., 0].sum())
+    assert out_spikes == int(fwd["counts"][..., 0].sum())
     for scan in (True, False):
         c = _C.BackwardCall()
         c.layer = layer_call(dict(p, in_ids=in_ids), tiles, 1)
@@ -750,3 +752,31 @@ def test_compact_lists_are_checked():
     counts[0, 0] = (0, K + 1)
     with pytest.raises(ValueError, match="exceed capacity"):
         _C.compact_list(p["in_ids"], counts)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_compact_list_scans_the_ids_as_the_executor_does(threads):
+    """With num_ids, compact_list is the forward's scan of its input list as well as
+    the copy: check_spike_list's errors (the first faulty row, whichever thread copies
+    it), its spike total, and the same copy on any number of threads."""
+    rng = np.random.default_rng(7)
+    T, B, K, N = 40, 64, 6, 50  # 2,560 rows: shared among the threads
+    counts = np.zeros((T, B, 2), np.int32)
+    counts[..., 1] = rng.integers(0, K + 1, size=(T, B))
+    counts[..., 0] = rng.integers(0, counts[..., 1] + 1)
+    ids = rng.integers(0, N, size=(T, B, K)).astype(np.int32)
+    ids[np.arange(K)[None, None, :] >= counts[..., 1:]] = -7  # padding is never read
+    got, spikes = _C.compact_list(ids, counts, N, threads)
+    assert np.array_equal(got, compact(ids, counts))
+    assert spikes == int(counts[..., 0].sum())
+    rows = np.argwhere(counts[..., 1] > 0)
+    for t, b in (rows[-1], rows[len(rows) // 2], rows[0]):  # the last fault stays
+        ids[t, b, 0] = N
+    t, b = rows[0]
+    with pytest.raises(ValueError, match=f"input list id {N} at t={t}, b={b}, k=0 out of "
+                       rf"range \[0, {N}\)"):
+        _C.compact_list(ids, counts, N, threads)
+    ids[t, b, 0] = -1
+    with pytest.raises(ValueError, match=f"input list id -1 at t={t}, b={b}"):
+        _C.compact_list(ids, counts, N, threads)
+    _C.compact_list(ids, counts, 0, threads)  # num_ids 0: the ids are not scanned

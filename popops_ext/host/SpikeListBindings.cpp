@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "NumpyArgs.hpp"
 #include "SpikeCounts.hpp"
+#include "ThreadPool.hpp"
+#include "TilePartition.hpp"
 
 namespace snn {
 
@@ -62,10 +65,9 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   return std::move(out);
 }
 
-// The listed entries of a [T, B, K] list, every row's one after another (the
-// compact form of SpikeListView): O(entries), where a copy of the list is
-// O(T B K). The ids are copied as they are (the caller scans them, or made
-// them); the counts are checked, since they say what is read.
+// Rows [first, last) of a [T, B, K] list copied compact, to their offsets
+// `start` in dst; with numIds > 0, also whether any listed id lies outside
+// [0, numIds). Returns the rows' spike total.
 // A row holds a handful of entries: a library memmove call per row cost more
 // than the copying (and took the cache misses of the rows, spread K apart, one
 // at a time); the loop, with the rows ahead prefetched, streams. The attribute
@@ -73,7 +75,40 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
-IntArray compactList(const IntArray &ids, const IntArray &counts) {
+std::int64_t compactRows(const int32_t *id, const int32_t *c, std::size_t K,
+                         const std::size_t *start, std::size_t first, std::size_t last,
+                         unsigned numIds, int32_t *dst, bool &outside) {
+  constexpr std::size_t kAhead = 8;
+  // The largest id allowed (a negative id is a large unsigned one); none checked: all.
+  const unsigned maxId = numIds != 0 ? numIds - 1 : ~0u;
+  std::int64_t spikes = 0;
+  unsigned bad = 0;
+  for (std::size_t row = first; row < last; ++row) {
+    if (row + kAhead < last && c[2 * (row + kAhead) + 1] > 0)
+      __builtin_prefetch(id + (row + kAhead) * K);
+    const std::size_t n = std::size_t(c[2 * row + 1]);
+    const int32_t *src = id + row * K;
+    int32_t *to = dst + start[row];
+    for (std::size_t k = 0; k < n; ++k) {
+      to[k] = src[k];
+      bad |= unsigned(unsigned(src[k]) > maxId);
+    }
+    spikes += c[2 * row];
+  }
+  outside = bad != 0;
+  return spikes;
+}
+
+// The listed entries of a [T, B, K] list, every row's one after another (the
+// compact form of SpikeListView): O(entries), where a copy of the list is
+// O(T B K). The counts are checked, since they say what is read; with
+// numIds > 0 the listed ids are checked too (in [0, numIds), as
+// check_spike_list does), in the same pass as the copy, for a list the caller
+// has not scanned. Returns the compact ids and the spike total. The rows are
+// shared among up to numThreads threads (each copies its own rows to their
+// offsets, so the result does not depend on the thread count).
+py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numIds,
+                      unsigned numThreads) {
   if (ids.ndim() != 3)
     throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
                                 " dimensions");
@@ -81,6 +116,7 @@ IntArray compactList(const IntArray &ids, const IntArray &counts) {
   const std::size_t rows = std::size_t(ids.shape(0)) * std::size_t(ids.shape(1));
   const std::size_t K = std::size_t(ids.shape(2));
   const int32_t *c = counts.data(), *id = ids.data();
+  std::vector<std::size_t> start(rows + 1);
   std::size_t total = 0;
   for (std::size_t row = 0; row < rows; ++row) {
     const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
@@ -88,21 +124,31 @@ IntArray compactList(const IntArray &ids, const IntArray &counts) {
       throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
                                   std::to_string(listed) + ") of row " + std::to_string(row) +
                                   " are inconsistent or exceed capacity " + std::to_string(K));
+    start[row] = total;
     total += std::size_t(listed);
   }
+  start[rows] = total;
   IntArray out({py::ssize_t(total)});
   int32_t *dst = out.mutable_data();
-  constexpr std::size_t kAhead = 8;
-  for (std::size_t row = 0; row < rows; ++row) {
-    if (row + kAhead < rows && c[2 * (row + kAhead) + 1] > 0)
-      __builtin_prefetch(id + (row + kAhead) * K);
-    const std::size_t n = std::size_t(c[2 * row + 1]);
-    const int32_t *src = id + row * K;
-    for (std::size_t k = 0; k < n; ++k)
-      dst[k] = src[k];
-    dst += n;
-  }
-  return out;
+  // Small lists stay on the calling thread: waking a worker costs more.
+  constexpr std::size_t kRowsPerThread = 1024;
+  const unsigned threads =
+      unsigned(std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+  std::vector<std::int64_t> spikes(threads, 0);
+  std::vector<unsigned char> bad(threads, 0);
+  ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
+    const auto share = threadShare(rows, thread, team);
+    bool outside = false;
+    spikes[thread] =
+        compactRows(id, c, K, start.data(), share.first, share.second, numIds, dst, outside);
+    bad[thread] = outside;
+  });
+  if (std::find(bad.begin(), bad.end(), 1) != bad.end()) // names the first fault
+    checkWholeList(ids, counts, numIds, "input list");
+  std::int64_t spikeTotal = 0;
+  for (const std::int64_t s : spikes)
+    spikeTotal += s;
+  return py::make_tuple(std::move(out), spikeTotal);
 }
 
 // float32 or float64, as `like`.
@@ -125,7 +171,9 @@ void registerSpikeListBindings(py::module_ &m) {
       py::arg("ids"), py::arg("counts"), py::arg("num_ids"),
       "Checks a list's counts and listed ids as the executor does; returns its spike total.");
   m.def("compact_list", &compactList, py::arg("ids"), py::arg("counts"),
-        "The listed entries of a [T, B, K] list, row after row (int32 [entries]).");
+        py::arg("num_ids") = 0, py::arg("num_threads") = 1,
+        "The listed entries of a [T, B, K] list, row after row (int32 [entries]), and its "
+        "spike total; with num_ids > 0 the ids are checked as check_spike_list checks them.");
   m.def(
       "spike_counts",
       [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {

@@ -3,18 +3,17 @@
 One autograd Function per layer kind over ``_C.layer_forward`` /
 ``_C.layer_backward`` (their calls are built in :mod:`.native_call`). Every
 forward call checks the counts and listed ids of the layer's input list with the
-executor's own scan (``_C.check_spike_list``, which also counts the spikes for
-the choice of path), however the list was made or checked before: a tensor
+executor's own scan, however the list was made or checked before: a tensor
 edited through ``.data`` or ``.numpy()`` escapes autograd's version counters.
-Its errors are raised with the layer's name. The backward pass reads private
-copies of the input and output lists, made in the forward pass after that scan,
-without scanning them again: the user cannot reach them, so no edit can make the
-native backward index out of bounds or differentiate another batch. The copies
-are compact (``_C.compact_list``: the listed entries alone, row after row, with
-the counts), O(entries) where a clone of a ``[T, B, K]`` list is O(T B K). The
-parameters' shapes are checked again before the backward pass. The executor runs the tile plan
-that the planner makes for ``plan_target`` (``host`` by default, ``ipu2`` to run
-the IPU's tiling on the CPU).
+Its errors are raised with the layer's name. The scan is also the copy of the
+list that the backward pass reads (``_C.compact_list``: the listed entries
+alone, row after row, O(entries) where a clone of a ``[T, B, K]`` list is
+O(T B K)), and the output list gets such a private copy too; the backward pass
+reads them without scanning them again: the user cannot reach them, so no edit
+can make the native backward index out of bounds or differentiate another
+batch. The parameters' shapes are checked again before the backward pass. The
+executor runs the tile plan that the planner makes for ``plan_target``
+(``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
 """
 
 from __future__ import annotations
@@ -77,36 +76,38 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
     return torch.zeros(T * B, n_in).scatter_add_(1, in_ids.long().reshape(T * B, K), spikes)
 
 
-def _checked_dense_input(in_ids: torch.Tensor, in_counts: torch.Tensor,
-                         n_in: int) -> Tuple[int, Optional[torch.Tensor]]:
-    """Checks the input list with the executor's scan (which also counts its spikes);
-    returns the spike total and the dense input [T*B, n_in] where it is dense enough
-    for the GEMM."""
+def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor,
+                 n_in: int) -> Optional[torch.Tensor]:
+    """The input list's spikes (``spikes`` of them) as a dense [T*B, n_in] where they
+    are dense enough for the GEMM, else None."""
     T, B, _ = in_ids.shape
-    spikes = _C.check_spike_list(numpy_view(in_ids), numpy_view(in_counts), n_in)
     if spikes <= FORWARD_DENSE_FRACTION * T * B * n_in:
-        return spikes, None
-    return spikes, _dense_spikes(in_ids, in_counts, n_in)
+        return None
+    return _dense_spikes(in_ids, in_counts, n_in)
 
 
 class _PrivateList:
     """A private copy of a list for the backward pass: the listed ids, compact (row
-    after row), a copy of the counts, and the list's capacity K and spike total."""
+    after row), a copy of the counts, and the list's capacity K and spike total. The
+    counts are checked; for an input list (``num_ids`` > 0: its layer's inputs) the
+    listed ids are too (in ``[0, num_ids)``, the executor's scan of its input), in the
+    same pass as the copy."""
 
-    def __init__(self, ids: torch.Tensor, counts: torch.Tensor, spikes: int):
-        self.ids = torch.from_numpy(_C.compact_list(numpy_view(ids), numpy_view(counts)))
+    def __init__(self, ids: torch.Tensor, counts: torch.Tensor, num_ids: int = 0):
+        compact, self.spikes = _C.compact_list(numpy_view(ids), numpy_view(counts), num_ids,
+                                               get_num_threads())
+        self.ids = torch.from_numpy(compact)
         self.counts = counts.clone()
         T, B, K = ids.shape
         self.capacity = K
-        self.spikes = spikes
-        # The backward's dense GEMM paths gather with the [T, B, K] list, and take it
-        # only for lists this full (more than BACKWARD_DENSE_FRACTION of T*B*n_in >=
-        # T*B*K entries), where keeping it is still O(entries) and rebuilding it from
-        # the compact ids (a mask and an index_put) costs more: exact gradients list
-        # every neuron, and their compact ids are the padded list already.
+        # The backward's dense GEMM paths (input lists only) gather with the [T, B, K]
+        # list, and take it only where more than BACKWARD_DENSE_FRACTION of all T*B*n_in
+        # input rows are listed, where keeping it is still O(entries) and rebuilding it
+        # from the compact ids (a mask and an index_put) costs more: exact gradients
+        # list every neuron, and their compact ids are the padded list already.
         listed = self.ids.numel()
         self._padded = (self.ids.view(T, B, K) if listed == T * B * K
-                        else ids.clone() if listed > BACKWARD_DENSE_FRACTION * T * B * K
+                        else ids.clone() if listed > BACKWARD_DENSE_FRACTION * T * B * num_ids
                         else None)
 
     def padded(self) -> torch.Tensor:
@@ -126,7 +127,8 @@ def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
 
 
 def _as(array, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(array).to(like.dtype).reshape(like.shape)
+    t = torch.from_numpy(array)
+    return (t if t.dtype == like.dtype else t.to(like.dtype)).reshape(like.shape)
 
 
 # The executor's own torch ops (its dense GEMM paths) compute in float32 whatever autocast
@@ -135,9 +137,18 @@ def _as(array, like: torch.Tensor) -> torch.Tensor:
 def _float32(fn):
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        if not _cpu_autocast():  # entering the region costs more than many a call
+            return fn(*args, **kwargs)
         with torch.autocast(device_type="cpu", enabled=False):
             return fn(*args, **kwargs)
     return run
+
+
+def _cpu_autocast() -> bool:
+    try:
+        return torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
+        return torch.is_autocast_cpu_enabled()
 
 
 @_float32
@@ -228,7 +239,12 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     """Runs the executor's forward on a checked input list; keeps what the backward
     needs of the call in ``ctx``."""
     T, B = in_ids.shape[:2]
-    spikes, dense_x = _checked_dense_input(in_ids, in_counts, params.weight.shape[1])
+    n_in = params.weight.shape[1]
+    # The executor's scan of the input list and the backward's private copy of it, in
+    # one pass: the native backward indexes with the copy unchecked, and the user can
+    # reach the list passed in (.data, .numpy()).
+    inputs = _PrivateList(in_ids, in_counts, num_ids=n_in)
+    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in)
     call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
@@ -239,9 +255,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     call.layer.in_ids = call.layer.in_counts = _NO_IDS
     ctx.layer_call, ctx.param_storage = call.layer, _storage_of(params)
     ctx.initial = initial
-    # private copy: the native backward indexes with it unchecked, and the user can
-    # reach the list passed in (.data, .numpy())
-    ctx.inputs = _PrivateList(in_ids, in_counts, spikes)
+    ctx.inputs = inputs
     # the dense input, for dL/dW's GEMM
     ctx.dense_x = dense_x if params.weight.requires_grad else None
     ctx.shapes = _shapes_of(params)
@@ -277,7 +291,7 @@ class _SpikingLayerFn(torch.autograd.Function):
                                             _tensor(res.final_synaptic),
                                             _tensor(res.final_spikes))
         # private copy (as the input's, _forward): the user can reach the list returned
-        ctx.outputs = _PrivateList(ids, counts, res.total_spikes)
+        ctx.outputs = _PrivateList(ids, counts)
         ctx.save_for_backward(
             torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
             # spikes past the capacity (overflow "drop"): they reset their neurons
