@@ -780,3 +780,7 @@ def test_compact_list_scans_the_ids_as_the_executor_does(threads):
     with pytest.raises(ValueError, match=f"input list id -1 at t={t}, b={b}"):
         _C.compact_list(ids, counts, N, threads)
     _C.compact_list(ids, counts, 0, threads)  # num_ids 0: the ids are not scanned
+    counts[t, b] = (2, 1)
+    with pytest.raises(ValueError, match=rf"input list counts \(2, 1\) at t={t}, b={b} are "
+                       "inconsistent"):
+        _C.compact_list(ids, counts, N, threads)

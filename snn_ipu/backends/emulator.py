@@ -106,9 +106,9 @@ class _PrivateList:
         # from the compact ids (a mask and an index_put) costs more: exact gradients
         # list every neuron, and their compact ids are the padded list already.
         listed = self.ids.numel()
+        dense = num_ids and listed > BACKWARD_DENSE_FRACTION * T * B * num_ids
         self._padded = (self.ids.view(T, B, K) if listed == T * B * K
-                        else ids.clone() if listed > BACKWARD_DENSE_FRACTION * T * B * num_ids
-                        else None)
+                        else ids.clone() if dense else None)
 
     def padded(self) -> torch.Tensor:
         """The ids as a [T, B, K] list (padding 0), for the dense GEMM paths."""
