@@ -41,6 +41,9 @@ def _bounds(values: torch.Tensor) -> Tuple[float, float]:
     both NaN, which every comparison below refuses."""
     if values.numel() == 0:
         return 0.0, 0.0
+    if values.numel() == 1:  # a scalar constant, the usual one: no reduction
+        v = float(values.reshape(()))
+        return v, v
     low, high = torch.aminmax(values.float())
     return float(low), float(high)
 
@@ -83,7 +86,9 @@ def threshold_value(value: Scalar, size: int) -> torch.Tensor:
 def check_constants(module: torch.nn.Module) -> None:
     """Fixed decays and thresholds (buffers): a ``fill_`` or ``.data`` edit, or a loaded
     state dict, can put any value there after the constructor's checks."""
-    for name, value in module.named_buffers(recurse=False):
+    for name, value in module._buffers.items():  # (named_buffers' generator costs more)
+        if value is None:
+            continue
         if name == "threshold":
             _check_threshold(value)
         elif name in ("beta", "alpha"):
