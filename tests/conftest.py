@@ -47,6 +47,56 @@ def tie_free(make_layer, shape, window=None, seeds=40):
     pytest.fail("no tie-free seed")
 
 
+def two_layer_net(sizes, model, reset, recurrent, window, surrogate, seed, first=None,
+                  second=None, **kw):
+    """A seeded 2-layer reference-backend net, IN -> HID (optionally recurrent) -> OUT, of
+    SynapticLayer for ``model == "synaptic"`` else LIFLayer; ``sizes`` = (T, B, IN, HID, OUT).
+
+    ``kw`` goes to both layers, ``first`` / ``second`` (dicts) to layer 1 / layer 2 only.
+    The weights are scaled up so that both layers fire on a sparse binary input, and every
+    layer records its membrane for the tie check of ``tie_free_net``."""
+    from snn_ipu import LIFLayer, SynapticLayer
+
+    _, _, n_in, n_hid, n_out = sizes
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference", **kw)
+    net = torch.nn.Sequential(cls(n_in, n_hid, recurrent=recurrent, **(first or {}), **common),
+                              cls(n_hid, n_out, **(second or {}), **common))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[1].weight.mul_(3.0)
+        if recurrent:
+            net[0].rec_weight.mul_(2.0)
+    for layer in net:
+        layer.record_membrane = True
+    return net
+
+
+def tie_free_net(sizes, model, reset, recurrent, window, surrogate, first=None, second=None,
+                 **kw):
+    """(net, x, readout): the first seed (of 30) whose ``two_layer_net`` keeps every membrane
+    of both layers clear of the decision lines (threshold 1, and the window's edge) on a
+    binary input ``x`` of shape (T, B, IN), so that backends that sum in different orders
+    cannot disagree on a spike; ``readout`` is a seeded (T, B, OUT) weighting for a loss.
+    The search runs with warnings ignored (e.g. a small list's capacity warnings)."""
+    import warnings
+
+    steps, batch, n_in, _, n_out = sizes
+    for seed in range(30):
+        net = two_layer_net(sizes, model, reset, recurrent, window, surrogate, seed,
+                            first=first, second=second, **kw)
+        x = binary((steps, batch, n_in), 0.25, seed)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            net(x)
+        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
+            readout = torch.randn(steps, batch, n_out,
+                                  generator=torch.Generator().manual_seed(seed))
+            return net, x, readout
+    pytest.fail("no tie-free seed")
+
+
 def check_learned_decays_and_threshold(backend, model, sizes, recurrent=False):
     """Gradients of learned beta, threshold (and alpha) on ``backend`` equal the
     reference's, on a tie-free draw of ``sizes`` = (T, B, IN, HID)."""

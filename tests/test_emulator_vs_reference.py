@@ -18,34 +18,24 @@ from conftest import (
     binary,
     check_learned_decays_and_threshold,
     check_readout,
-    margin,
+    tie_free_net,
+    two_layer_net,
 )
 
-from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError
 from snn_ipu import surrogate as sg
 from snn_ipu.backends import emulator
 from snn_ipu.spikes import listed_mask
 
 T, B, IN, HID, OUT = 16, 3, 36, 22, 9
+SIZES = (T, B, IN, HID, OUT)
 SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
               sg.StraightThrough()]
 
 
 def build(model, reset, recurrent, window, target, surrogate, seed, **kw):
-    torch.manual_seed(seed)
-    cls = SynapticLayer if model == "synaptic" else LIFLayer
-    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference",
-                  plan_target=target, **kw)
-    net = torch.nn.Sequential(cls(IN, HID, recurrent=recurrent, **common),
-                              cls(HID, OUT, **common))
-    with torch.no_grad():
-        net[0].weight.mul_(4.0)
-        net[1].weight.mul_(3.0)
-        if recurrent:
-            net[0].rec_weight.mul_(2.0)
-    for layer in net:
-        layer.record_membrane = True
-    return net
+    return two_layer_net(SIZES, model, reset, recurrent, window, surrogate, seed,
+                         plan_target=target, **kw)
 
 
 def run(net, x, readout):
@@ -64,14 +54,8 @@ def emulated(net):
 
 
 def tie_free(model, reset, recurrent, window, target, surrogate, **kw):
-    for seed in range(30):
-        net = build(model, reset, recurrent, window, target, surrogate, seed, **kw)
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            net(x)
-        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
-            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
-    pytest.fail("no tie-free seed")
+    return tie_free_net(SIZES, model, reset, recurrent, window, surrogate, plan_target=target,
+                        **kw)
 
 
 def compare(ref_net, emu_net, x, readout):

@@ -12,46 +12,23 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_rel_close, binary, margin
+from conftest import assert_rel_close, binary, tie_free_net
 
-from snn_ipu import LIFLayer, ReadoutLayer, SpikeOverflowError, SynapticLayer
+from snn_ipu import LIFLayer, ReadoutLayer, SpikeOverflowError
 from snn_ipu import surrogate as sg
 from snn_ipu.backends import ipu_graph
 from snn_ipu.planning import IpuTiles, place
 
 T, B, IN, HID, OUT = 8, 2, 20, 18, 7
+SIZES = (T, B, IN, HID, OUT)
 SURROGATES = [sg.ATan(2.0), sg.FastSigmoid(5.0), sg.Sigmoid(4.0), sg.Triangle(0.8, 1.0),
               sg.StraightThrough()]
 
 
-def build(model, reset, recurrent, window, surrogate, seed, capacity=None, **kw):
-    torch.manual_seed(seed)
-    cls = SynapticLayer if model == "synaptic" else LIFLayer
-    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference", **kw)
-    net = torch.nn.Sequential(
-        cls(IN, HID, recurrent=recurrent, max_spikes=capacity or HID, **common),
-        cls(HID, OUT, max_spikes=capacity or OUT, **common),
-    )
-    with torch.no_grad():
-        net[0].weight.mul_(4.0)
-        net[1].weight.mul_(3.0)
-        if recurrent:
-            net[0].rec_weight.mul_(2.0)
-    for layer in net:
-        layer.record_membrane = True
-    return net
-
-
-def tie_free(model, reset, recurrent, window, surrogate, **kw):
-    for seed in range(30):
-        net = build(model, reset, recurrent, window, surrogate, seed, **kw)
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            net(x)
-        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
-            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
-    pytest.fail("no tie-free seed")
+def tie_free(model, reset, recurrent, window, surrogate, capacity=None, **kw):
+    return tie_free_net(SIZES, model, reset, recurrent, window, surrogate,
+                        first=dict(max_spikes=capacity or HID),
+                        second=dict(max_spikes=capacity or OUT), **kw)
 
 
 def on_graph(net):

@@ -16,17 +16,18 @@ from conftest import (
     binary,
     check_learned_decays_and_threshold,
     check_readout,
-    margin,
+    tie_free_net,
 )
 
 pytest.importorskip("triton")
 
-from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, SynapticLayer  # noqa: E402
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError  # noqa: E402
 from snn_ipu import surrogate as sg  # noqa: E402
 from snn_ipu.backends import auto_backend  # noqa: E402
 from snn_ipu.backends import triton as tbackend  # noqa: E402
 
 T, B, IN, HID, OUT = 6, 2, 20, 13, 5
+SIZES = (T, B, IN, HID, OUT)
 
 
 @pytest.fixture(autouse=True)
@@ -39,31 +40,8 @@ def interpreter(monkeypatch):
     monkeypatch.setattr(tbackend, "DENSE_FRACTION", 2.0)
 
 
-def build(model, reset, recurrent, window, surrogate, seed, **kw):
-    torch.manual_seed(seed)
-    cls = SynapticLayer if model == "synaptic" else LIFLayer
-    common = dict(reset=reset, grad_window=window, surrogate=surrogate, backend="reference", **kw)
-    net = torch.nn.Sequential(cls(IN, HID, recurrent=recurrent, **common),
-                              cls(HID, OUT, **common))
-    with torch.no_grad():
-        net[0].weight.mul_(4.0)
-        net[1].weight.mul_(3.0)
-        if recurrent:
-            net[0].rec_weight.mul_(2.0)
-    for layer in net:
-        layer.record_membrane = True
-    return net
-
-
 def tie_free(model, reset, recurrent, window, surrogate, **kw):
-    for seed in range(30):
-        net = build(model, reset, recurrent, window, surrogate, seed, **kw)
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            net(x)
-        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
-            return net, x, torch.randn(T, B, OUT, generator=torch.Generator().manual_seed(seed))
-    pytest.fail("no tie-free seed")
+    return tie_free_net(SIZES, model, reset, recurrent, window, surrogate, **kw)
 
 
 def on(backend, net):
