@@ -74,6 +74,26 @@ def compare(ref_net, emu_net, x, readout):
     return ref_outs
 
 
+@pytest.mark.parametrize("window", [None, 2.0])
+def test_dense_input_gradient_of_full_and_padded_lists(window):
+    """The backward's dense GEMM path for dL/dx (most input rows listed) against the
+    reference: on lists whose rows are all full (exact gradients: nothing to zero) and
+    on lists with padding (a window: the padding's entries must come out 0)."""
+    net, x, readout = tie_free("leaky", "subtract", False, window, "host", sg.ATan(2.0))
+    emu = emulated(net)
+    compare(net, emu, x, readout)
+    assert emu[1].stats["input_grad_path"] == "dense"
+    # dL/dvalues of the hidden list: 0 at its padding, where the GEMM path gathers with
+    # the padding's id 0
+    hidden = emu[0](x)
+    hidden.values.retain_grad()
+    (emu[1](hidden).to_dense() * readout).sum().backward()
+    padding = ~listed_mask(hidden.counts.long(), hidden.ids.shape[-1], 1)
+    assert bool(padding.any()) == (window is not None)
+    assert not hidden.values.grad[padding].any()
+    assert hidden.values.grad[~padding].any()
+
+
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 @pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
 @pytest.mark.parametrize("recurrent", [False, True])

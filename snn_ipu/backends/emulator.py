@@ -183,7 +183,9 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     padded = inputs.padded() if dense_in or (dense_w and ctx.dense_x is None) else None
     if dense_in:
         g_x = (g_current @ weight.float()).reshape(T, B, -1)
-        grad_in = listed_only(torch.gather(g_x, -1, padded.long()), in_counts)
+        grad_in = torch.gather(g_x, -1, padded.long())
+        if listed != grad_in.numel():  # (every row full, as with exact gradients: no padding)
+            grad_in = listed_only(grad_in, in_counts)
     if dense_w:
         x = ctx.dense_x if ctx.dense_x is not None else _dense_spikes(
             padded, in_counts, weight.shape[1])
