@@ -132,12 +132,6 @@ def _check_state_values(where: str, state: LayerState) -> None:
                          f"{float(bad)}")
 
 
-# The shape each parameter or constant of a layer must have: [out, in] or [out, out]
-# ("matrix"), [out] ("vector"), or [out] or a scalar ("constant").
-_SHAPES = {"weight": "matrix", "rec_weight": "matrix", "bias": "vector", "rec_bias": "vector",
-           "beta": "constant", "threshold": "constant", "alpha": "constant"}
-
-
 class _Layer(nn.Module):
     """Weights, decay, backend selection and the bookkeeping of calls, shared by every
     layer type."""
@@ -260,27 +254,29 @@ class _Layer(nn.Module):
         them (the values only where they can be read: not in a model traced for the IPU).
         Learned decays are clamped to [0, 1] where they are used, as snnTorch does."""
         n, m = self.out_features, self.in_features
-        # The tensors themselves (nn.Module's attribute lookup costs more: this runs on
-        # every call); parameters and buffers by name, an absent one None.
-        params = [(k, t) for k, t in self._parameters.items() if t is not None]
-        for pname, t in (*params, *self._buffers.items()):
-            want = _SHAPES.get(pname)
-            if want is None or t is None:
+        matrices = {"weight": (n, m), "rec_weight": (n, n)}
+        # The module's own dicts: nn.Module's attribute lookup costs more, and this runs
+        # on every call.
+        tensors = {**self._buffers, **self._parameters}
+        for pname in ("weight", "bias", "rec_bias", "rec_weight", "beta", "threshold", "alpha"):
+            t = tensors.get(pname)
+            if t is None:
                 continue
             shape = tuple(t.shape)
-            if want == "matrix":
-                want = (n, m) if pname == "weight" else (n, n)
-                if shape != want:
-                    hint = (" (transposed? nn.Linear's weight is [out, in])"
-                            if shape == want[::-1] else "")
-                    raise ValueError(
-                        f"{self.name}: {pname} has shape {list(shape)}, this layer needs "
-                        f"{list(want)} = [out_features, "
-                        f"{'in_features' if pname == 'weight' else 'out_features'}]{hint}")
-            elif shape != (n,) and (want == "vector" or t.numel() != 1):
+            want = matrices.get(pname)
+            if want is not None and shape != want:
+                hint = " (transposed? nn.Linear's weight is [out, in])" if shape == want[::-1] \
+                    else ""
+                raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
+                                 f"needs {list(want)} = [out_features, "
+                                 f"{'in_features' if pname == 'weight' else 'out_features'}]"
+                                 f"{hint}")
+            vector = pname in ("bias", "rec_bias")
+            if want is None and shape != (n,) and (vector or t.numel() != 1):
                 raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
                                  f"needs [{n}] (out_features)"
-                                 + ("" if want == "vector" else " or a scalar"))
+                                 + ("" if vector else " or a scalar"))
+        params = [(k, p) for k, p in self._parameters.items() if p is not None]
         if not values_readable(*(p for _, p in params)):
             return
         for pname, p in params:

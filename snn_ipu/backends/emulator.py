@@ -144,11 +144,16 @@ def _float32(fn):
     return run
 
 
-def _cpu_autocast() -> bool:
+def _autocast_query():
+    """Whether CPU autocast is on, asked the way the installed torch takes it."""
     try:
-        return torch.is_autocast_enabled("cpu")
+        torch.is_autocast_enabled("cpu")
     except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
-        return torch.is_autocast_cpu_enabled()
+        return torch.is_autocast_cpu_enabled
+    return functools.partial(torch.is_autocast_enabled, "cpu")
+
+
+_cpu_autocast = _autocast_query()
 
 
 @_float32
