@@ -307,18 +307,23 @@ VertexClass weightGradRows() {
       });
 }
 
+// What both input-gradient vertices read whole: the tile's weight rows and one
+// row of dL/dI.
+template <typename V> Sizes inputGradRows(const V &v) {
+  Sizes s;
+  s.positive("rowLength", v.rowLength)
+      .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
+      .atLeast("currentGrad", v.currentGrad.size(), v.rowLength, "rowLength");
+  return s;
+}
+
 template <typename WT> VertexClass inputSpikeGrad(const char *name) {
   using V = InputSpikeGrad<WT>;
   return vertexClass<V>(name,
                         {F(ids), F(numIds), F(weights), F(currentGrad), F(partials), F(rowLength)},
                         [](const V &v) -> std::string {
-                          return Sizes()
-                              .positive("rowLength", v.rowLength)
-                              .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
-                              .atLeast("currentGrad", v.currentGrad.size(), v.rowLength,
-                                       "rowLength")
-                              .atLeast("partials", v.partials.size(), v.ids.size(),
-                                       "ids' capacity");
+                          return inputGradRows(v).atLeast("partials", v.partials.size(),
+                                                          v.ids.size(), "ids' capacity");
                         });
 }
 
@@ -328,13 +333,8 @@ template <typename WT> VertexClass inputSpikeGradRange(const char *name) {
                         {F(ids), F(numIds), F(weights), F(currentGrad), F(partials), F(rowLength),
                          F(first)},
                         [](const V &v) -> std::string {
-                          return Sizes()
-                              .positive("rowLength", v.rowLength)
-                              .multipleOf("weights", v.weights.size(), v.rowLength, "rowLength")
-                              .atLeast("currentGrad", v.currentGrad.size(), v.rowLength,
-                                       "rowLength")
-                              .atLeast("ids", v.ids.size(), v.partials.size(),
-                                       "partials' size");
+                          return inputGradRows(v).atLeast("ids", v.ids.size(), v.partials.size(),
+                                                          "partials' size");
                         });
 }
 
