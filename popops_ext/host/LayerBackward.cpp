@@ -63,9 +63,6 @@ template <typename WT> void LayerBackward<WT>::prepareUnit(unsigned j, unsigned 
     for (std::size_t r = 0; r < std::size_t(depth_) * B; ++r)
       std::fill(s.currentGrad.data() + r * len + width, s.currentGrad.data() + (r + 1) * len,
                 0.0f);
-  s.listIds.assign(width, 0);
-  s.listMembrane.assign(width, 0.0f);
-  s.listGrad.assign(width, 0.0f);
   if (recWeight_)
     s.partials.assign(std::size_t(layout_.numTiles()) * width, 0.0f);
   s.betaGrad.assign(len, 0.0f);
@@ -112,29 +109,24 @@ void LayerBackward<WT>::splitRows(std::size_t firstRow, std::size_t endRow) {
   }
 }
 
+// A tile's spikes in a row of the output list.
 template <typename WT>
-typename LayerBackward<WT>::Range LayerBackward<WT>::spikeRange(unsigned j,
-                                                                std::size_t row) const {
+unsigned LayerBackward<WT>::tileSpikes(unsigned j, std::size_t row) const {
+  if (!tileMajor_)
+    return in_.output.spikesAt(row);
   const unsigned *s = spikeSplit_.data() + row * (layout_.numTiles() + 1);
-  return {s[j], s[j + 1]};
-}
-
-template <typename WT>
-typename LayerBackward<WT>::Range LayerBackward<WT>::eligibleRange(unsigned j,
-                                                                   std::size_t row) const {
-  const unsigned *s = eligibleSplit_.data() + row * (layout_.numTiles() + 1);
-  return {s[j], s[j + 1]};
+  return s[j + 1] - s[j];
 }
 
 namespace {
 // A tile's run of a list is a handful of entries; a library memcpy call per
-// run (six per tile, sample and step) cost more than the copying. The
-// attribute keeps GCC from turning the loop back into that call.
+// run (six per tile and row) cost more than the copying. The attribute keeps
+// GCC from turning the loop back into that call.
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
 void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsigned m,
-             int *idsOut, float *membraneOut, float *gradOut) {
+             int32_t *idsOut, float *membraneOut, float *gradOut) {
   for (unsigned k = 0; k < m; ++k) {
     idsOut[k] = ids[k];
     membraneOut[k] = membrane[k];
@@ -143,36 +135,64 @@ void copyRun(const int32_t *ids, const float *membrane, const float *grad, unsig
 }
 } // namespace
 
-// Where the tile's two runs are one run of the row (one of them is empty, as
-// in most rows at low activity, or the spikes end where the eligible-only
-// entries begin, as always on a layer of one tile), they are read in place,
-// not copied. A recurrent layer adds into the gradients (addRecurrentGrad),
-// so it always copies.
-template <typename WT>
-typename LayerBackward<WT>::Listed LayerBackward<WT>::gatherListed(unsigned j, unsigned g,
-                                                                  std::size_t row) {
-  TileState &s = unit(j, g);
-  const std::size_t base = row * in_.output.capacity;
-  const int32_t *ids = in_.output.idsAt(row);
-  const Range spikes = spikeRange(j, row), eligible = eligibleRange(j, row);
-  if (!recWeight_ && (spikes.begin == spikes.end || eligible.begin == eligible.end ||
-                      spikes.end == eligible.begin)) {
-    const Range r = spikes.begin == spikes.end     ? eligible
-                    : eligible.begin == eligible.end ? spikes
-                                                     : Range{spikes.begin, eligible.end};
-    return {ids + r.begin, in_.membrane + base + r.begin, in_.gradOut + base + r.begin,
-            r.end - r.begin};
+// Where each tile's runs go in the tile-major copy: tile after tile, each
+// tile's rows in order.
+template <typename WT> void LayerBackward<WT>::planTileRuns() {
+  const unsigned numTiles = layout_.numTiles();
+  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
+  tileStart_.resize(std::size_t(numTiles) * (rows + 1));
+  std::size_t at = 0;
+  for (unsigned j = 0; j < numTiles; ++j) {
+    std::size_t *start = tileStart_.data() + j * (rows + 1);
+    for (std::size_t row = 0; row < rows; ++row) {
+      start[row] = at;
+      const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
+      const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
+      at += (s[j + 1] - s[j]) + (e[j + 1] - e[j]);
+    }
+    start[rows] = at;
   }
-  unsigned n = 0;
-  auto append = [&](Range r) {
-    const unsigned m = r.end - r.begin;
-    copyRun(ids + r.begin, in_.membrane + base + r.begin, in_.gradOut + base + r.begin, m,
-            s.listIds.data() + n, s.listMembrane.data() + n, s.listGrad.data() + n);
-    n += m;
-  };
-  append(spikes);
-  append(eligible);
-  return {s.listIds.data(), s.listMembrane.data(), s.listGrad.data(), n};
+  tileIds_.resize(at);
+  tileMembrane_.resize(at);
+  tileGrad_.resize(at);
+}
+
+// Row after row: each row's entries are read once, in order, and written to
+// the tiles' runs.
+template <typename WT>
+void LayerBackward<WT>::copyTileRuns(std::size_t firstRow, std::size_t endRow) {
+  const unsigned numTiles = layout_.numTiles();
+  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
+  for (std::size_t row = firstRow; row < endRow; ++row) {
+    const int32_t *ids = in_.output.idsAt(row);
+    const float *mem = in_.membrane + row * in_.output.capacity;
+    const float *grad = in_.gradOut + row * in_.output.capacity;
+    const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
+    const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
+    for (unsigned j = 0; j < numTiles; ++j) {
+      const std::size_t at = tileStart_[j * (rows + 1) + row];
+      const unsigned ns = s[j + 1] - s[j];
+      copyRun(ids + s[j], mem + s[j], grad + s[j], ns, tileIds_.data() + at,
+              tileMembrane_.data() + at, tileGrad_.data() + at);
+      copyRun(ids + e[j], mem + e[j], grad + e[j], e[j + 1] - e[j], tileIds_.data() + at + ns,
+              tileMembrane_.data() + at + ns, tileGrad_.data() + at + ns);
+    }
+  }
+}
+
+// A tile's listed entries of a row: its runs in the tile-major copy, or, on
+// a layer of one tile, the row itself, read in place.
+template <typename WT>
+typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, std::size_t row) {
+  if (tileMajor_) {
+    const std::size_t *start = tileStart_.data() + j * (std::size_t(shape_.steps) * shape_.batch + 1);
+    const std::size_t at = start[row];
+    return {tileIds_.data() + at, tileMembrane_.data() + at, tileGrad_.data() + at,
+            unsigned(start[row + 1] - at)};
+  }
+  const std::size_t base = row * in_.output.capacity;
+  return {in_.output.idsAt(row), in_.membrane + base, in_.gradOut + base,
+          in_.output.listedAt(row)};
 }
 
 // The tile's listed spikes of a row (ids, numIds) and its dropped ones
@@ -194,13 +214,17 @@ unsigned LayerBackward<WT>::withDropped(unsigned j, unsigned g, std::size_t row,
   return unsigned(s.size());
 }
 
+// dL/dS at the tile's listed entries of step t gains what they feed into
+// step t+1 through the recurrent weights: added into the tile-major copy's
+// dL/dS (the layer's private copy).
 template <typename WT>
 void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b,
-                                         unsigned numListed) {
+                                         const Listed &listed) {
   TileState &s = unit(j, g);
   const unsigned numTiles = layout_.numTiles(), width = layout_.width(j);
+  unsigned numListed = listed.size;
   InputSpikeGrad<WT> dot;
-  dot.ids.bind(s.listIds.data(), numListed);
+  dot.ids.bind(listed.ids, numListed);
   dot.numIds.bind(&numListed);
   for (unsigned i = 0; i < numTiles; ++i) {
     const unsigned len = layout_.rowLength(i);
@@ -212,27 +236,24 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, uns
   }
   PartialReduce reduce;
   reduce.partials.bind(s.partials.data(), s.partials.size());
-  reduce.out.bind(s.listGrad.data(), numListed);
+  reduce.out.bind(tileGrad_.data() + (listed.grad - tileGrad_.data()), numListed);
   reduce.numOut.bind(&numListed);
   reduce.numPartials = numTiles;
   reduce.stride = width;
   reduce.compute();
 }
 
-// What stepUnit reads of one row outside the unit's own state.
-template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size_t row) {
+// What stepUnit reads of one row outside the unit's own state and the
+// tile-major copy (which it reads in order).
+template <typename WT> void LayerBackward<WT>::prefetchRow(std::size_t row) {
   const unsigned B = shape_.batch;
-  if (neuron_.model != MODEL_READOUT) {
-    const std::size_t base = row * in_.output.capacity;
-    for (const Range r : {spikeRange(j, row), eligibleRange(j, row)}) {
-      prefetchRun(in_.output.idsAt(row), r.begin, r.end);
-      prefetchRun(in_.membrane + base, r.begin, r.end);
-      prefetchRun(in_.gradOut + base, r.begin, r.end);
-    }
-    if (row >= B) {
-      const Range prev = spikeRange(j, row - B);
-      prefetchRun(in_.output.idsAt(row - B), prev.begin, prev.end);
-    }
+  if (neuron_.model != MODEL_READOUT && !tileMajor_) {
+    const std::size_t base = row * in_.output.capacity, n = in_.output.listedAt(row);
+    prefetchRun(in_.output.idsAt(row), 0, n);
+    prefetchRun(in_.membrane + base, 0, n);
+    prefetchRun(in_.gradOut + base, 0, n);
+    if (row >= B)
+      prefetchRun(in_.output.idsAt(row - B), 0, in_.output.spikesAt(row - B));
   }
   if (needs_.weight)
     prefetchRun(in_.input.idsAt(row), 0, in_.input.spikesAt(row));
@@ -251,9 +272,9 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
     const std::size_t row = std::size_t(t) * B + b;
     // Rows run b upwards within the group and steps downwards.
     if (lb + kRowsAhead < Bg)
-      prefetchRow(j, row + kRowsAhead);
+      prefetchRow(row + kRowsAhead);
     else if (t > 0 && lb + kRowsAhead - Bg < Bg)
-      prefetchRow(j, row + kRowsAhead - B - Bg);
+      prefetchRow(row + kRowsAhead - B - Bg);
     float *currentGrad = currentGradAt(j, g, t, lb);
     float *carry = s.carry.data() + std::size_t(lb) * len;
     // U[t-1] or syn[t-1] of the tile (at t = 0 the initial state's, or zero);
@@ -285,21 +306,20 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       v.numNeurons = width;
       v.compute();
     } else {
-      const Listed listed = gatherListed(j, g, row);
+      const Listed listed = this->listed(j, row);
       unsigned numListed = listed.size;
       if (recWeight_ && t + 1 < T)
-        addRecurrentGrad(j, g, t, lb, numListed);
-      Range prev{0, 0};
+        addRecurrentGrad(j, g, t, lb, listed);
       const int32_t *prevIds = noIds;
-      if (t > 0) {
-        prev = spikeRange(j, row - B);
-        prevIds = in_.output.idsAt(row - B) + prev.begin;
+      unsigned numPrev = 0;
+      if (t > 0) { // the tile's spikes of step t-1: the first entries of its run
+        prevIds = this->listed(j, row - B).ids;
+        numPrev = tileSpikes(j, row - B);
       } else if (initialIds) { // the tile's initial spikes
         const int32_t *begin = std::lower_bound(initialIds, initialEnd, int(first));
         prevIds = begin;
-        prev.end = unsigned(std::lower_bound(begin, initialEnd, int(first + width)) - begin);
+        numPrev = unsigned(std::lower_bound(begin, initialEnd, int(first + width)) - begin);
       }
-      unsigned numPrev = prev.end - prev.begin;
       if (t > 0 && in_.droppedStart)
         numPrev = withDropped(j, g, row - B, prevIds, numPrev);
       auto bindCommon = [&](auto &v) {
@@ -470,13 +490,20 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps, G = groups_.count();
   const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
   ThreadPool &pool = ThreadPool::instance();
-  if (neuron_.model != MODEL_READOUT) {
+  tileMajor_ = neuron_.model != MODEL_READOUT && (numTiles > 1 || recWeight_);
+  if (tileMajor_) {
     const std::size_t rows = std::size_t(T) * shape_.batch;
+    const unsigned rowThreads = effectiveThreads(numThreads_, rows);
     spikeSplit_.resize(rows * (numTiles + 1));
     eligibleSplit_.resize(rows * (numTiles + 1));
-    pool.run(effectiveThreads(numThreads_, rows), [&](unsigned thread, unsigned team) {
+    pool.run(rowThreads, [&](unsigned thread, unsigned team) {
       const auto share = threadShare(rows, thread, team);
       splitRows(share.first, share.second);
+    });
+    planTileRuns();
+    pool.run(rowThreads, [&](unsigned thread, unsigned team) {
+      const auto share = threadShare(rows, thread, team);
+      copyTileRuns(share.first, share.second);
     });
   }
   auto runUnit = [&](unsigned j, unsigned g) {

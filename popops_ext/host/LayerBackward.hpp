@@ -75,20 +75,15 @@ private:
     AlignedVector<float> carry, carrySynaptic; // [B x rowLength]
     AlignedVector<float> notSpiked;            // [rowLength]: the state-grad vertex's scratch
     RawVector<float> currentGrad; // [depth x B x rowLength]; padding zeroed
-    std::vector<int> listIds;                           // [width]: one row's entries
-    std::vector<float> listMembrane, listGrad;          // [width]
     std::vector<float> partials;                        // recurrent: [numTiles x width]
     std::vector<int> prevSpikes; // a row's listed and dropped spikes, where any were dropped
     std::vector<float> betaGrad, thresholdGrad, alphaGrad, biasGrad; // [rowLength]
-  };
-  struct Range {
-    unsigned begin, end;
   };
 
   TileState &unit(unsigned j, unsigned g) { return units_[std::size_t(g) * layout_.numTiles() + j]; }
   void buildBlocks(unsigned j);
   void prepareUnit(unsigned j, unsigned g);
-  void prefetchRow(unsigned j, std::size_t row);
+  void prefetchRow(std::size_t row);
   void stepUnit(unsigned j, unsigned g, unsigned t);
   // A tile's listed entries of one row: spikes, then eligible-only.
   struct Listed {
@@ -97,13 +92,14 @@ private:
     unsigned size;
   };
   // Rows are the call's (step, sample); b and t name the sample in its group.
-  Listed gatherListed(unsigned j, unsigned g, std::size_t row);
+  Listed listed(unsigned j, std::size_t row);
+  unsigned tileSpikes(unsigned j, std::size_t row) const;
   unsigned withDropped(unsigned j, unsigned g, std::size_t row, const int32_t *&ids,
                        unsigned numIds);
-  void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, unsigned numListed);
+  void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, const Listed &listed);
   void splitRows(std::size_t firstRow, std::size_t endRow);
-  Range spikeRange(unsigned j, std::size_t row) const;
-  Range eligibleRange(unsigned j, std::size_t row) const;
+  void planTileRuns();
+  void copyTileRuns(std::size_t firstRow, std::size_t endRow);
   float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
@@ -127,8 +123,17 @@ private:
   std::vector<TileState> units_;                       // [groups x tiles]
   std::vector<float> zeros_; // U[-1] and syn[-1]
   // Where each tile's run starts in each row of the output list, spike part
-  // and eligible part: [rows x (numTiles + 1)] each (spiking layers only).
+  // and eligible part: [rows x (numTiles + 1)] each (spiking layers of
+  // several tiles, or recurrent).
   std::vector<unsigned> spikeSplit_, eligibleSplit_;
+  // The output list's entries tile-major: tile j's entries of row r (spikes,
+  // then eligible-only) at [tileStart_[j * (rows + 1) + r], .. + 1). A tile
+  // reads its runs of all rows in order from here, not a few entries from
+  // each kilobytes-long row; a recurrent layer adds dL/dS into tileGrad_.
+  bool tileMajor_ = false;
+  std::vector<std::size_t> tileStart_;
+  std::vector<int32_t> tileIds_;
+  std::vector<float> tileMembrane_, tileGrad_;
 };
 
 } // namespace snn
