@@ -81,8 +81,9 @@ float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned g, unsigned t, unsi
 template <typename WT>
 float *LayerBackward<WT>::currentGradOfRow(unsigned j, std::size_t row) {
   const unsigned B = shape_.batch;
-  const auto [g, b] = groups_.locate(unsigned(row % B));
-  return currentGradAt(j, g, unsigned(row / B), b);
+  const std::size_t t = row / B;
+  const auto [g, b] = groups_.locate(unsigned(row - t * B));
+  return currentGradAt(j, g, unsigned(t), b);
 }
 
 // The output list is validated ascending within its spike part and within its

@@ -41,8 +41,9 @@ template <typename WT> void LayerForward<WT>::buildBlocks(unsigned j) {
 template <typename WT>
 std::pair<unsigned, std::size_t> LayerForward<WT>::localRow(std::size_t row) const {
   const unsigned B = shape_.batch;
-  const auto [g, b] = groups_.locate(unsigned(row % B));
-  return {g, (row / B) * groups_.size(g) + b};
+  const std::size_t t = row / B;
+  const auto [g, b] = groups_.locate(unsigned(row - t * B));
+  return {g, t * groups_.size(g) + b};
 }
 
 template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g) {

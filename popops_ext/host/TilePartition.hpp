@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 namespace snn {
 
@@ -29,29 +30,32 @@ inline unsigned effectiveThreads(unsigned requested, std::size_t items) {
 class SampleGroups {
 public:
   SampleGroups(unsigned batch, unsigned count)
-      : batch_(batch), count_(std::max(1u, std::min(count, std::max(batch, 1u)))) {}
+      : batch_(batch), count_(std::max(1u, std::min(count, std::max(batch, 1u)))),
+        first_(count_ + 1), groupOf_(batch) {
+    for (unsigned g = 0; g <= count_; ++g)
+      first_[g] = unsigned(std::size_t(batch_) * g / count_);
+    for (unsigned g = 0; g < count_; ++g)
+      for (unsigned b = first_[g]; b < first_[g + 1]; ++b)
+        groupOf_[b] = g;
+  }
 
   unsigned batch() const { return batch_; }
   unsigned count() const { return count_; }
-  unsigned first(unsigned g) const {
-    return unsigned(std::size_t(batch_) * g / count_);
-  }
-  unsigned end(unsigned g) const { return first(g + 1); }
+  unsigned first(unsigned g) const { return first_[g]; }
+  unsigned end(unsigned g) const { return first_[g + 1]; }
   unsigned size(unsigned g) const { return end(g) - first(g); }
-  // The group that holds sample b, and b's index within it.
+  // The group that holds sample b, and b's index within it. (A table: the
+  // executors ask for every (step, sample) row, and the arithmetic took
+  // several divisions per row.)
   std::pair<unsigned, unsigned> locate(unsigned b) const {
-    if (batch_ == 0)
-      return {0, b};
-    unsigned g = unsigned(std::size_t(b) * count_ / batch_);
-    while (first(g + 1) <= b)
-      ++g;
-    while (first(g) > b)
-      --g;
-    return {g, b - first(g)};
+    const unsigned g = groupOf_[b];
+    return {g, b - first_[g]};
   }
 
 private:
   unsigned batch_, count_;
+  std::vector<unsigned> first_;   // [count + 1]
+  std::vector<unsigned> groupOf_; // [batch]
 };
 
 } // namespace snn
