@@ -15,7 +15,8 @@
 namespace snn {
 
 // gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
-// part of dL/dthreshold is accumulated on the way.
+// part of dL/dthreshold is accumulated on the way (thresholdGrad null: not
+// needed).
 template <unsigned Kind>
 inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thresholdGrad,
                                     const float *__restrict threshold,
@@ -31,10 +32,15 @@ inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thre
       const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
       g[k] = grad[k0 + k] * surrogateDerivative(Kind, p0, p1, mem[k0 + k] - threshold[n]);
     }
-    for (unsigned k = 0; k < m; ++k) {
-      const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
-      gU[n] += g[k];
-      thresholdGrad[n] -= g[k];
+    if (thresholdGrad) {
+      for (unsigned k = 0; k < m; ++k) {
+        const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
+        gU[n] += g[k];
+        thresholdGrad[n] -= g[k];
+      }
+    } else {
+      for (unsigned k = 0; k < m; ++k)
+        gU[unsigned(ids[k0 + k]) - firstNeuron] += g[k];
     }
   }
 }
@@ -93,6 +99,25 @@ inline void withPrevSpikesCleared(float *notSpiked, const int *prevSpikeIds,
     notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 1.0f;
 }
 
+// One pass per neuron of a subtract-reset LIF tile: dL/dU[t] (in the carry)
+// out as dL/dI[t], its reset term into dL/dthreshold and its leak term into
+// dL/dbeta where those are wanted, and the carry for step t-1.
+template <bool ThresholdGrad, bool BetaGrad>
+inline void subtractResetGrad(float *__restrict gU, float *__restrict c,
+                              float *__restrict gthr, float *__restrict gb,
+                              const float *__restrict keep, const float *__restrict up,
+                              const float *__restrict b, unsigned numNeurons) {
+  for (unsigned n = 0; n < numNeurons; ++n) {
+    const float g = c[n];
+    gU[n] = g;
+    if (ThresholdGrad)
+      gthr[n] -= (1.0f - keep[n]) * g;
+    if (BetaGrad)
+      gb[n] += g * up[n];
+    c[n] = b[n] * g;
+  }
+}
+
 } // namespace snn
 
 class LifStateGrad : public poplar::Vertex {
@@ -110,7 +135,7 @@ public:
   poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
   poplar::InOut<poplar::Vector<float>> currentGrad; // written, then read back
   poplar::InOut<poplar::Vector<float>> betaGrad;
-  poplar::InOut<poplar::Vector<float>> thresholdGrad;
+  poplar::InOut<poplar::Vector<float>> thresholdGrad; // empty: not needed
   unsigned numNeurons;
   unsigned firstNeuron;
   unsigned reset;
@@ -132,7 +157,7 @@ private:
   void update() {
     float *__restrict gU = &currentGrad[0];
     float *__restrict c = &carry[0];
-    float *__restrict gthr = &thresholdGrad[0];
+    float *__restrict gthr = thresholdGrad.size() != 0 ? &thresholdGrad[0] : nullptr;
     const float *__restrict b = &beta[0];
     snn::addListedSurrogateGrad(c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
                                 &listGrad[0], *numListed, firstNeuron, surrogateKind,
@@ -142,20 +167,11 @@ private:
     float *__restrict gb = &betaGrad[0];
     if (reset == snn::RESET_SUBTRACT) {
       if (up)
-        for (unsigned n = 0; n < numNeurons; ++n) {
-          const float g = c[n];
-          gU[n] = g;
-          gthr[n] -= (1.0f - keep[n]) * g;
-          gb[n] += g * up[n];
-          c[n] = b[n] * g;
-        }
+        gthr ? snn::subtractResetGrad<true, true>(gU, c, gthr, gb, keep, up, b, numNeurons)
+             : snn::subtractResetGrad<false, true>(gU, c, gthr, gb, keep, up, b, numNeurons);
       else
-        for (unsigned n = 0; n < numNeurons; ++n) {
-          const float g = c[n];
-          gU[n] = g;
-          gthr[n] -= (1.0f - keep[n]) * g;
-          c[n] = b[n] * g;
-        }
+        gthr ? snn::subtractResetGrad<true, false>(gU, c, gthr, gb, keep, up, b, numNeurons)
+             : snn::subtractResetGrad<false, false>(gU, c, gthr, gb, keep, up, b, numNeurons);
     } else if (reset == snn::RESET_ZERO) {
       for (unsigned n = 0; n < numNeurons; ++n) {
         const float g = c[n];
@@ -195,7 +211,7 @@ public:
   poplar::InOut<poplar::Vector<float>> currentGrad; // written, then read back
   poplar::InOut<poplar::Vector<float>> alphaGrad;
   poplar::InOut<poplar::Vector<float>> betaGrad;
-  poplar::InOut<poplar::Vector<float>> thresholdGrad;
+  poplar::InOut<poplar::Vector<float>> thresholdGrad; // empty: not needed
   unsigned numNeurons;
   unsigned firstNeuron;
   unsigned reset;
@@ -214,7 +230,7 @@ private:
     float *__restrict g = &currentGrad[0];
     float *__restrict c = &carry[0];
     float *__restrict cs = &carrySynaptic[0];
-    float *__restrict gthr = &thresholdGrad[0];
+    float *__restrict gthr = thresholdGrad.size() != 0 ? &thresholdGrad[0] : nullptr;
     const float *__restrict a = &alpha[0];
     const float *__restrict b = &beta[0];
     // g holds dL/dU[t] until it is overwritten by dL/dI[t] below.
@@ -222,7 +238,7 @@ private:
                              &listGrad[0], *numListed, numNeurons, firstNeuron,
                              surrogateKind, surrogateP0, surrogateP1);
     const float *__restrict keep = &notSpiked[0];
-    if (reset == snn::RESET_SUBTRACT)
+    if (reset == snn::RESET_SUBTRACT && gthr)
       for (unsigned n = 0; n < numNeurons; ++n)
         gthr[n] -= (1.0f - keep[n]) * g[n];
     if (reset == snn::RESET_ZERO) // the zeroed new membrane gates both inputs

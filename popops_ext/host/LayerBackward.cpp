@@ -338,7 +338,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
         v.notSpiked.bind(s.notSpiked.data(), width);
         v.currentGrad.bind(currentGrad, width);
         v.betaGrad.bind(s.betaGrad.data(), width);
-        v.thresholdGrad.bind(s.thresholdGrad.data(), width);
+        v.thresholdGrad.bind(s.thresholdGrad.data(), needs_.threshold ? width : 0);
         v.numNeurons = width;
         v.firstNeuron = first;
         v.reset = neuron_.reset;
