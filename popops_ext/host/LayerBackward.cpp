@@ -163,7 +163,6 @@ template <typename WT> void LayerBackward<WT>::planTileRuns() {
 template <typename WT>
 void LayerBackward<WT>::copyTileRuns(std::size_t firstRow, std::size_t endRow) {
   const unsigned numTiles = layout_.numTiles();
-  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
   for (std::size_t row = firstRow; row < endRow; ++row) {
     const int32_t *ids = in_.output.idsAt(row);
     const float *mem = in_.membrane + row * in_.output.capacity;
@@ -171,7 +170,7 @@ void LayerBackward<WT>::copyTileRuns(std::size_t firstRow, std::size_t endRow) {
     const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
     const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
     for (unsigned j = 0; j < numTiles; ++j) {
-      const std::size_t at = tileStart_[j * (rows + 1) + row];
+      const std::size_t at = tileRunStart(j, row);
       const unsigned ns = s[j + 1] - s[j];
       copyRun(ids + s[j], mem + s[j], grad + s[j], ns, tileIds_.data() + at,
               tileMembrane_.data() + at, tileGrad_.data() + at);
@@ -181,15 +180,20 @@ void LayerBackward<WT>::copyTileRuns(std::size_t firstRow, std::size_t endRow) {
   }
 }
 
+// Where tile j's run of a row starts in the tile-major copy (row = rows: its end).
+template <typename WT>
+std::size_t LayerBackward<WT>::tileRunStart(unsigned j, std::size_t row) const {
+  return tileStart_[j * (std::size_t(shape_.steps) * shape_.batch + 1) + row];
+}
+
 // A tile's listed entries of a row: its runs in the tile-major copy, or, on
 // a layer of one tile, the row itself, read in place.
 template <typename WT>
 typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, std::size_t row) {
   if (tileMajor_) {
-    const std::size_t *start = tileStart_.data() + j * (std::size_t(shape_.steps) * shape_.batch + 1);
-    const std::size_t at = start[row];
+    const std::size_t at = tileRunStart(j, row);
     return {tileIds_.data() + at, tileMembrane_.data() + at, tileGrad_.data() + at,
-            unsigned(start[row + 1] - at)};
+            unsigned(tileRunStart(j, row + 1) - at)};
   }
   const std::size_t base = row * in_.output.capacity;
   return {in_.output.idsAt(row), in_.membrane + base, in_.gradOut + base,
@@ -220,12 +224,13 @@ unsigned LayerBackward<WT>::withDropped(unsigned j, unsigned g, std::size_t row,
 // dL/dS (the layer's private copy).
 template <typename WT>
 void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b,
-                                         const Listed &listed) {
+                                         std::size_t row) {
   TileState &s = unit(j, g);
   const unsigned numTiles = layout_.numTiles(), width = layout_.width(j);
-  unsigned numListed = listed.size;
+  const std::size_t at = tileRunStart(j, row);
+  unsigned numListed = unsigned(tileRunStart(j, row + 1) - at);
   InputSpikeGrad<WT> dot;
-  dot.ids.bind(listed.ids, numListed);
+  dot.ids.bind(tileIds_.data() + at, numListed);
   dot.numIds.bind(&numListed);
   for (unsigned i = 0; i < numTiles; ++i) {
     const unsigned len = layout_.rowLength(i);
@@ -237,7 +242,7 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, uns
   }
   PartialReduce reduce;
   reduce.partials.bind(s.partials.data(), s.partials.size());
-  reduce.out.bind(tileGrad_.data() + (listed.grad - tileGrad_.data()), numListed);
+  reduce.out.bind(tileGrad_.data() + at, numListed);
   reduce.numOut.bind(&numListed);
   reduce.numPartials = numTiles;
   reduce.stride = width;
@@ -307,10 +312,10 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       v.numNeurons = width;
       v.compute();
     } else {
+      if (recWeight_ && t + 1 < T) // (a recurrent layer's list is always tile-major)
+        addRecurrentGrad(j, g, t, lb, row);
       const Listed listed = this->listed(j, row);
       unsigned numListed = listed.size;
-      if (recWeight_ && t + 1 < T)
-        addRecurrentGrad(j, g, t, lb, listed);
       const int32_t *prevIds = noIds;
       unsigned numPrev = 0;
       if (t > 0) { // the tile's spikes of step t-1: the first entries of its run

@@ -94,9 +94,10 @@ private:
   // Rows are the call's (step, sample); b and t name the sample in its group.
   Listed listed(unsigned j, std::size_t row);
   unsigned tileSpikes(unsigned j, std::size_t row) const;
+  std::size_t tileRunStart(unsigned j, std::size_t row) const;
   unsigned withDropped(unsigned j, unsigned g, std::size_t row, const int32_t *&ids,
                        unsigned numIds);
-  void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, const Listed &listed);
+  void addRecurrentGrad(unsigned j, unsigned g, unsigned t, unsigned b, std::size_t row);
   void splitRows(std::size_t firstRow, std::size_t endRow);
   void planTileRuns();
   void copyTileRuns(std::size_t firstRow, std::size_t endRow);
