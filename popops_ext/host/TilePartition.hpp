@@ -44,9 +44,9 @@ public:
   unsigned first(unsigned g) const { return first_[g]; }
   unsigned end(unsigned g) const { return first_[g + 1]; }
   unsigned size(unsigned g) const { return end(g) - first(g); }
-  // The group that holds sample b, and b's index within it. (A table: the
-  // executors ask for every (step, sample) row, and the arithmetic took
-  // several divisions per row.)
+  // The group that holds sample b, and b's index within it. A table, since
+  // the executors ask for every (step, sample) row and the arithmetic costs
+  // several divisions.
   std::pair<unsigned, unsigned> locate(unsigned b) const {
     const unsigned g = groupOf_[b];
     return {g, b - first_[g]};
