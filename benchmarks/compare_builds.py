@@ -1,6 +1,6 @@
 """What a build of the extension costs against another: the emulator's sparse training
-step (the training benchmark's, snn_ipu.bench: grad_window 0.1) of one config at one
-activity.
+step (the training benchmark's, snn_ipu.bench: grad_window 0.1), or its exact one
+(``--exact``: grad_window None), of one config at one activity.
 
 A build is ``label=TREE[:ARCH]``: a source tree whose extension was built in place
 (``python setup.py build_ext --inplace``, with or without SNN_IPU_NATIVE=1) and the
@@ -30,7 +30,7 @@ import tempfile
 import time
 
 
-def worker(problem_path: str, lr: float) -> None:
+def worker(problem_path: str, lr: float, exact: bool) -> None:
     """Loads one build, then runs one training step per line read, printing its time."""
     import torch
 
@@ -39,7 +39,7 @@ def worker(problem_path: str, lr: float) -> None:
     from snn_ipu.bench.networks import OursNet
 
     problem = torch.load(problem_path)
-    net = OursNet(problem, "emulator", SPARSE_WINDOW, lr=lr, adam="fused")
+    net = OursNet(problem, "emulator", None if exact else SPARSE_WINDOW, lr=lr, adam="fused")
     net.step()  # warm-up
     print(json.dumps({"build": _native.build}), flush=True)
     for _ in sys.stdin:
@@ -67,10 +67,12 @@ def main() -> None:
                     help="time a step by the wall clock, or by the worker's CPU time "
                          "(process_time: on a machine others load, with --threads 1, it counts "
                          "the step's own work and not the waits for a core)")
+    ap.add_argument("--exact", action="store_true",
+                    help="the exact-gradient step (grad_window None) instead of the sparse one")
     ap.add_argument("--worker", metavar="PROBLEM", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.lr)
+        worker(args.worker, args.lr, args.exact)
         return
     if len(args.builds) < 2:
         ap.error("give two builds or more")
@@ -98,7 +100,7 @@ def main() -> None:
             env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             proc = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--worker", path, "--lr",
-                 str(args.lr)], env=env, cwd=tree, stdin=subprocess.PIPE,
+                 str(args.lr)] + ["--exact"] * args.exact, env=env, cwd=tree, stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True)
             build = json.loads(proc.stdout.readline())["build"]
             workers.append((label, build, proc))
@@ -117,7 +119,8 @@ def main() -> None:
                 proc.stdin.close()
                 proc.wait()
     first = workers[0][0]
-    print(f"{args.config} at activity {args.activity}, {args.rounds} rounds of one step per "
+    step = "exact" if args.exact else "sparse"
+    print(f"{args.config} {step} step at activity {args.activity}, {args.rounds} rounds of one step per "
           f"build (a worker process each, order alternating), {args.threads} thread(s), "
           f"{args.clock} clock, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}; "
           f"median step time, and ratio to {first} per round: median [quartiles]")

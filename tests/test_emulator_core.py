@@ -784,3 +784,44 @@ def test_compact_list_scans_the_ids_as_the_executor_does(threads):
     with pytest.raises(ValueError, match=rf"input list counts \(2, 1\) at t={t}, b={b} are "
                        "inconsistent"):
         _C.compact_list(ids, counts, N, threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_gather_listed_takes_each_rows_listed_ids(threads):
+    """_C.gather_listed (the dense input-gradient path's gather): each row's listed
+    entries take the dense row's values at their ids, the padding 0, as numpy's
+    fancy indexing gives them, on any number of threads; faulty lists raise."""
+    rng = np.random.default_rng(11)
+    T, B, K, N = 30, 70, 9, 40  # 2,100 rows: shared among the threads
+    counts = np.zeros((T, B, 2), np.int32)
+    counts[..., 1] = rng.integers(0, K + 1, size=(T, B))
+    counts[..., 0] = rng.integers(0, counts[..., 1] + 1)
+    ids = rng.integers(0, N, size=(T, B, K)).astype(np.int32)
+    source = rng.normal(size=(T * B, N)).astype(np.float32)
+    listed = np.arange(K)[None, None, :] < counts[..., 1:]
+    want = np.where(listed, np.take_along_axis(source.reshape(T, B, N), ids, -1), 0.0)
+    ids[~listed] = -3  # padding is never read
+    flat = compact(ids, counts)
+    got = _C.gather_listed(source, flat, counts, K, threads)
+    assert got.shape == (T, B, K) and got.dtype == np.float32
+    assert np.array_equal(got, want)
+    # a wider capacity: more padding, the same entries
+    wide = _C.gather_listed(source, flat, counts, K + 3, threads)
+    assert np.array_equal(wide[..., :K], want) and not wide[..., K:].any()
+    bad = flat.copy()
+    bad[len(bad) // 2] = N
+    with pytest.raises(ValueError, match=rf"outside \[0, {N}\)"):
+        _C.gather_listed(source, bad, counts, K, threads)
+    bad[len(bad) // 2] = -1
+    with pytest.raises(ValueError, match=rf"outside \[0, {N}\)"):
+        _C.gather_listed(source, bad, counts, K, threads)
+    with pytest.raises(ValueError, match="entries, the counts list"):
+        _C.gather_listed(source, flat[:-1], counts, K, threads)
+    with pytest.raises(ValueError, match="exceed capacity"):
+        _C.gather_listed(source, flat, counts, int(counts[..., 1].max()) - 1, threads)
+    with pytest.raises(ValueError, match=r"source must be \[T \* B, n\]"):
+        _C.gather_listed(source[1:], flat, counts, K, threads)
+    c = counts.copy()
+    c[0, 0] = (2, 1)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _C.gather_listed(source, flat, c, K, threads)

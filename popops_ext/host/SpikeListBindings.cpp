@@ -1,7 +1,7 @@
-// _C.check_spike_list, _C.spike_counts and its gradient: the [T, B, K] lists
-// read by native code, each scanned first (listed ids in range, counts
-// consistent), so a list edited through .data raises instead of reading or
-// writing out of bounds.
+// _C.check_spike_list, compact_list, gather_listed, _C.spike_counts and its
+// gradient: the lists read by native code, each scanned first (listed ids in
+// range, counts consistent), so a list edited through .data raises instead of
+// reading or writing out of bounds.
 #include "SpikeListBindings.hpp"
 
 #include <algorithm>
@@ -154,6 +154,81 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
   return py::make_tuple(std::move(out), spikeTotal);
 }
 
+// Rows [first, last) of gatherListed: row r's listed entries take source's
+// values at their ids, its padding 0; returns whether an id lay outside
+// [0, n) (that entry is left 0, nothing is read out of bounds).
+bool gatherRows(const float *source, std::size_t n, const int32_t *ids, const int32_t *c,
+                const std::size_t *start, std::size_t K, std::size_t first, std::size_t last,
+                float *out) {
+  bool outside = false;
+  for (std::size_t row = first; row < last; ++row) {
+    const float *src = source + row * n;
+    const int32_t *id = ids + start[row];
+    float *to = out + row * K;
+    const std::size_t listed = start[row + 1] - start[row];
+    for (std::size_t k = 0; k < listed; ++k) {
+      const std::size_t i = std::size_t(std::uint32_t(id[k])); // a negative id: huge
+      if (i < n) {
+        to[k] = src[i];
+      } else {
+        to[k] = 0.0f;
+        outside = true;
+      }
+    }
+    std::fill(to + listed, to + K, 0.0f);
+  }
+  return outside;
+}
+
+// d(loss)/d(values) of a list from the dense gradient of its neurons,
+// source [T x B, n]: out[t, b, k] = source[t * B + b, id] for the row's k-th
+// listed entry (id), 0 at the padding; ids compact (compact_list's). This is
+// the gather of the backward's dense input-gradient path without the int64
+// copy of a [T, B, K] index that torch.gather needs and the masking pass that
+// zeroes the padding after it. The rows are shared among threads.
+py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntArray &counts,
+                       unsigned capacity, unsigned numThreads) {
+  if (counts.ndim() != 3 || counts.shape(2) != 2)
+    throw std::invalid_argument("counts must be [T, B, 2]");
+  const std::size_t rows = std::size_t(counts.shape(0)) * std::size_t(counts.shape(1));
+  if (source.ndim() != 2 || std::size_t(source.shape(0)) != rows)
+    throw std::invalid_argument("source must be [T * B, n] = [" + std::to_string(rows) +
+                                ", n]");
+  if (ids.ndim() != 1)
+    throw std::invalid_argument("ids must be compact (1-D)");
+  const int32_t *c = counts.data();
+  std::vector<std::size_t> start(rows + 1);
+  std::size_t total = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
+    if (spikes < 0 || spikes > listed || unsigned(listed) > capacity)
+      throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
+                                  std::to_string(listed) + ") of row " + std::to_string(row) +
+                                  " are inconsistent or exceed capacity " +
+                                  std::to_string(capacity));
+    start[row] = total;
+    total += std::size_t(listed);
+  }
+  start[rows] = total;
+  if (total != std::size_t(ids.shape(0)))
+    throw std::invalid_argument("ids hold " + std::to_string(ids.shape(0)) +
+                                " entries, the counts list " + std::to_string(total));
+  FloatArray out({counts.shape(0), counts.shape(1), py::ssize_t(capacity)});
+  const std::size_t n = std::size_t(source.shape(1));
+  constexpr std::size_t kRowsPerThread = 1024; // smaller: waking a worker costs more
+  const unsigned threads =
+      unsigned(std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+  std::vector<unsigned char> bad(threads, 0);
+  ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
+    const auto share = threadShare(rows, thread, team);
+    bad[thread] = gatherRows(source.data(), n, ids.data(), c, start.data(), capacity,
+                             share.first, share.second, out.mutable_data());
+  });
+  if (std::find(bad.begin(), bad.end(), 1) != bad.end())
+    throw std::invalid_argument("a listed id lies outside [0, " + std::to_string(n) + ")");
+  return std::move(out);
+}
+
 // float32 or float64, as `like`.
 template <typename F> auto byDtype(const py::array &like, const char *name, F &&f) {
   if (py::isinstance<py::array_t<float>>(like))
@@ -177,6 +252,10 @@ void registerSpikeListBindings(py::module_ &m) {
         py::arg("num_ids") = 0, py::arg("num_threads") = 1,
         "The listed entries of a [T, B, K] list, row after row (int32 [entries]), and its "
         "spike total; with num_ids > 0 the ids are checked as check_spike_list checks them.");
+  m.def("gather_listed", &gatherListed, py::arg("source"), py::arg("ids"), py::arg("counts"),
+        py::arg("capacity"), py::arg("num_threads") = 1,
+        "source [T*B, n] float32 at a compact list's entries: float32 [T, B, capacity], "
+        "0 at the padding.");
   m.def(
       "spike_counts",
       [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {

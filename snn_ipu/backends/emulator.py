@@ -28,7 +28,7 @@ import torch
 
 from .. import _memory
 from .._native import _C, numpy_view
-from ..lists import listed_mask, listed_only
+from ..lists import listed_mask
 from ..overflow import Overflow
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
@@ -100,18 +100,19 @@ class _PrivateList:
         self.counts = counts.clone()
         T, B, K = ids.shape
         self.capacity = K
-        # The backward's dense GEMM paths (input lists only) gather with the [T, B, K]
-        # list, and take it only where more than BACKWARD_DENSE_FRACTION of all T*B*n_in
-        # input rows are listed, where keeping it is still O(entries) and rebuilding it
-        # from the compact ids (a mask and an index_put) costs more: exact gradients
-        # list every neuron, and their compact ids are the padded list already.
+        # The backward's dense dL/dW path (input lists only) scatters the spikes of the
+        # [T, B, K] list into a dense input, and takes it only where more than
+        # BACKWARD_DENSE_FRACTION of all T*B*n_in input rows are spikes, where keeping
+        # the list is still O(entries) and rebuilding it from the compact ids (a mask
+        # and an index_put) costs more. A full list (exact gradients list every neuron)
+        # is its compact ids.
         listed = self.ids.numel()
-        dense = num_ids and listed > BACKWARD_DENSE_FRACTION * T * B * num_ids
+        dense = num_ids and self.spikes > BACKWARD_DENSE_FRACTION * T * B * num_ids
         self._padded = (self.ids.view(T, B, K) if listed == T * B * K
                         else ids.clone() if dense else None)
 
     def padded(self) -> torch.Tensor:
-        """The ids as a [T, B, K] list (padding 0), for the dense GEMM paths."""
+        """The ids as a [T, B, K] list (padding 0), for the dense dL/dW path."""
         if self._padded is not None:
             return self._padded
         mask = listed_mask(self.counts, self.capacity, 1)
@@ -185,15 +186,15 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     grad_w = _as(res.grad_weight, weight) if needs.weight else None
     if dense_in or dense_w:
         g_current = torch.from_numpy(res.grad_current).reshape(T * B, -1)
-    padded = inputs.padded() if dense_in or (dense_w and ctx.dense_x is None) else None
     if dense_in:
-        g_x = (g_current @ weight.float()).reshape(T, B, -1)
-        grad_in = torch.gather(g_x, -1, padded.long())
-        if listed != grad_in.numel():  # (every row full, as with exact gradients: no padding)
-            grad_in = listed_only(grad_in, in_counts)
+        g_x = g_current @ weight.float()
+        # dL/dx at the listed entries, 0 at the padding
+        grad_in = torch.from_numpy(_C.gather_listed(
+            g_x.numpy(), numpy_view(in_ids), numpy_view(in_counts), inputs.capacity,
+            get_num_threads()))
     if dense_w:
         x = ctx.dense_x if ctx.dense_x is not None else _dense_spikes(
-            padded, in_counts, weight.shape[1])
+            inputs.padded(), in_counts, weight.shape[1])
         grad_w = (g_current.t() @ x).to(weight.dtype)
     for side, dense in (("input", dense_in), ("weight", dense_w)):
         record.paths[f"{side}_grad_path"] = (
