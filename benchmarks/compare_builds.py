@@ -120,8 +120,8 @@ def main() -> None:
                 proc.wait()
     first = workers[0][0]
     step = "exact" if args.exact else "sparse"
-    print(f"{args.config} {step} step at activity {args.activity}, {args.rounds} rounds of one step per "
-          f"build (a worker process each, order alternating), {args.threads} thread(s), "
+    print(f"{args.config} {step} step at activity {args.activity}, {args.rounds} rounds of one "
+          f"step per build (a worker process each, order alternating), {args.threads} thread(s), "
           f"{args.clock} clock, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}; "
           f"median step time, and ratio to {first} per round: median [quartiles]")
     for label, build, _ in workers:
