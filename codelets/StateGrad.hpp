@@ -99,23 +99,44 @@ inline void withPrevSpikesCleared(float *notSpiked, const int *prevSpikeIds,
     notSpiked[unsigned(prevSpikeIds[k]) - firstNeuron] = 1.0f;
 }
 
-// One pass per neuron of a subtract-reset LIF tile: dL/dU[t] (in the carry)
-// out as dL/dI[t], its reset term into dL/dthreshold and its leak term into
-// dL/dbeta where those are wanted, and the carry for step t-1.
-template <bool ThresholdGrad, bool BetaGrad>
-inline void subtractResetGrad(float *__restrict gU, float *__restrict c,
-                              float *__restrict gthr, float *__restrict gb,
-                              const float *__restrict keep, const float *__restrict up,
-                              const float *__restrict b, unsigned numNeurons) {
+// One pass per neuron of a LIF tile: dL/dU[t] (in the carry) out as dL/dI[t],
+// its reset term into dL/dthreshold (subtract reset) and its leak term into
+// dL/dbeta where those are wanted, and the carry for step t-1. One instance
+// per (reset, wanted gradients), so that each loop is branch-free and
+// vectorises.
+template <unsigned Reset, bool ThresholdGrad, bool BetaGrad>
+inline void resetGradPass(float *__restrict gU, float *__restrict c, float *__restrict gthr,
+                          float *__restrict gb, const float *__restrict keep,
+                          const float *__restrict up, const float *__restrict b,
+                          unsigned numNeurons) {
   for (unsigned n = 0; n < numNeurons; ++n) {
     const float g = c[n];
     gU[n] = g;
-    if (ThresholdGrad)
-      gthr[n] -= (1.0f - keep[n]) * g;
-    if (BetaGrad)
-      gb[n] += g * up[n];
-    c[n] = b[n] * g;
+    if (Reset == RESET_ZERO) { // the zeroed membrane keeps none of U[t-1]
+      if (BetaGrad)
+        gb[n] += g * keep[n] * up[n];
+      c[n] = b[n] * g * keep[n];
+    } else {
+      if (Reset == RESET_SUBTRACT && ThresholdGrad)
+        gthr[n] -= (1.0f - keep[n]) * g;
+      if (BetaGrad)
+        gb[n] += g * up[n];
+      c[n] = b[n] * g;
+    }
   }
+}
+
+// resetGradPass for the reset mode, and for the gradients wanted: dL/dthreshold
+// where gthr is set, dL/dbeta where up (U[t-1]) is.
+template <unsigned Reset>
+inline void resetGrad(float *gU, float *c, float *gthr, float *gb, const float *keep,
+                      const float *up, const float *b, unsigned numNeurons) {
+  if (up)
+    gthr ? resetGradPass<Reset, true, true>(gU, c, gthr, gb, keep, up, b, numNeurons)
+         : resetGradPass<Reset, false, true>(gU, c, gthr, gb, keep, up, b, numNeurons);
+  else
+    gthr ? resetGradPass<Reset, true, false>(gU, c, gthr, gb, keep, up, b, numNeurons)
+         : resetGradPass<Reset, false, false>(gU, c, gthr, gb, keep, up, b, numNeurons);
 }
 
 } // namespace snn
@@ -165,30 +186,12 @@ private:
     const float *__restrict keep = &notSpiked[0];
     const float *__restrict up = prevMembrane.size() != 0 ? &prevMembrane[0] : nullptr;
     float *__restrict gb = &betaGrad[0];
-    if (reset == snn::RESET_SUBTRACT) {
-      if (up)
-        gthr ? snn::subtractResetGrad<true, true>(gU, c, gthr, gb, keep, up, b, numNeurons)
-             : snn::subtractResetGrad<false, true>(gU, c, gthr, gb, keep, up, b, numNeurons);
-      else
-        gthr ? snn::subtractResetGrad<true, false>(gU, c, gthr, gb, keep, up, b, numNeurons)
-             : snn::subtractResetGrad<false, false>(gU, c, gthr, gb, keep, up, b, numNeurons);
-    } else if (reset == snn::RESET_ZERO) {
-      for (unsigned n = 0; n < numNeurons; ++n) {
-        const float g = c[n];
-        gU[n] = g;
-        if (up)
-          gb[n] += g * keep[n] * up[n];
-        c[n] = b[n] * g * keep[n];
-      }
-    } else {
-      for (unsigned n = 0; n < numNeurons; ++n) {
-        const float g = c[n];
-        gU[n] = g;
-        if (up)
-          gb[n] += g * up[n];
-        c[n] = b[n] * g;
-      }
-    }
+    if (reset == snn::RESET_SUBTRACT)
+      snn::resetGrad<snn::RESET_SUBTRACT>(gU, c, gthr, gb, keep, up, b, numNeurons);
+    else if (reset == snn::RESET_ZERO) // (no reset term in dL/dthreshold)
+      snn::resetGrad<snn::RESET_ZERO>(gU, c, nullptr, gb, keep, up, b, numNeurons);
+    else
+      snn::resetGrad<snn::RESET_NONE>(gU, c, nullptr, gb, keep, up, b, numNeurons);
   }
 };
 
