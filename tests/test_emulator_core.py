@@ -754,6 +754,15 @@ def test_compact_lists_are_checked():
         _C.compact_list(p["in_ids"], counts)
 
 
+def unsorted_list(rng, T, B, K, N):
+    """A [T, B, K] list of random counts and of ids drawn from [0, N) in any order (padding
+    included), for the passes that neither sort nor read the padding."""
+    counts = np.zeros((T, B, 2), np.int32)
+    counts[..., 1] = rng.integers(0, K + 1, size=(T, B))
+    counts[..., 0] = rng.integers(0, counts[..., 1] + 1)
+    return rng.integers(0, N, size=(T, B, K)).astype(np.int32), counts
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_compact_list_scans_the_ids_as_the_executor_does(threads):
     """With num_ids, compact_list is the forward's scan of its input list as well as
@@ -761,10 +770,7 @@ def test_compact_list_scans_the_ids_as_the_executor_does(threads):
     it), its spike total, and the same copy on any number of threads."""
     rng = np.random.default_rng(7)
     T, B, K, N = 40, 64, 6, 50  # 2,560 rows: shared among the threads
-    counts = np.zeros((T, B, 2), np.int32)
-    counts[..., 1] = rng.integers(0, K + 1, size=(T, B))
-    counts[..., 0] = rng.integers(0, counts[..., 1] + 1)
-    ids = rng.integers(0, N, size=(T, B, K)).astype(np.int32)
+    ids, counts = unsorted_list(rng, T, B, K, N)
     ids[np.arange(K)[None, None, :] >= counts[..., 1:]] = -7  # padding is never read
     got, spikes = _C.compact_list(ids, counts, N, threads)
     assert np.array_equal(got, compact(ids, counts))
@@ -793,10 +799,7 @@ def test_gather_listed_takes_each_rows_listed_ids(threads):
     fancy indexing gives them, on any number of threads; faulty lists raise."""
     rng = np.random.default_rng(11)
     T, B, K, N = 30, 70, 9, 40  # 2,100 rows: shared among the threads
-    counts = np.zeros((T, B, 2), np.int32)
-    counts[..., 1] = rng.integers(0, K + 1, size=(T, B))
-    counts[..., 0] = rng.integers(0, counts[..., 1] + 1)
-    ids = rng.integers(0, N, size=(T, B, K)).astype(np.int32)
+    ids, counts = unsorted_list(rng, T, B, K, N)
     source = rng.normal(size=(T * B, N)).astype(np.float32)
     listed = np.arange(K)[None, None, :] < counts[..., 1:]
     want = np.where(listed, np.take_along_axis(source.reshape(T, B, N), ids, -1), 0.0)
@@ -815,7 +818,7 @@ def test_gather_listed_takes_each_rows_listed_ids(threads):
     bad[len(bad) // 2] = -1
     with pytest.raises(ValueError, match=rf"outside \[0, {N}\)"):
         _C.gather_listed(source, bad, counts, K, threads)
-    with pytest.raises(ValueError, match="entries, the counts list"):
+    with pytest.raises(ValueError, match="lists .* entries in its counts but has"):
         _C.gather_listed(source, flat[:-1], counts, K, threads)
     with pytest.raises(ValueError, match="exceed capacity"):
         _C.gather_listed(source, flat, counts, int(counts[..., 1].max()) - 1, threads)

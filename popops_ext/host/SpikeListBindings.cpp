@@ -65,6 +65,14 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   return std::move(out);
 }
 
+// Threads for a pass over a list's rows: small lists stay on the calling
+// thread, where waking a worker costs more than its share.
+unsigned rowThreads(std::size_t rows, unsigned numThreads) {
+  constexpr std::size_t kRowsPerThread = 1024;
+  return unsigned(
+      std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+}
+
 // Rows [first, last) of a [T, B, K] list copied compact, to their offsets
 // `start` in dst; with numIds > 0, also whether any listed id lies outside
 // [0, numIds). Returns the rows' spike total.
@@ -133,10 +141,7 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
   start[rows] = total;
   IntArray out({py::ssize_t(total)});
   int32_t *dst = out.mutable_data();
-  // Small lists stay on the calling thread: waking a worker costs more.
-  constexpr std::size_t kRowsPerThread = 1024;
-  const unsigned threads =
-      unsigned(std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+  const unsigned threads = rowThreads(rows, numThreads);
   std::vector<std::int64_t> spikes(threads, 0);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
@@ -157,7 +162,7 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
 // Rows [first, last) of gatherListed: row r's listed entries take source's
 // values at their ids, its padding 0; returns whether an id lay outside
 // [0, n) (that entry is left 0, nothing is read out of bounds).
-bool gatherRows(const float *source, std::size_t n, const int32_t *ids, const int32_t *c,
+bool gatherRows(const float *source, std::size_t n, const int32_t *ids,
                 const std::size_t *start, std::size_t K, std::size_t first, std::size_t last,
                 float *out) {
   bool outside = false;
@@ -188,40 +193,26 @@ bool gatherRows(const float *source, std::size_t n, const int32_t *ids, const in
 // zeroes the padding after it. The rows are shared among threads.
 py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntArray &counts,
                        unsigned capacity, unsigned numThreads) {
-  if (counts.ndim() != 3 || counts.shape(2) != 2)
+  if (counts.ndim() != 3)
     throw std::invalid_argument("counts must be [T, B, 2]");
-  const std::size_t rows = std::size_t(counts.shape(0)) * std::size_t(counts.shape(1));
+  if (ids.ndim() != 1)
+    throw std::invalid_argument("ids must be compact (1-D)");
+  const unsigned T = unsigned(counts.shape(0)), B = unsigned(counts.shape(1));
+  const std::size_t rows = std::size_t(T) * B;
   if (source.ndim() != 2 || std::size_t(source.shape(0)) != rows)
     throw std::invalid_argument("source must be [T * B, n] = [" + std::to_string(rows) +
                                 ", n]");
-  if (ids.ndim() != 1)
-    throw std::invalid_argument("ids must be compact (1-D)");
-  const int32_t *c = counts.data();
-  std::vector<std::size_t> start(rows + 1);
-  std::size_t total = 0;
-  for (std::size_t row = 0; row < rows; ++row) {
-    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
-    if (spikes < 0 || spikes > listed || unsigned(listed) > capacity)
-      throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
-                                  std::to_string(listed) + ") of row " + std::to_string(row) +
-                                  " are inconsistent or exceed capacity " +
-                                  std::to_string(capacity));
-    start[row] = total;
-    total += std::size_t(listed);
-  }
-  start[rows] = total;
-  if (total != std::size_t(ids.shape(0)))
-    throw std::invalid_argument("ids hold " + std::to_string(ids.shape(0)) +
-                                " entries, the counts list " + std::to_string(total));
+  // The counts against the capacity and the ids' length, and the rows' starts
+  // (the ids are checked against source's width as they are read).
+  std::vector<std::size_t> start;
+  checkSpikeList(ids, counts, T, B, 0, false, "list", false, &start, capacity);
   FloatArray out({counts.shape(0), counts.shape(1), py::ssize_t(capacity)});
   const std::size_t n = std::size_t(source.shape(1));
-  constexpr std::size_t kRowsPerThread = 1024; // smaller: waking a worker costs more
-  const unsigned threads =
-      unsigned(std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+  const unsigned threads = rowThreads(rows, numThreads);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
     const auto share = threadShare(rows, thread, team);
-    bad[thread] = gatherRows(source.data(), n, ids.data(), c, start.data(), capacity,
+    bad[thread] = gatherRows(source.data(), n, ids.data(), start.data(), capacity,
                              share.first, share.second, out.mutable_data());
   });
   if (std::find(bad.begin(), bad.end(), 1) != bad.end())
