@@ -24,23 +24,29 @@ inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thre
                                     const float *__restrict grad, unsigned numListed,
                                     unsigned firstNeuron, float p0, float p1) {
   // Blocks of 64: the surrogate over the block (one kind, so it vectorises),
-  // then the scatter into the tile's neurons in list order.
+  // then the scatter into the tile's neurons in list order. The block's
+  // entries are read through pointers to its start: indexed as ids[k0 + k]
+  // (unsigned, which may wrap) they were not known to be contiguous, and
+  // every load of ids, mem and grad became a gather.
   float g[64];
   for (unsigned k0 = 0; k0 < numListed; k0 += 64) {
     const unsigned m = numListed - k0 < 64 ? numListed - k0 : 64;
+    const int *__restrict id = ids + k0;
+    const float *__restrict u = mem + k0;
+    const float *__restrict gs = grad + k0;
     for (unsigned k = 0; k < m; ++k) {
-      const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
-      g[k] = grad[k0 + k] * surrogateDerivative(Kind, p0, p1, mem[k0 + k] - threshold[n]);
+      const unsigned n = unsigned(id[k]) - firstNeuron;
+      g[k] = gs[k] * surrogateDerivative(Kind, p0, p1, u[k] - threshold[n]);
     }
     if (thresholdGrad) {
       for (unsigned k = 0; k < m; ++k) {
-        const unsigned n = unsigned(ids[k0 + k]) - firstNeuron;
+        const unsigned n = unsigned(id[k]) - firstNeuron;
         gU[n] += g[k];
         thresholdGrad[n] -= g[k];
       }
     } else {
       for (unsigned k = 0; k < m; ++k)
-        gU[unsigned(ids[k0 + k]) - firstNeuron] += g[k];
+        gU[unsigned(id[k]) - firstNeuron] += g[k];
     }
   }
 }
@@ -103,8 +109,12 @@ inline void withPrevSpikesCleared(float *notSpiked, const int *prevSpikeIds,
 // its reset term into dL/dthreshold (subtract reset) and its leak term into
 // dL/dbeta where those are wanted, and the carry for step t-1. One instance
 // per (reset, wanted gradients), so that each loop is branch-free and
-// vectorises.
+// vectorises. Kept one pass: g++ would otherwise split the copy into dL/dI
+// off into a library memmove per call and walk the tile twice.
 template <unsigned Reset, bool ThresholdGrad, bool BetaGrad>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
 inline void resetGradPass(float *__restrict gU, float *__restrict c, float *__restrict gthr,
                           float *__restrict gb, const float *__restrict keep,
                           const float *__restrict up, const float *__restrict b,

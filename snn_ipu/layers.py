@@ -34,7 +34,6 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any, Dict, Optional, Union
 
@@ -44,6 +43,7 @@ from torch import nn
 from . import surrogate as surrogate_mod
 from ._codes import RESETS
 from ._devices import values_readable
+from ._finite import first_nonfinite
 from ._numbers import ArgumentTypeError, flag, positive_size
 from .backends.contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .layer_input import as_sparse
@@ -279,21 +279,16 @@ class _Layer(nn.Module):
         params = [(k, p) for k, p in self._parameters.items() if p is not None]
         if not values_readable(*(p for _, p in params)):
             return
-        for pname, p in params:
-            # One summing pass (a NaN or inf anywhere makes the sum non-finite) instead of
-            # isfinite's several over a large weight; the exact test runs only when the
-            # sum is not finite, which huge but finite values can also cause.
-            p = p.detach()
-            if not math.isfinite(float(p.sum(dtype=torch.float32))) and not bool(
-                torch.isfinite(p).all()
-            ):
-                hint = (
-                    " (float16 weights: torch's Adam divides by eps=1e-8, which is 0 in "
-                    "float16; keep float32 master weights or use an optimizer that is safe "
-                    "in float16, see the README's Precision section)"
-                    if p.dtype == torch.float16 else ""
-                )
-                raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")
+        bad = first_nonfinite([p for _, p in params])
+        if bad >= 0:
+            pname, p = params[bad]
+            hint = (
+                " (float16 weights: torch's Adam divides by eps=1e-8, which is 0 in "
+                "float16; keep float32 master weights or use an optimizer that is safe "
+                "in float16, see the README's Precision section)"
+                if p.dtype == torch.float16 else ""
+            )
+            raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")
         try:
             check_constants(self)
         except ValueError as exc:

@@ -9,6 +9,7 @@
 #include "MemoryBudget.hpp"
 #include "SpikeListBindings.hpp"
 #include "ThreadPool.hpp"
+#include "ValueBindings.hpp"
 #include "plan/PlanBindings.hpp"
 
 namespace py = pybind11;
@@ -49,6 +50,7 @@ PYBIND11_MODULE(SNN_IPU_MODULE_NAME, m) {
   snn::registerLayerBindings(m);
   snn::registerSpikeListBindings(m);
   snn::registerKernelBindings(m);
+  snn::registerValueBindings(m);
   m.def("hardware_threads", &snn::hardwareThreads);
   snn::registerPlanBindings(m);
 }
