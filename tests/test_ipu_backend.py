@@ -395,3 +395,17 @@ def test_the_library_is_loaded_as_poptorch_documents(tmp_path, monkeypatch):
     assert ipu.load_library(str(lib)) == str(lib)
     assert ipu.load_library(str(lib)) == str(lib)  # once
     assert loaded == [str(lib)]
+
+
+def test_auto_finds_poptorch_installed_after_a_failed_import(monkeypatch):
+    """``auto`` remembers a failed import of poptorch (it asks on every layer call), but
+    still finds a poptorch that is in sys.modules later, and asks it every time."""
+    from snn_ipu.backends import auto_backend
+
+    monkeypatch.setitem(sys.modules, "poptorch", None)  # import poptorch raises
+    assert auto_backend(torch.device("cpu")) == "emulator"
+    assert auto_backend(torch.device("cpu")) == "emulator"
+    fake = install(monkeypatch)
+    assert auto_backend(torch.device("cpu")) == "emulator"  # not inside an IPU model
+    fake._phase = "trace"
+    assert auto_backend(torch.device("cpu")) == "ipu"

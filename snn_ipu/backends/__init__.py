@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import Optional
 
 import torch
@@ -24,11 +25,24 @@ from .contract import Backend
 __all__ = ["auto_backend", "select"]
 
 
+# Set once an import of poptorch has failed: a failed import searches sys.path again
+# every time (~0.1 ms), and "auto" asks on every layer call.
+_poptorch_missing = False
+
+
 def _running_on_ipu() -> bool:
-    try:
-        import poptorch  # noqa: F401  (only present with the Graphcore SDK)
-    except ImportError:
-        return False
+    global _poptorch_missing
+    # sys.modules first: a poptorch put there (a test's stand-in) is found however an
+    # earlier import went
+    poptorch = sys.modules.get("poptorch")
+    if poptorch is None:
+        if _poptorch_missing:
+            return False
+        try:
+            import poptorch  # (only present with the Graphcore SDK)
+        except ImportError:
+            _poptorch_missing = True
+            return False
     return bool(poptorch.isRunningOnIpu())
 
 

@@ -5,6 +5,7 @@ tensors as None."""
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 from .._codes import MODELS, OVERFLOWS, RESETS
 from .._native import _C, numpy_view
+from ..surrogate import Surrogate
 from .contract import LayerConfig, LayerParams, LayerState
 from .work_split import WorkSplit
 
@@ -23,14 +25,23 @@ def view(t: Optional[torch.Tensor]) -> Optional[np.ndarray]:
 
 
 def _neuron(cfg: LayerConfig) -> _C.NeuronSettings:
+    if not cfg.spiking:
+        return _neuron_settings(cfg.model, "none", None, 0.0)
+    return _neuron_settings(cfg.model, cfg.reset, cfg.surrogate, cfg.window)
+
+
+# Shared by the calls of a layer: a LayerCall takes a copy (pybind11's field setter), so
+# no call can change the cached one.
+@functools.lru_cache(maxsize=256)
+def _neuron_settings(model: str, reset: str, surrogate: Optional[Surrogate],
+                     window: float) -> _C.NeuronSettings:
     n = _C.NeuronSettings()
-    n.model = MODELS[cfg.model]
-    n.reset = RESETS["none"]
-    if cfg.spiking:
-        n.reset = RESETS[cfg.reset]
-        n.surrogate = cfg.surrogate.kind
-        n.surrogate_param, n.surrogate_height = cfg.surrogate.params
-        n.grad_window = cfg.window
+    n.model = MODELS[model]
+    n.reset = RESETS[reset]
+    if surrogate is not None:
+        n.surrogate = surrogate.kind
+        n.surrogate_param, n.surrogate_height = surrogate.params
+        n.grad_window = window
     return n
 
 
