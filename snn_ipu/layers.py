@@ -464,7 +464,8 @@ class _SpikingLayer(_Layer):
         """Whether autograd records this call (its window lists eligible entries)."""
         return torch.is_grad_enabled() and (
             input_requires_grad
-            or any(p.requires_grad for p in self.parameters(recurse=False))
+            # the module's own dict: parameters() builds a generator chain per call
+            or any(p is not None and p.requires_grad for p in self._parameters.values())
         )
 
     def _apply_overflow_policy(self, record: CallRecord, stacklevel: int) -> None:

@@ -66,13 +66,16 @@ def _lists_from_entries(
         ids[rows, rank] = neurons.to(torch.int32)
 
     place(*spikes, _ranks(spikes[0], n_spk))
-    count_spk = n_spk.clamp(max=K)
-    count_all = count_spk
     if only is not None:
         place(*only, _ranks(only[0], needed - n_spk) + n_spk[only[0]])
-        count_all = needed.clamp(max=K)
-    counts = torch.stack([count_spk, count_all], -1).to(torch.int32)
-    return ids.reshape(T, B, K), counts.reshape(T, B, 2), overflow
+    return ids.reshape(T, B, K), _counts(n_spk, needed, K).reshape(T, B, 2), overflow
+
+
+def _counts(n_spk: torch.Tensor, needed: torch.Tensor, capacity: int) -> torch.Tensor:
+    """int32 [rows, 2]: the spikes and the entries of each row's list of ``capacity``
+    entries (its first ones, spikes first)."""
+    return torch.stack([n_spk.clamp(max=capacity), needed.clamp(max=capacity)],
+                       -1).to(torch.int32)
 
 
 def capacity_and_overflow(
@@ -106,23 +109,67 @@ def lists_by_nonzero(
     """``from_dense``'s lists from the nonzero entries of ``x``, checked to be spikes."""
     T, B, N = x.shape
     flat = x.detach().reshape(T * B, N)
+    if flat.device.type == "cpu" and flat.dtype in _NATIVE_DTYPES:
+        return _native_lists(x, flat, capacity, policy, eligible)
     # One pass finds the spikes and, through their values, anything not 0 or 1.
     entries = flat.nonzero(as_tuple=True)
     nonzero = flat[entries]
     if not bool((nonzero == 1).all()):
         bad = nonzero[nonzero != 1]
-        if not bool(torch.isfinite(bad).all()):
-            raise ValueError("dense spikes contain NaN or inf")
-        raise ValueError(
-            f"dense spikes must be binary (0 or 1), found {bad[0].item()}: encode "
-            "analog inputs first (snn_ipu.encoding.rate, latency, delta); event "
-            "counts become spikes with (x > 0); for dropout multiply by an unscaled "
-            "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
-        )
+        _not_binary(bad[0].item(), not bool(torch.isfinite(bad).all()))
     only = None
     if eligible is not None:
         only = (eligible.reshape(T * B, N) & (flat == 0)).nonzero(as_tuple=True)
     return _lists_from_entries(T, B, entries, only, capacity, policy)
+
+
+def _not_binary(value, non_finite: bool) -> None:
+    """Raises for dense spikes holding ``value`` (the first entry neither 0 nor 1), or a
+    NaN or inf somewhere."""
+    if non_finite:
+        raise ValueError("dense spikes contain NaN or inf")
+    raise ValueError(
+        f"dense spikes must be binary (0 or 1), found {value}: encode "
+        "analog inputs first (snn_ipu.encoding.rate, latency, delta); event "
+        "counts become spikes with (x > 0); for dropout multiply by an unscaled "
+        "0/1 mask (F.dropout scales what it keeps by 1/(1-p))"
+    )
+
+
+# The dtypes the native scan reads as they are (bool as uint8); the other real ones are
+# read as float32, where 0 and 1 stay exactly 0 and 1 and nothing else becomes either.
+_NATIVE_DTYPES = {torch.float32: None, torch.float64: None, torch.uint8: None,
+                  torch.bool: torch.uint8, torch.float16: torch.float32,
+                  torch.bfloat16: torch.float32, torch.int8: torch.float32,
+                  torch.int16: torch.float32, torch.int32: torch.float32}
+
+
+def _native_lists(x: torch.Tensor, flat: torch.Tensor, capacity: Optional[int], policy: str,
+                  eligible: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor, Overflow]:
+    """:func:`lists_by_nonzero` by the native scan of the rows: one pass counts each
+    row's spikes and eligible-only entries (and finds any entry neither 0 nor 1), one
+    writes the lists once their capacity is known."""
+    from ._native import _C, numpy_view
+    from .backends.emulator_threads import get_num_threads
+
+    T, B, N = x.shape
+    as_type = _NATIVE_DTYPES[flat.dtype]
+    if as_type is torch.uint8:
+        flat = flat.view(torch.uint8)
+    elif as_type is not None:
+        flat = flat.to(as_type)
+    rows = numpy_view(flat)
+    mask = None if eligible is None else numpy_view(eligible.reshape(T * B, N))
+    threads = get_num_threads()
+    row_spikes, row_only, bad, non_finite = _C.dense_list_counts(rows, mask, threads)
+    if bad >= 0:
+        _not_binary(x.detach().reshape(-1)[bad].item(), non_finite)
+    n_spk = torch.from_numpy(row_spikes)
+    needed = n_spk if eligible is None else n_spk + torch.from_numpy(row_only)
+    max_needed = int(needed.max()) if needed.numel() else 0
+    K, overflow = capacity_and_overflow(n_spk, needed, max_needed, capacity, policy, B)
+    ids = torch.from_numpy(_C.dense_list_ids(rows, mask, row_spikes, row_only, K, threads))
+    return ids.reshape(T, B, K), _counts(n_spk, needed, K).reshape(T, B, 2), overflow
 
 
 # Ranks are float32 keys below 4N, exact while 4N <= 2**24.
