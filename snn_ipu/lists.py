@@ -1,7 +1,7 @@
 """Building and reading the ``[T, B, K]`` id lists of :class:`~snn_ipu.SparseSpikes`:
-from dense masks (by the positions of their nonzeros, which costs what the spikes
-cost, or, where values cannot be read, by a top-k of a rank, which has a static
-shape), and selecting the listed entries of a ``[T, B, K]`` tensor.
+from dense masks (on the CPU by a native scan of their rows, elsewhere by the positions
+of their nonzeros, or, where values cannot be read, by a top-k of a rank, which has a
+static shape), and selecting the listed entries of a ``[T, B, K]`` tensor.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Optional, Tuple
 
 import torch
 
+from ._native import _C, numpy_view
 from .overflow import Overflow
 
 __all__ = ["capacity_and_overflow", "listed_mask", "listed_only", "lists_by_nonzero",
@@ -149,7 +150,7 @@ def _native_lists(x: torch.Tensor, flat: torch.Tensor, capacity: Optional[int], 
     """:func:`lists_by_nonzero` by the native scan of the rows: one pass counts each
     row's spikes and eligible-only entries (and finds any entry neither 0 nor 1), one
     writes the lists once their capacity is known."""
-    from ._native import _C, numpy_view
+    # imported here: the backends package imports this one (its contract, SparseSpikes)
     from .backends.emulator_threads import get_num_threads
 
     T, B, N = x.shape
