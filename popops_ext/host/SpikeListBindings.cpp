@@ -74,12 +74,17 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   return std::move(out);
 }
 
-// Threads for a pass over a list's rows: small lists stay on the calling
-// thread, where waking a worker costs more than its share.
-unsigned rowThreads(std::size_t rows, unsigned numThreads) {
-  constexpr std::size_t kRowsPerThread = 1024;
+// Threads for a pass of `work` units, at least `perThread` units each: small
+// passes stay on the calling thread, where waking a worker costs more than
+// its share.
+unsigned threadsFor(std::size_t work, std::size_t perThread, unsigned numThreads) {
   return unsigned(
-      std::max<std::size_t>(1, std::min<std::size_t>(numThreads, rows / kRowsPerThread)));
+      std::max<std::size_t>(1, std::min<std::size_t>(numThreads, work / perThread)));
+}
+
+// Threads for a pass over a list's rows (a handful of entries each).
+unsigned rowThreads(std::size_t rows, unsigned numThreads) {
+  return threadsFor(rows, 1024, numThreads);
 }
 
 // Rows [first, last) of a [T, B, K] list copied compact, to their offsets
@@ -278,11 +283,17 @@ struct DenseRows {
   }
 
   unsigned threads(unsigned numThreads) const {
-    constexpr std::size_t kEntriesPerThread = 1 << 16;
-    return unsigned(std::max<std::size_t>(
-        1, std::min<std::size_t>({numThreads, rows, rows * n / kEntriesPerThread})));
+    return threadsFor(rows * n, std::size_t(1) << 16, numThreads);
   }
 };
+
+// What a dense entry is: a spike (nonzero), an eligible-only entry (marked,
+// not spiking), or neither 0 nor 1 (not a spike tensor).
+template <typename V> inline bool isSpike(V v) { return v != V(0); }
+template <typename V> inline bool isEligibleOnly(std::uint8_t mark, V v) {
+  return (mark != 0) & (v == V(0));
+}
+template <typename V> inline bool notBinary(V v) { return (v != V(0)) & (v != V(1)); }
 
 // Per row: its spikes and eligible-only entries; and the flat index of the
 // first entry that is neither 0 nor 1 (-1: none), and whether any such entry
@@ -295,20 +306,20 @@ void countRows(const V *x, const std::uint8_t *eligible, std::size_t n, std::siz
     const V *v = x + r * n;
     unsigned s = 0, bad = 0;
     for (std::size_t i = 0; i < n; ++i) { // branch-free: vectorised
-      s += unsigned(v[i] != V(0));
-      bad |= unsigned(v[i] != V(0)) & unsigned(v[i] != V(1));
+      s += unsigned(isSpike(v[i]));
+      bad |= unsigned(notBinary(v[i]));
     }
     spikes[r] = int32_t(s);
     unsigned e = 0;
     if (eligible) {
       const std::uint8_t *m = eligible + r * n;
       for (std::size_t i = 0; i < n; ++i)
-        e += unsigned(m[i] != 0) & unsigned(v[i] == V(0));
+        e += unsigned(isEligibleOnly(m[i], v[i]));
     }
     only[r] = int32_t(e);
     if (bad) {
       for (std::size_t i = 0; i < n; ++i) {
-        if (v[i] != V(0) && v[i] != V(1)) {
+        if (notBinary(v[i])) {
           if (firstBad < 0)
             firstBad = std::int64_t(r * n + i);
           if constexpr (!std::is_integral_v<V>)
@@ -405,13 +416,13 @@ void fillRows(const V *x, const std::uint8_t *eligible, const int32_t *spikes,
     const std::size_t s = std::min<std::size_t>(K, std::size_t(spikes[r]));
     std::size_t k = appendListed(
         n, s, 0, out, [v](std::size_t i) { return anyNonzero16(v + i); },
-        [v](std::size_t i) { return v[i] != V(0); });
+        [v](std::size_t i) { return isSpike(v[i]); });
     if (eligible && only[r] > 0) {
       const std::uint8_t *m = eligible + r * n;
       const std::size_t want = std::min<std::size_t>(K, s + std::size_t(only[r]));
       appendListed(
           n, want, k, out, [m](std::size_t i) { return anyNonzero16(m + i); },
-          [v, m](std::size_t i) { return (m[i] != 0) & (v[i] == V(0)); });
+          [v, m](std::size_t i) { return isEligibleOnly(m[i], v[i]); });
     }
   }
 }
