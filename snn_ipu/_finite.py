@@ -1,7 +1,7 @@
-"""Whether tensors hold a NaN or inf, the check a layer runs on its parameters on
-every call: on the CPU all of them in one native pass over their bits, elsewhere one
-torch sum per tensor (a NaN or inf makes the sum non-finite), confirmed by an exact
-test since a huge but finite tensor can overflow the sum."""
+"""Whether tensors hold values outside a range: the checks a layer runs on its
+parameters and neuron constants on every call. On the CPU all of them take one
+native pass over their bits; elsewhere (and for dtypes numpy lacks) torch ops per
+tensor."""
 
 from __future__ import annotations
 
@@ -10,24 +10,47 @@ from typing import Sequence
 
 import torch
 
+from ._codes import VALUE_RANGES
 from ._native import _C
 
-__all__ = ["first_nonfinite"]
+__all__ = ["FINITE", "POSITIVE", "UNIT", "first_nonfinite", "first_out_of_range"]
+
+# The ranges (codelets/Codes.hpp). NaN lies outside all of them.
+FINITE = VALUE_RANGES["finite"]  # not inf
+UNIT = VALUE_RANGES["unit"]  # [0, 1]: a decay
+POSITIVE = VALUE_RANGES["positive"]  # finite and > 0: a threshold
 
 # The dtypes the native pass reads (numpy has no bfloat16).
 _NATIVE_DTYPES = (torch.float32, torch.float16, torch.float64)
 
 
-def first_nonfinite(tensors: Sequence[torch.Tensor]) -> int:
-    """The index of the first of ``tensors`` holding a NaN or inf, or -1."""
-    if all(t.device.type == "cpu" and t.dtype in _NATIVE_DTYPES for t in tensors):
+def _outside(t: torch.Tensor, value_range: int) -> bool:
+    t = t.detach()
+    if value_range == FINITE:
+        # A NaN or inf makes the sum non-finite; a huge but finite tensor can overflow
+        # it, so a non-finite sum is confirmed by the exact test.
+        return not math.isfinite(float(t.sum(dtype=torch.float32))) and not bool(
+            torch.isfinite(t).all())
+    if value_range == UNIT:
+        return not bool(((t >= 0) & (t <= 1)).all())
+    return not bool(((t > 0) & torch.isfinite(t)).all())
+
+
+def first_out_of_range(tensors: Sequence[torch.Tensor], ranges: Sequence[int]) -> int:
+    """The index of the first of ``tensors`` with a value outside its range in
+    ``ranges`` (``FINITE``, ``UNIT`` or ``POSITIVE``, one per tensor), or -1."""
+    if len(ranges) != len(tensors):
+        raise ValueError(f"one range per tensor: got {len(ranges)} for {len(tensors)}")
+    if all(t.is_cpu and t.dtype in _NATIVE_DTYPES for t in tensors):
         # numpy(force=True): detached; a non-contiguous tensor comes back strided and
         # the native pass takes it made contiguous
-        return _C.first_nonfinite([t.numpy(force=True) for t in tensors])
-    for i, t in enumerate(tensors):
-        t = t.detach()
-        if not math.isfinite(float(t.sum(dtype=torch.float32))) and not bool(
-            torch.isfinite(t).all()
-        ):
+        return _C.first_out_of_range([t.numpy(force=True) for t in tensors], list(ranges))
+    for i, (t, value_range) in enumerate(zip(tensors, ranges)):
+        if _outside(t, value_range):
             return i
     return -1
+
+
+def first_nonfinite(tensors: Sequence[torch.Tensor]) -> int:
+    """The index of the first of ``tensors`` holding a NaN or inf, or -1."""
+    return first_out_of_range(tensors, [FINITE] * len(tensors))

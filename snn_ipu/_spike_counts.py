@@ -21,7 +21,7 @@ class SpikeCounts(torch.autograd.Function):
 
     @staticmethod
     def takes(spikes: SparseSpikes) -> bool:
-        return all(t.device.type == "cpu" for t in (spikes.ids, spikes.counts, spikes.values)) \
+        return all(t.is_cpu for t in (spikes.ids, spikes.counts, spikes.values)) \
             and spikes.values.dtype in (torch.float32, torch.float64)
 
     @staticmethod

@@ -43,7 +43,7 @@ from torch import nn
 from . import surrogate as surrogate_mod
 from ._codes import RESETS
 from ._devices import values_readable
-from ._finite import first_nonfinite
+from ._finite import FINITE, POSITIVE, UNIT, first_nonfinite, first_out_of_range
 from ._numbers import ArgumentTypeError, flag, positive_size
 from .backends.contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .layer_input import as_sparse
@@ -83,6 +83,10 @@ SNNTORCH_OPTIONS = {
     "reset_delay": "nothing: the reset follows the spike one step later, as reset_delay=True",
     "graded_spikes_factor": "nothing: spikes are 1 (graded spikes are not supported)",
 }
+
+
+# The ranges of the fixed neuron constants (buffers), as check_constants checks them.
+_CONSTANT_RANGES = {"threshold": POSITIVE, "beta": UNIT, "alpha": UNIT}
 
 
 def refuse_unknown_options(layer: str, options: dict) -> None:
@@ -226,7 +230,14 @@ class _Layer(nn.Module):
     def _per_neuron(self, t: torch.Tensor, clamp: bool) -> torch.Tensor:
         """[out] float32 view of a scalar-or-vector parameter (snnTorch clamps decays);
         float64 in a layer whose weights are (``.double()``: the reference's yardstick)."""
-        t = t.to(torch.float64 if self.weight.dtype == torch.float64 else torch.float32)
+        dtype = torch.float64 if self.weight.dtype == torch.float64 else torch.float32
+        if t.numel() == 1 and not t.requires_grad and t.is_cpu:
+            # A fixed scalar (the usual constant), filled in: the native calls would copy
+            # an expanded view, and this runs on every call.
+            value = float(t)
+            return torch.full((self.out_features,), min(max(value, 0.0), 1.0) if clamp
+                              else value, dtype=dtype)
+        t = t.to(dtype)
         if clamp:
             t = t.clamp(0, 1)
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
@@ -279,6 +290,23 @@ class _Layer(nn.Module):
         params = [(k, p) for k, p in self._parameters.items() if p is not None]
         if not values_readable(*(p for _, p in params)):
             return
+        # Everything in one pass; where it finds a value out of range, the checks
+        # below say which and why.
+        checked = params + [(k, b) for k, b in self._buffers.items()
+                            if b is not None and k in _CONSTANT_RANGES]
+        ranges = [_CONSTANT_RANGES[k] if i >= len(params) else
+                  POSITIVE if k == "threshold" else FINITE for i, (k, _) in enumerate(checked)]
+        bad = first_out_of_range([t for _, t in checked], ranges)
+        if bad < 0:
+            return
+        self._name_bad_value()
+        # the checks one at a time apply the same ranges; the fault is named regardless
+        raise ValueError(f"{self.name}: {checked[bad][0]} holds a value outside its range")
+
+    def _name_bad_value(self) -> None:
+        """The checks of the parameters' values and the constants, one at a time, each
+        with its own message."""
+        params = [(k, p) for k, p in self._parameters.items() if p is not None]
         bad = first_nonfinite([p for _, p in params])
         if bad >= 0:
             pname, p = params[bad]

@@ -16,6 +16,7 @@ def test_python_names_are_the_extensions_codes():
     assert _codes.RESETS == dict(_C.codes["resets"])
     assert _codes.SURROGATES == dict(_C.codes["surrogates"])
     assert _codes.OVERFLOWS == dict(_C.codes["overflow_policies"])
+    assert _codes.VALUE_RANGES == dict(_C.codes["value_ranges"])
     assert OVERFLOW_POLICIES == tuple(_C.codes["overflow_policies"])
     kinds = {cls.__name__: cls().kind for cls in (
         surrogate.ATan, surrogate.FastSigmoid, surrogate.Sigmoid, surrogate.Triangle,

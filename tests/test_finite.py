@@ -1,12 +1,13 @@
-"""snn_ipu._finite.first_nonfinite against torch.isfinite, on every dtype and layout
-a parameter can have, at every position a NaN or inf can take in a vector pass."""
+"""snn_ipu._finite's checks against torch's own comparisons: first_nonfinite against
+torch.isfinite, first_out_of_range's ranges against their definitions, on every dtype
+and layout a parameter can have, at every position a value can take in a vector pass."""
 
 import math
 
 import pytest
 import torch
 
-from snn_ipu._finite import first_nonfinite
+from snn_ipu._finite import FINITE, POSITIVE, UNIT, first_nonfinite, first_out_of_range
 
 
 def _expected(tensors):
@@ -49,3 +50,44 @@ def test_non_contiguous_parameters_and_parameters_that_need_grad():
 
 def test_no_tensors():
     assert first_nonfinite([]) == -1
+
+
+# Each range's definition, in torch's float comparisons (NaN compares false).
+_IN_RANGE = {
+    FINITE: lambda t: torch.isfinite(t),
+    UNIT: lambda t: (t >= 0) & (t <= 1),
+    POSITIVE: lambda t: (t > 0) & torch.isfinite(t),
+}
+
+
+def _edge_values(dtype):
+    info = torch.finfo(dtype)
+    sub = info.tiny / 2 ** (info.bits // 2)  # a subnormal
+    return [0.0, -0.0, sub, -sub, info.tiny, 0.5, 1.0, 1.0 + info.eps, 1.0 - info.eps / 2,
+            -info.eps, -1.0, 2.0, info.max, -info.max, math.inf, -math.inf, math.nan]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("value_range", [FINITE, UNIT, POSITIVE])
+def test_each_range_matches_its_definition_at_every_edge_value(dtype, value_range):
+    for value in _edge_values(dtype):
+        for n in (1, 9, 33):
+            for pos in sorted({0, n // 2, n - 1}):
+                t = torch.full((n,), 0.25, dtype=dtype)  # inside every range
+                t[pos] = value
+                expected = 0 if not bool(_IN_RANGE[value_range](t).all()) else -1
+                got = first_out_of_range([t], [value_range])
+                assert got == expected, (value, n, pos)
+
+
+def test_ranges_apply_per_tensor_and_the_first_fault_is_reported():
+    decay = torch.tensor([0.0, 1.0])
+    threshold = torch.tensor([1e-30, 3.0])
+    weight = torch.randn(4, 3) * 1e30
+    ok = [weight, decay, threshold]
+    assert first_out_of_range(ok, [FINITE, UNIT, POSITIVE]) == -1
+    # the same values fault under another range
+    assert first_out_of_range(ok, [FINITE, POSITIVE, UNIT]) == 1
+    assert first_out_of_range([threshold, decay], [UNIT, UNIT]) == 0
+    with pytest.raises(ValueError, match="one range per tensor"):
+        first_out_of_range(ok, [FINITE])

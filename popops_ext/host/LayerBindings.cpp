@@ -16,6 +16,7 @@
 #include "LayerCall.hpp"
 #include "LayerForward.hpp"
 #include "MemoryBudget.hpp"
+#include "SpikeListBindings.hpp"
 #include "ThreadPool.hpp"
 
 namespace snn {
@@ -190,6 +191,13 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
     result.droppedIds = droppedIds;
     result.droppedCounts = droppedCounts;
   }
+  // Made here while the list is in cache, rather than by a compact_list call.
+  CompactIds kept = compactIds(ids, counts, 0, a.threads);
+  IntArray keptCounts({T, B, py::ssize_t(2)});
+  std::copy(countsPtr, countsPtr + keptCounts.size(), keptCounts.mutable_data());
+  result.privateIds = std::move(kept.ids);
+  result.privateCounts = std::move(keptCounts);
+  result.privateSpikes = kept.spikes;
   result.ids = ids;
   result.counts = counts;
   result.membrane = membrane;

@@ -84,6 +84,10 @@ struct ForwardResult {
   // Spiking: the list [T, B, K] with its counts, the membrane at its entries
   // and the spike values. Readout: membrane is the dense output [T, B, out].
   std::optional<IntArray> ids, counts;
+  // The backward pass's private copy of that list (the user can edit the one
+  // returned): its listed ids compact, its counts, and its spike total.
+  std::optional<IntArray> privateIds, privateCounts;
+  std::int64_t privateSpikes = 0;
   FloatArray membrane;
   std::optional<FloatArray> values;
   std::optional<IntArray> droppedIds, droppedCounts;

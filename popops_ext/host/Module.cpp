@@ -30,6 +30,7 @@ py::dict codes() {
   d["resets"] = names(CodeNames::resets);
   d["surrogates"] = names(CodeNames::surrogates);
   d["overflow_policies"] = names(CodeNames::overflowPolicies);
+  d["value_ranges"] = names(CodeNames::valueRanges);
   return d;
 }
 

@@ -1,4 +1,4 @@
-// _C.first_nonfinite.
+// _C.first_out_of_range.
 #pragma once
 #include <pybind11/pybind11.h>
 

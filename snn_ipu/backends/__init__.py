@@ -62,4 +62,6 @@ def select(name: str, device: Optional[torch.device] = None) -> Backend:
     weights are, for ``auto``)."""
     if name == "auto":
         name = auto_backend(device)
-    return importlib.import_module(f"{__name__}.{name}")
+    # sys.modules first: every layer call asks, and import_module's lookup costs more
+    module = sys.modules.get(f"{__name__}.{name}")
+    return module if module is not None else importlib.import_module(f"{__name__}.{name}")

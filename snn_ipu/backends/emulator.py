@@ -8,7 +8,8 @@ edited through ``.data`` or ``.numpy()`` escapes autograd's version counters.
 Its errors are raised with the layer's name. The scan is also the copy of the
 list that the backward pass reads (``_C.compact_list``: the listed entries
 alone, row after row, O(entries) where a clone of a ``[T, B, K]`` list is
-O(T B K)), and the output list gets such a private copy too; the backward pass
+O(T B K)), and the output list gets such a private copy too, made by the
+executor's forward while the list is in cache; the backward pass
 reads them without scanning them again: the user cannot reach them, so no edit
 can make the native backward index out of bounds or differentiate another
 batch. The parameters' shapes are checked again before the backward pass. The
@@ -89,27 +90,37 @@ def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor,
 class _PrivateList:
     """A private copy of a list for the backward pass: the listed ids, compact (row
     after row), a copy of the counts, and the list's capacity K and spike total. The
-    counts are checked; for an input list (``num_ids`` > 0: its layer's inputs) the
-    listed ids are too (in ``[0, num_ids)``, the executor's scan of its input), in the
-    same pass as the copy."""
+    forward pass makes its output list's (``from_forward``); :meth:`of_input` copies an
+    input list, checking its counts and listed ids (in ``[0, num_ids)``: the executor's
+    scan of its input) in the same pass as the copy."""
 
-    def __init__(self, ids: torch.Tensor, counts: torch.Tensor, num_ids: int = 0):
-        compact, self.spikes = _C.compact_list(numpy_view(ids), numpy_view(counts), num_ids,
-                                               get_num_threads())
-        self.ids = torch.from_numpy(compact)
-        self.counts = counts.clone()
+    def __init__(self, ids: torch.Tensor, counts: torch.Tensor, capacity: int, spikes: int,
+                 padded: Optional[torch.Tensor] = None):
+        self.ids, self.counts, self.capacity, self.spikes = ids, counts, capacity, spikes
+        T, B = counts.shape[:2]
+        # A full list (exact gradients list every neuron) is its compact ids.
+        self._padded = ids.view(T, B, capacity) if ids.numel() == T * B * capacity \
+            else padded
+
+    @classmethod
+    def of_input(cls, ids: torch.Tensor, counts: torch.Tensor, num_ids: int) -> _PrivateList:
+        compact, spikes = _C.compact_list(numpy_view(ids), numpy_view(counts), num_ids,
+                                          get_num_threads())
         T, B, K = ids.shape
-        self.capacity = K
-        # The backward's dense dL/dW path (input lists only) scatters the spikes of the
-        # [T, B, K] list into a dense input, and takes it only where more than
-        # BACKWARD_DENSE_FRACTION of all T*B*n_in input rows are spikes, where keeping
-        # the list is still O(entries) and rebuilding it from the compact ids (a mask
-        # and an index_put) costs more. A full list (exact gradients list every neuron)
-        # is its compact ids.
-        listed = self.ids.numel()
-        dense = num_ids and self.spikes > BACKWARD_DENSE_FRACTION * T * B * num_ids
-        self._padded = (self.ids.view(T, B, K) if listed == T * B * K
-                        else ids.clone() if dense else None)
+        # The backward's dense dL/dW path scatters the spikes of the [T, B, K] list into
+        # a dense input, and takes it only where more than BACKWARD_DENSE_FRACTION of
+        # all T*B*n_in input rows are spikes, where keeping the list is still
+        # O(entries) and rebuilding it from the compact ids (a mask and an index_put)
+        # costs more.
+        dense = spikes > BACKWARD_DENSE_FRACTION * T * B * num_ids
+        return cls(torch.from_numpy(compact), counts.clone(), K, spikes,
+                   ids.clone() if dense else None)
+
+    @classmethod
+    def from_forward(cls, res) -> _PrivateList:
+        """The copy the executor's forward made of its output list."""
+        return cls(torch.from_numpy(res.private_ids), torch.from_numpy(res.private_counts),
+                   res.ids.shape[-1], res.private_spikes)
 
     def padded(self) -> torch.Tensor:
         """The ids as a [T, B, K] list (padding 0), for the dense dL/dW path."""
@@ -159,9 +170,10 @@ _cpu_autocast = _autocast_query()
 
 @_float32
 def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, params,
-              needs, out: Optional[_PrivateList] = None, **call_args):
+              needs, same_storage: bool, out: Optional[_PrivateList] = None, **call_args):
     """Runs the executor's backward, taking the dense GEMM path for the input side
-    where it is faster, and records the choice in ``record.paths``. Returns the
+    where it is faster, and records the choice in ``record.paths``. ``same_storage``:
+    the parameters are on the storage of the forward's views. Returns the
     result and dL/d(input values), dL/dW."""
     weight = params.weight
     in_ids, in_counts = inputs.ids, inputs.counts
@@ -175,13 +187,12 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     needs.current = dense_in or dense_w
     if out is not None:
         call_args.update(out_ids=out.ids, out_counts=out.counts)
-    # The forward's settings and parameter views, where the parameters are the same
-    # tensors on the same storage (not assigned through .data since).
-    same = ctx.param_storage == _storage_of(params)
+    # The forward's settings and parameter views, where the parameters are on the
+    # same storage (not assigned through .data since).
     res = _C.layer_backward(backward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         ctx.initial, needs=needs, in_capacity=inputs.capacity,
-        layer=ctx.layer_call if same else None, **call_args))
+        layer=ctx.layer_call if same_storage else None, **call_args))
     grad_in = torch.from_numpy(res.grad_in_values) if needs.input else None
     grad_w = _as(res.grad_weight, weight) if needs.weight else None
     if dense_in or dense_w:
@@ -222,23 +233,22 @@ def _storage_of(params: LayerParams) -> tuple:
                  for t in params)
 
 
-def _shapes_of(params: LayerParams) -> dict:
-    return {name: (tuple(t.shape), t.dtype) for name, t in params._asdict().items()
-            if t is not None}
-
-
-def _check_unchanged(where: str, shapes: dict, params: LayerParams) -> None:
-    """The parameters autograd saved still have the forward's shapes and dtypes: one
-    assigned through ``.data`` between the forward and the backward pass would make the
-    native code read past its end."""
-    for name, t in params._asdict().items():
-        if t is not None and (tuple(t.shape), t.dtype) != shapes[name]:
-            shape, dtype = shapes[name]
+def _check_unchanged(where: str, storage: tuple, params: LayerParams) -> bool:
+    """Whether the parameters autograd saved are still on the storage the forward's
+    views read (``storage``, the forward's :func:`_storage_of`). Raises where one has
+    another shape or dtype (assigned through ``.data`` between the forward and the
+    backward pass), which would make the native code read past its end."""
+    now = _storage_of(params)
+    if now == storage:
+        return True
+    for name, t, was in zip(params._fields, params, storage):
+        if t is not None and (tuple(t.shape), t.dtype) != (tuple(was[1]), was[3]):
             raise RuntimeError(
-                f"{where}: {name} changed from {list(shape)} {dtype} in the forward pass to "
-                f"{list(t.shape)} {t.dtype} before its backward pass (assigned through "
+                f"{where}: {name} changed from {list(was[1])} {was[3]} in the forward pass "
+                f"to {list(t.shape)} {t.dtype} before its backward pass (assigned through "
                 "`.data`?); run the forward pass again after changing a parameter"
             )
+    return False
 
 
 @_float32
@@ -251,7 +261,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     # The executor's scan of the input list and the backward's private copy of it, in
     # one pass: the native backward indexes with the copy unchecked, and the user can
     # reach the list passed in (.data, .numpy()).
-    inputs = _PrivateList(in_ids, in_counts, num_ids=n_in)
+    inputs = _PrivateList.of_input(in_ids, in_counts, n_in)
     dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in)
     call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
@@ -266,7 +276,6 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     ctx.inputs = inputs
     # the dense input, for dL/dW's GEMM
     ctx.dense_x = dense_x if params.weight.requires_grad else None
-    ctx.shapes = _shapes_of(params)
     return res, dense_x
 
 
@@ -298,8 +307,9 @@ class _SpikingLayerFn(torch.autograd.Function):
             record.final_state = LayerState(_tensor(res.final_membrane),
                                             _tensor(res.final_synaptic),
                                             _tensor(res.final_spikes))
-        # private copy (as the input's, _forward): the user can reach the list returned
-        ctx.outputs = _PrivateList(ids, counts)
+        # the executor's private copy (as the input's, _forward): the user can reach the
+        # list returned
+        ctx.outputs = _PrivateList.from_forward(res)
         ctx.save_for_backward(
             torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
             # spikes past the capacity (overflow "drop"): they reset their neurons
@@ -319,12 +329,12 @@ class _SpikingLayerFn(torch.autograd.Function):
         (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
          *tensors) = ctx.saved_tensors
         params = LayerParams(*tensors)
-        _check_unchanged(cfg.name, ctx.shapes, params)
+        same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
         needs = grad_needs(input=need[6], weight=need[7], bias=need[8], rec_weight=need[9],
                            beta=need[10], threshold=need[11], alpha=need[12])
         res, grad_in, grad_w = _backward(
-            cfg, ctx, ctx.record, ctx.inputs, params, needs, out=ctx.outputs,
+            cfg, ctx, ctx.record, ctx.inputs, params, needs, same_storage, out=ctx.outputs,
             membrane=membrane, grad_out=grad_values, dense_membrane=dense_membrane,
             dense_synaptic=dense_synaptic, dropped_ids=dropped_ids,
             dropped_counts=dropped_counts)
@@ -360,11 +370,12 @@ class _ReadoutFn(torch.autograd.Function):
         _first_order_only(cfg.name)
         membrane, weight, bias, beta = ctx.saved_tensors
         params = LayerParams(weight, bias, None, beta, None, None)
-        _check_unchanged(cfg.name, ctx.shapes, params)
+        same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
         needs = grad_needs(input=need[5], weight=need[6], bias=need[7], beta=need[8])
         res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, ctx.inputs, params, needs,
-                                         membrane=membrane, grad_out=grad_membrane)
+                                         same_storage, membrane=membrane,
+                                         grad_out=grad_membrane)
         return (
             None, None, None, None, None, grad_in, grad_w,
             _tensor(res.grad_bias) if need[7] else None,
@@ -375,7 +386,7 @@ class _ReadoutFn(torch.autograd.Function):
 
 def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams) -> None:
     for t in (spikes.values, *params):
-        if t is not None and t.device.type != "cpu":
+        if t is not None and not t.is_cpu:
             raise ValueError(f"the emulator backend runs on the CPU; got a tensor on {t.device}")
     for w in (params.weight, params.rec_weight):
         if w is not None and w.dtype not in (torch.float32, torch.float16):

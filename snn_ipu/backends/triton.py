@@ -30,7 +30,7 @@ import torch
 from ..lists import capacity_and_overflow, listed_mask, listed_only
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .emulator import _check_unchanged, _shapes_of
+from .emulator import _check_unchanged, _storage_of
 
 __all__ = ["available", "spiking_layer", "readout_layer", "kernels"]
 
@@ -284,7 +284,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         if cfg.return_state:
             record.final_state = LayerState(u, syn if cfg.model == "synaptic" else None, s)
         ctx.cfg, ctx.record, ctx.keep_dense = cfg, record, keep_dense
-        ctx.shapes = _shapes_of(params)
+        ctx.param_storage = _storage_of(params)
         ctx.r_init = r_init
         ctx.values_dtype = in_values.dtype
         # private copies of the input list: the kernels index with it unchecked
@@ -304,7 +304,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         (in_ids, in_counts, ids, counts, mem, flags, dense_u, dense_syn, u0, syn0, s0,
          *tensors) = ctx.saved_tensors
         params = LayerParams(*tensors)
-        _check_unchanged(cfg.name, ctx.shapes, params)
+        _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
         T, B, K = ids.shape
         N = cfg.out_features
@@ -379,7 +379,7 @@ class _ReadoutFn(torch.autograd.Function):
         if cfg.return_state:
             record.final_state = LayerState(membrane[-1].clone(), None, None)
         ctx.cfg, ctx.record = cfg, record
-        ctx.shapes = _shapes_of(LayerParams(weight, bias, None, beta, None, None))
+        ctx.param_storage = _storage_of(LayerParams(weight, bias, None, beta, None, None))
         ctx.values_dtype = in_values.dtype
         ctx.save_for_backward(in_ids.clone(), in_counts.clone(), membrane, u0, weight, bias,
                               beta)
@@ -391,7 +391,8 @@ class _ReadoutFn(torch.autograd.Function):
         _first_order_only(cfg.name)
         k = kernels()
         in_ids, in_counts, membrane, u0, weight, bias, beta = ctx.saved_tensors
-        _check_unchanged(cfg.name, ctx.shapes, LayerParams(weight, bias, None, beta, None, None))
+        _check_unchanged(cfg.name, ctx.param_storage,
+                         LayerParams(weight, bias, None, beta, None, None))
         need = ctx.needs_input_grad
         T, B, N = membrane.shape
         di = torch.empty_like(membrane)
