@@ -99,4 +99,8 @@ build, _C = _load()
 def numpy_view(t: torch.Tensor):
     """A tensor's data as a C-contiguous numpy array for the native code (copied only
     where it is not contiguous)."""
+    if t.is_cpu and t.is_contiguous():
+        # one call where detach, contiguous and numpy are three: this runs ~30 times
+        # per layer call
+        return t.numpy(force=True)
     return t.detach().contiguous().numpy()
