@@ -91,3 +91,14 @@ def test_ranges_apply_per_tensor_and_the_first_fault_is_reported():
     assert first_out_of_range([threshold, decay], [UNIT, UNIT]) == 0
     with pytest.raises(ValueError, match="one range per tensor"):
         first_out_of_range(ok, [FINITE])
+
+
+def test_the_native_pass_refuses_an_unknown_range_code():
+    import numpy as np
+
+    from snn_ipu._native import _C
+
+    with pytest.raises(ValueError, match="unknown range code 3"):
+        _C.first_out_of_range([np.zeros(2, np.float32)], [3])
+    with pytest.raises(ValueError, match="one range per array"):
+        _C.first_out_of_range([np.zeros(2, np.float32)], [])

@@ -209,6 +209,30 @@ def test_no_timesteps_or_no_samples(backend, shape):
             layer(x)
 
 
+# Edge values of the fixed constants, per neuron, edited after construction: the layer's
+# one-pass check on the CPU and its checks one by one (the messages) must draw the same
+# line. float32 neighbours of the bounds: 1 + 2**-23 is the next float above 1.
+@pytest.mark.parametrize("name, value, accepted", [
+    ("beta", -0.0, True), ("beta", 1.0, True), ("beta", 1.0 + 2.0 ** -23, False),
+    ("beta", -(2.0 ** -149), False), ("beta", math.inf, False),
+    ("alpha", 0.0, True), ("alpha", 1.0 + 2.0 ** -23, False), ("alpha", math.nan, False),
+    ("threshold", 2.0 ** -149, True), ("threshold", 3.0e38, True), ("threshold", -0.0, False),
+    ("threshold", 0.0, False), ("threshold", -(2.0 ** -149), False),
+    ("threshold", math.nan, False), ("threshold", math.inf, False),
+])
+def test_edge_values_of_fixed_constants(name, value, accepted):
+    layer = SynapticLayer(5, 4, name="hidden", beta=torch.full((4,), 0.5),
+                          alpha=torch.full((4,), 0.5), threshold=torch.ones(4))
+    getattr(layer, name).data[2] = value
+    x = SparseSpikes.from_dense(torch.ones(2, 3, 5))
+    if accepted:
+        layer(x)
+    else:
+        bound = r"must lie in \[0, 1\]" if name != "threshold" else "must be finite and > 0"
+        with pytest.raises(ValueError, match=f"hidden: {name} {bound}"):
+            layer(x)
+
+
 @pytest.mark.parametrize("name, value, message", [
     ("beta", math.nan, r"beta must lie in \[0, 1\]"), ("beta", 1.5, r"beta must lie in \[0, 1\]"),
     ("threshold", 0.0, "threshold must be finite and > 0"),
