@@ -1,7 +1,8 @@
 // The integer codes of the neuron models, resets, surrogate gradients,
-// overflow policies and the value ranges a layer checks: their only definition. The vertices, the host executor,
-// the graph builders and the planner include this header; the extension
-// exports it to Python (snn_ipu._C.codes), where snn_ipu/_codes.py names them.
+// overflow policies and the value ranges a layer checks: their only
+// definition. The vertices, the host executor, the graph builders and the
+// planner include this header; the extension exports it to Python
+// (snn_ipu._C.codes), where snn_ipu/_codes.py names them.
 #pragma once
 
 namespace snn {
