@@ -292,10 +292,11 @@ class _Layer(nn.Module):
             return
         # Everything in one pass; where it finds a value out of range, the checks
         # below say which and why.
-        checked = params + [(k, b) for k, b in self._buffers.items()
-                            if b is not None and k in _CONSTANT_RANGES]
-        ranges = [_CONSTANT_RANGES[k] if i >= len(params) else
-                  POSITIVE if k == "threshold" else FINITE for i, (k, _) in enumerate(checked)]
+        constants = [(k, b) for k, b in self._buffers.items()
+                     if b is not None and k in _CONSTANT_RANGES]
+        checked = params + constants
+        ranges = [POSITIVE if k == "threshold" else FINITE for k, _ in params]
+        ranges += [_CONSTANT_RANGES[k] for k, _ in constants]
         bad = first_out_of_range([t for _, t in checked], ranges)
         if bad < 0:
             return
