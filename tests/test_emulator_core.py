@@ -718,6 +718,31 @@ def test_compact_lists_give_the_padded_lists_gradients(recurrent):
             assert np.array_equal(getattr(res, name), want), name
 
 
+@pytest.mark.parametrize("model, recurrent, window", [
+    (LEAKY, False, 0.3), (LEAKY, True, 0.3), (SYNAPTIC, False, INF)])
+@pytest.mark.parametrize("tiles, groups, threads", [([0, 13], 1, 1), ([0, 4, 9, 13], 1, 2),
+                                                    ([0, 5, 13], 2, 2)])
+def test_forward_private_copy_is_the_compact_output_list(model, recurrent, window, tiles,
+                                                         groups, threads):
+    """The forward writes the backward's private copy of its output list as it combines
+    the tiles' lists: numpy's compaction of the [T, B, K] list it returns, its counts in
+    memory of their own, its listed spikes counted, with the capacity dropping entries
+    and without."""
+    p = solvable_problem(1310, model, SUBTRACT, recurrent, window)
+    needed = run_forward(p, tiles)["needed_capacity"]
+    for capacity, overflow in ((0, GROW), (max(1, needed // 2), DROP)):
+        c = _C.ForwardCall()
+        c.layer = layer_call(p, tiles, threads, groups)
+        c.capacity, c.overflow = capacity, overflow
+        res = _C.layer_forward(c)
+        if overflow == DROP:
+            assert res.eligible_dropped + res.spikes_dropped > 0  # the capacity cut rows
+        assert np.array_equal(res.private_ids, compact(res.ids, res.counts))
+        assert np.array_equal(res.private_counts, res.counts)
+        assert not np.shares_memory(res.private_counts, res.counts)
+        assert res.private_spikes == int(res.counts[..., 0].sum())
+
+
 def test_compact_lists_are_checked():
     p = make_problem(1301, LEAKY, SUBTRACT, False, 0.3)
     fwd = run_forward(p, [0, 13])

@@ -16,7 +16,6 @@
 #include "LayerCall.hpp"
 #include "LayerForward.hpp"
 #include "MemoryBudget.hpp"
-#include "SpikeListBindings.hpp"
 #include "ThreadPool.hpp"
 
 namespace snn {
@@ -172,9 +171,13 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   FloatArray membrane({T, B, K}), values({T, B, K});
   int32_t *idsPtr = ids.mutable_data(), *countsPtr = counts.mutable_data();
   float *membranePtr = membrane.mutable_data(), *valuesPtr = values.mutable_data();
+  // The backward's private copy of the list (emulator.py's _PrivateList), compact.
+  const std::vector<std::size_t> compactStart = layer.compactRowStarts();
+  IntArray privateIds({py::ssize_t(compactStart.back())});
   {
+    int32_t *privatePtr = privateIds.mutable_data();
     py::gil_scoped_release release;
-    layer.combine(idsPtr, countsPtr, membranePtr, valuesPtr);
+    layer.combine(idsPtr, countsPtr, membranePtr, valuesPtr, privatePtr, compactStart.data());
     stats = layer.stats();
   }
   if (stats.spikesDropped > 0) {
@@ -191,13 +194,11 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
     result.droppedIds = droppedIds;
     result.droppedCounts = droppedCounts;
   }
-  // Made here while the list is in cache, rather than by a compact_list call.
-  CompactIds kept = compactIds(ids, counts, 0, a.threads);
-  IntArray keptCounts({T, B, py::ssize_t(2)});
-  std::copy(countsPtr, countsPtr + keptCounts.size(), keptCounts.mutable_data());
-  result.privateIds = std::move(kept.ids);
-  result.privateCounts = std::move(keptCounts);
-  result.privateSpikes = kept.spikes;
+  IntArray privateCounts({T, B, py::ssize_t(2)});
+  std::copy(countsPtr, countsPtr + privateCounts.size(), privateCounts.mutable_data());
+  result.privateIds = std::move(privateIds);
+  result.privateCounts = std::move(privateCounts);
+  result.privateSpikes = stats.listedSpikes;
   result.ids = ids;
   result.counts = counts;
   result.membrane = membrane;

@@ -291,6 +291,7 @@ template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
   const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
   unsigned needed = 0;
   std::int64_t spikes = 0;
+  rowNeeded_.resize(rows);
   for (std::size_t row = 0; row < rows; ++row) {
     const auto [g, local] = localRow(row);
     unsigned n = 0;
@@ -299,6 +300,7 @@ template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
       n += c[0] + c[1];
       spikes += c[0];
     }
+    rowNeeded_[row] = n;
     needed = std::max(needed, n);
   }
   stats_.neededCapacity = needed;
@@ -313,9 +315,23 @@ template <typename WT> const ForwardStats &LayerForward<WT>::decideCapacity() {
   return stats_;
 }
 
+// A row lists its entries up to the capacity (SpikeListCombine), so its
+// compact run is min(needed, K) long.
+template <typename WT> std::vector<std::size_t> LayerForward<WT>::compactRowStarts() const {
+  const std::size_t rows = rowNeeded_.size();
+  std::vector<std::size_t> start(rows + 1);
+  std::size_t at = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    start[row] = at;
+    at += std::min(rowNeeded_[row], stats_.capacity);
+  }
+  start[rows] = at;
+  return start;
+}
+
 template <typename WT>
-void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
-                               float *values) {
+void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane, float *values,
+                               int32_t *compactIds, const std::size_t *compactStart) {
   const unsigned B = shape_.batch, K = stats_.capacity, numTiles = layout_.numTiles();
   const std::size_t rows = std::size_t(shape_.steps) * B;
   std::vector<unsigned> rowCounts(4 * rows);
@@ -351,6 +367,10 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
       v.compute();
       counts[2 * row] = int32_t(rowCounts[4 * row]);
       counts[2 * row + 1] = int32_t(rowCounts[4 * row + 1]);
+      // The compact copy, while the row is in cache (a pass of its own over the
+      // [T, B, K] ids cost more).
+      std::memcpy(compactIds + compactStart[row], ids + row * K,
+                  rowCounts[4 * row + 1] * sizeof(int32_t));
       float *v = values + row * K;
       std::fill(v, v + rowCounts[4 * row], 1.0f);
       std::fill(v + rowCounts[4 * row], v + K, 0.0f);
@@ -358,6 +378,7 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane,
   });
   for (std::size_t row = 0; row < rows; ++row) {
     const unsigned *c = rowCounts.data() + 4 * row;
+    stats_.listedSpikes += c[0];
     stats_.spikesDropped += c[2] - c[0];
     stats_.eligibleListed += c[1] - c[0];
     stats_.eligibleDropped += (c[3] - c[2]) - (c[1] - c[0]);

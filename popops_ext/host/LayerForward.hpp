@@ -56,6 +56,7 @@ struct ForwardStats {
   std::int64_t eligibleDropped = 0;
   std::int64_t totalSpikes = 0; // spikes fired, including dropped ones
   std::int64_t eligibleListed = 0; // eligible-only entries in the emitted lists
+  std::int64_t listedSpikes = 0;   // spike entries in the emitted lists
   OverflowAt overflowAt;
 };
 
@@ -72,9 +73,14 @@ public:
 
   // Spiking layers, after run(): decides K (stats().capacity) ...
   const ForwardStats &decideCapacity();
-  // ... then writes ids/membrane [T x B x K], counts [T x B x 2] and the
-  // spike values [T x B x K] (1 at the spike entries, 0 elsewhere).
-  void combine(int32_t *ids, int32_t *counts, float *membrane, float *values);
+  // ... then where each row's entries start in the compact copy of the list
+  // (the listed ids, row after row), rows + 1 offsets ...
+  std::vector<std::size_t> compactRowStarts() const;
+  // ... then writes ids/membrane [T x B x K], counts [T x B x 2], the spike
+  // values [T x B x K] (1 at the spike entries, 0 elsewhere) and the compact
+  // copy of the ids at compactIds (compactRowStarts()'s offsets).
+  void combine(int32_t *ids, int32_t *counts, float *membrane, float *values,
+               int32_t *compactIds, const std::size_t *compactStart);
   // ... and where the capacity dropped spikes, each row's dropped spike ids
   // (ascending; appended to `dropped`) and their number, droppedCounts [T x B]:
   // a dropped spike still reset its neuron, which the backward must know.
@@ -124,6 +130,7 @@ private:
   SampleGroups groups_;
   TileBlocks<WT> blocks_, recBlocks_;
   std::vector<TileState> units_; // [groups x tiles]
+  std::vector<unsigned> rowNeeded_; // each row's spikes + eligible-only, by decideCapacity
   ForwardStats stats_;
 };
 

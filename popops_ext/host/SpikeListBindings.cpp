@@ -121,17 +121,15 @@ std::int64_t compactRows(const int32_t *id, const int32_t *c, std::size_t K,
   return spikes;
 }
 
-} // namespace
-
 // The listed entries of a [T, B, K] list, every row's one after another (the
 // compact form of SpikeListView): O(entries), where a copy of the list is
 // O(T B K). The counts are checked, since they say what is read; with
 // numIds > 0 the listed ids are checked too (in [0, numIds), as
 // check_spike_list does), in the same pass as the copy, for a list the caller
-// has not scanned. The rows are shared among up to numThreads threads (each
-// copies its own rows to their offsets, so the result does not depend on the
-// thread count).
-CompactIds compactIds(const IntArray &ids, const IntArray &counts, unsigned numIds,
+// has not scanned. Returns the compact ids and the spike total. The rows are
+// shared among up to numThreads threads (each copies its own rows to their
+// offsets, so the result does not depend on the thread count).
+py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numIds,
                       unsigned numThreads) {
   if (ids.ndim() != 3)
     throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
@@ -172,15 +170,7 @@ CompactIds compactIds(const IntArray &ids, const IntArray &counts, unsigned numI
   std::int64_t spikeTotal = 0;
   for (const std::int64_t s : spikes)
     spikeTotal += s;
-  return {std::move(out), spikeTotal};
-}
-
-namespace {
-
-py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numIds,
-                      unsigned numThreads) {
-  CompactIds c = compactIds(ids, counts, numIds, numThreads);
-  return py::make_tuple(std::move(c.ids), c.spikes);
+  return py::make_tuple(std::move(out), spikeTotal);
 }
 
 // Rows [first, last) of gatherListed: row r's listed entries take source's
