@@ -379,7 +379,7 @@ class _Layer(nn.Module):
     def _backend(self):
         from .backends import select
 
-        return select(self.backend, self.weight.device)
+        return select(self.backend, self.weight.device, self.recurrent)
 
     def _keep(self, record: CallRecord) -> None:
         """Takes over a call's record: its state, membrane and stats, and the warnings

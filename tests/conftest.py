@@ -74,12 +74,13 @@ def two_layer_net(sizes, model, reset, recurrent, window, surrogate, seed, first
 
 
 def tie_free_net(sizes, model, reset, recurrent, window, surrogate, first=None, second=None,
-                 **kw):
+                 min_margin=1e-4, **kw):
     """(net, x, readout): the first seed (of 30) whose ``two_layer_net`` keeps every membrane
-    of both layers clear of the decision lines (threshold 1, and the window's edge) on a
-    binary input ``x`` of shape (T, B, IN), so that backends that sum in different orders
-    cannot disagree on a spike; ``readout`` is a seeded (T, B, OUT) weighting for a loss.
-    The search runs with warnings ignored (e.g. a small list's capacity warnings)."""
+    of both layers at least ``min_margin`` from the decision lines (threshold 1, and the
+    window's edge) on a binary input ``x`` of shape (T, B, IN), so that backends that sum
+    in different orders cannot disagree on a spike; ``readout`` is a seeded (T, B, OUT)
+    weighting for a loss. The search runs with warnings ignored (e.g. a small list's
+    capacity warnings)."""
     import warnings
 
     steps, batch, n_in, _, n_out = sizes
@@ -90,16 +91,17 @@ def tie_free_net(sizes, model, reset, recurrent, window, surrogate, first=None, 
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             net(x)
-        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > 1e-4:
+        if min(margin(layer.last_membrane, 1.0, window) for layer in net) > min_margin:
             readout = torch.randn(steps, batch, n_out,
                                   generator=torch.Generator().manual_seed(seed))
             return net, x, readout
     pytest.fail("no tie-free seed")
 
 
-def check_learned_decays_and_threshold(backend, model, sizes, recurrent=False):
-    """Gradients of learned beta, threshold (and alpha) on ``backend`` equal the
-    reference's, on a tie-free draw of ``sizes`` = (T, B, IN, HID)."""
+def check_learned_decays_and_threshold(backend, model, sizes, recurrent=False, device="cpu"):
+    """Gradients of learned beta, threshold (and alpha) on ``backend`` (its layer and input
+    on ``device``) equal the reference's on the CPU, on a tie-free draw of ``sizes`` =
+    (T, B, IN, HID)."""
     import copy
 
     from snn_ipu import LIFLayer, SynapticLayer
@@ -121,18 +123,19 @@ def check_learned_decays_and_threshold(backend, model, sizes, recurrent=False):
             ref(x)
         if margin(ref.last_membrane, 1.0, 0.4) > 1e-4:
             break
-    other = copy.deepcopy(ref)
+    other = copy.deepcopy(ref).to(device)
     other.backend = backend
     readout = torch.randn(steps, batch, n_hid)
-    for layer in (ref, other):
-        (layer(x).to_dense() * readout).sum().backward()
+    for layer, dev in ((ref, "cpu"), (other, device)):
+        (layer(x.to(dev)).to_dense() * readout.to(dev)).sum().backward()
     for (name, p_ref), (_, p_other) in zip(ref.named_parameters(), other.named_parameters()):
-        assert_rel_close(p_other.grad, p_ref.grad, 1e-4, name)
+        assert_rel_close(p_other.grad.cpu(), p_ref.grad, 1e-4, name)
 
 
-def check_readout(backend, sizes):
-    """A ReadoutLayer with learned beta on ``backend``: the reference's membrane, input
-    gradient and parameter gradients, ``sizes`` = (T, B, IN, OUT)."""
+def check_readout(backend, sizes, device="cpu"):
+    """A ReadoutLayer with learned beta on ``backend`` (on ``device``): the reference's
+    membrane, input gradient and parameter gradients on the CPU, ``sizes`` = (T, B, IN,
+    OUT)."""
     import copy
 
     from snn_ipu import ReadoutLayer
@@ -141,17 +144,17 @@ def check_readout(backend, sizes):
     torch.manual_seed(1)
     ref = ReadoutLayer(n_in, n_out, beta=torch.linspace(0.5, 0.9, n_out), learn_beta=True,
                        backend="reference")
-    other = copy.deepcopy(ref)
+    other = copy.deepcopy(ref).to(device)
     other.backend = backend
     x = binary((steps, batch, n_in), 0.3, 1)
     target = torch.randn(steps, batch, n_out)
     got = []
-    for layer in (ref, other):
-        xg = x.clone().requires_grad_()
+    for layer, dev in ((ref, "cpu"), (other, device)):
+        xg = x.to(dev).clone().requires_grad_()
         mem = layer(xg)
-        ((mem - target) ** 2).sum().backward()
-        got.append((mem.detach(), xg.grad))
+        ((mem - target.to(dev)) ** 2).sum().backward()
+        got.append((mem.detach().cpu(), xg.grad.cpu()))
     torch.testing.assert_close(got[1][0], got[0][0], atol=1e-5, rtol=0)
     assert_rel_close(got[1][1], got[0][1], 1e-4, "input grad")
     for (name, p_ref), (_, p_other) in zip(ref.named_parameters(), other.named_parameters()):
-        assert_rel_close(p_other.grad, p_ref.grad, 1e-4, name)
+        assert_rel_close(p_other.grad.cpu(), p_ref.grad, 1e-4, name)

@@ -316,6 +316,11 @@ def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
 def test_auto_picks_triton_for_cuda_tensors(monkeypatch):
     assert auto_backend(torch.device("cpu")) == "emulator"
     assert auto_backend(torch.device("cuda", 0)) == "triton"
+    # recurrent layers on CUDA: the dense reference while the recurrent kernels are off
+    assert auto_backend(torch.device("cuda", 0), recurrent=True) == "reference"
+    monkeypatch.setattr(tbackend, "RECURRENT_ON_CUDA", True)
+    assert auto_backend(torch.device("cuda", 0), recurrent=True) == "triton"
+    assert auto_backend(torch.device("cpu"), recurrent=True) == "emulator"
     import importlib.util
 
     real = importlib.util.find_spec

@@ -7,9 +7,9 @@ SpikingJelly 2.0's multi-step LIF (on CUDA tensors it dispatches to its fused GP
 kernels), a plain torch loop, the same loop under ``torch.compile``, and snnTorch; with
 the peak GPU memory of a step. One table (console and JSON) and one plot per config.
 
-Not yet run on a GPU by this project (docs/gpu.md): the numbers are for a GPU user to
-produce. The networks are :mod:`.networks`' (built on the CPU, then moved), the inputs
-and the calibrated weights :mod:`.workload`'s.
+Results of a run on an H100: docs/gpu.md and ``benchmarks/results_gpu/``. The networks
+are :mod:`.networks`' (built on the CPU, then moved), the inputs and the calibrated
+weights :mod:`.workload`'s.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def _build(problem: dict, name: str, device: torch.device, lr: float, adam: str)
         cls = {"spikingjelly": SpikingJellyNet, "torch_loop": TorchLoopNet,
                "torch_compile": TorchCompileNet, "snntorch": SnnTorchNet}[name]
         net = cls(problem, lr, adam)
-        modules = net.fcs
+        # the neurons too: snnTorch's keep beta and the threshold as buffers
+        modules = net.fcs + [m for m in getattr(net, "lifs", []) if isinstance(m, torch.nn.Module)]
     for m in modules:
         m.to(device)
     if isinstance(net, DenseNet):
