@@ -32,9 +32,10 @@ def margin(membrane, threshold, window=None):
     return float(m.detach())
 
 
-def tie_free(make_layer, shape, window=None, seeds=40):
+def tie_free(make_layer, shape, window=None, seeds=40, min_margin=1e-4):
     """(layer, x): the first seed whose reference layer ``make_layer(seed)`` keeps every
-    membrane clear of the decision lines (threshold 1) on a binary input ``x``."""
+    membrane at least ``min_margin`` from the decision lines (threshold 1, and the
+    window's edge) on a binary input ``x``."""
     for seed in range(seeds):
         layer = make_layer(seed)
         x = binary(shape, 0.25, seed)
@@ -42,7 +43,7 @@ def tie_free(make_layer, shape, window=None, seeds=40):
         with torch.no_grad():
             layer(x)
         layer.record_membrane = False
-        if margin(layer.last_membrane, 1.0, window) > 1e-4:
+        if margin(layer.last_membrane, 1.0, window) > min_margin:
             return layer, x
     pytest.fail("no tie-free seed")
 
@@ -158,3 +159,53 @@ def check_readout(backend, sizes, device="cpu"):
     assert_rel_close(got[1][1], got[0][1], 1e-4, "input grad")
     for (name, p_ref), (_, p_other) in zip(ref.named_parameters(), other.named_parameters()):
         assert_rel_close(p_other.grad.cpu(), p_ref.grad, 1e-4, name)
+
+
+def run_two_layers(net, x, readout):
+    """(input gradient, both layers' output lists), on the CPU, of a two-layer ``net``
+    run on the device of its weights, for the loss ``sum(out2 * readout)``."""
+    dev = next(net.parameters()).device
+    xg = x.to(dev).clone().requires_grad_()
+    outs = [net[0](xg)]
+    outs.append(net[1](outs[0]))
+    (outs[1].to_dense() * readout.to(dev)).sum().backward()
+    return xg.grad.cpu(), [o.to("cpu") for o in outs]
+
+
+def compare_triton(ref_net, tri_net, x, readout, path="sparse", membrane_rtol=1e-6):
+    """``tri_net`` (the triton backend, on any device) against ``ref_net`` (the reference,
+    on the CPU): identical lists, counts and stats, membranes within ``membrane_rtol`` of
+    their scale, every gradient within 1e-4 relative; the weight-gradient path taken is
+    ``path``. Returns the reference's output lists."""
+    gx_ref, ref_outs = run_two_layers(ref_net, x, readout)
+    gx_tri, tri_outs = run_two_layers(tri_net, x, readout)
+    for i, (r, e) in enumerate(zip(ref_outs, tri_outs)):
+        assert torch.equal(r.counts, e.counts), f"layer {i} counts"
+        assert torch.equal(r.ids, e.ids), f"layer {i} ids"
+        assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
+        assert_rel_close(tri_net[i].last_membrane.cpu(), ref_net[i].last_membrane,
+                         membrane_rtol, f"layer {i} membrane")
+        assert tri_net[i].stats["backend"] == "triton"
+        assert tri_net[i].stats["weight_grad_path"] == path
+        for key in ("spikes", "capacity", "needed_capacity", "eligible_activity"):
+            assert tri_net[i].stats[key] == ref_net[i].stats[key], key
+    for (name, p_ref), (_, p_tri) in zip(ref_net.named_parameters(), tri_net.named_parameters()):
+        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_tri.grad.cpu(), p_ref.grad, 1e-4, name)
+    assert_rel_close(gx_tri, gx_ref, 1e-4, "input grad")
+    return ref_outs
+
+
+def triton_configs():
+    """(model, reset, recurrent, window, surrogate) of the triton backend's layer tests:
+    every model, reset, window kind and surrogate, recurrent or not, in 6 configurations."""
+    from snn_ipu import surrogate as sg
+
+    return [
+        ("leaky", "subtract", False, None, sg.ATan(2.0)),
+        ("leaky", "zero", True, 0.3, sg.FastSigmoid(5.0)),
+        ("leaky", "none", True, 0.0, sg.Sigmoid(4.0)),
+        ("synaptic", "subtract", True, 0.3, sg.StraightThrough()),
+        ("synaptic", "zero", True, None, sg.Triangle(0.8, 1.0)),
+        ("synaptic", "none", False, 0.3, sg.ATan(2.0)),
+    ]

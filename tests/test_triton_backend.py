@@ -16,7 +16,9 @@ from conftest import (
     binary,
     check_learned_decays_and_threshold,
     check_readout,
+    compare_triton,
     tie_free_net,
+    triton_configs,
 )
 
 pytest.importorskip("triton")
@@ -51,49 +53,13 @@ def on(backend, net):
     return twin
 
 
-def run(net, x, readout):
-    xg = x.clone().requires_grad_()
-    outs = [net[0](xg)]
-    outs.append(net[1](outs[0]))
-    (outs[1].to_dense() * readout).sum().backward()
-    return xg.grad, outs
-
-
-def compare(ref_net, tri_net, x, readout, path="sparse"):
-    gx_ref, ref_outs = run(ref_net, x, readout)
-    gx_tri, tri_outs = run(tri_net, x, readout)
-    for i, (r, e) in enumerate(zip(ref_outs, tri_outs)):
-        assert torch.equal(r.counts, e.counts), f"layer {i} counts"
-        assert torch.equal(r.ids, e.ids), f"layer {i} ids"
-        assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
-        assert_rel_close(tri_net[i].last_membrane, ref_net[i].last_membrane, 1e-6,
-                         f"layer {i} membrane")
-        assert tri_net[i].stats["backend"] == "triton"
-        assert tri_net[i].stats["weight_grad_path"] == path
-        for key in ("spikes", "capacity", "needed_capacity", "eligible_activity"):
-            assert tri_net[i].stats[key] == ref_net[i].stats[key], key
-    for (name, p_ref), (_, p_tri) in zip(ref_net.named_parameters(), tri_net.named_parameters()):
-        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
-        assert_rel_close(p_tri.grad, p_ref.grad, 1e-4, name)
-    assert_rel_close(gx_tri, gx_ref, 1e-4, "input grad")
-    return ref_outs
-
-
-# Every model, reset, window kind and surrogate, recurrent or not, in 6 configurations.
-CONFIGS = [
-    ("leaky", "subtract", False, None, sg.ATan(2.0)),
-    ("leaky", "zero", True, 0.3, sg.FastSigmoid(5.0)),
-    ("leaky", "none", True, 0.0, sg.Sigmoid(4.0)),
-    ("synaptic", "subtract", True, 0.3, sg.StraightThrough()),
-    ("synaptic", "zero", True, None, sg.Triangle(0.8, 1.0)),
-    ("synaptic", "none", False, 0.3, sg.ATan(2.0)),
-]
+CONFIGS = triton_configs()
 
 
 @pytest.mark.parametrize("model, reset, recurrent, window, surrogate", CONFIGS)
 def test_layers_match_reference(model, reset, recurrent, window, surrogate):
     net, x, readout = tie_free(model, reset, recurrent, window, surrogate)
-    outs = compare(net, on("triton", net), x, readout)
+    outs = compare_triton(net, on("triton", net), x, readout)
     if window is not None:  # the window really made the lists sparse
         assert int(outs[0].counts[..., 1].sum()) < T * B * HID
 
@@ -104,7 +70,7 @@ def test_dense_backward_paths(monkeypatch):
     monkeypatch.setattr(tbackend, "DENSE_FRACTION", 0.0)
     net, x, readout = tie_free("leaky", "subtract", True, 0.3, sg.ATan(2.0))
     tri = on("triton", net)
-    compare(net, tri, x, readout, path="dense")
+    compare_triton(net, tri, x, readout, path="dense")
     assert tri[1].stats["input_grad_path"] == "dense"
 
 

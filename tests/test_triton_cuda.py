@@ -21,8 +21,10 @@ from conftest import (
     binary,
     check_learned_decays_and_threshold,
     check_readout,
-    margin,
+    compare_triton,
+    tie_free,
     tie_free_net,
+    triton_configs,
 )
 
 pytest.importorskip("triton")
@@ -79,43 +81,11 @@ def on_cuda(net, backend="triton"):
     return twin
 
 
-def run(net, x, readout):
-    dev = next(net.parameters()).device
-    xg = x.to(dev).clone().requires_grad_()
-    outs = [net[0](xg)]
-    outs.append(net[1](outs[0]))
-    (outs[1].to_dense() * readout.to(dev)).sum().backward()
-    return xg.grad.cpu(), [o.to("cpu") for o in outs]
-
-
 def compare(ref_net, tri_net, x, readout, path="sparse"):
-    gx_ref, ref_outs = run(ref_net, x, readout)
-    gx_tri, tri_outs = run(tri_net, x, readout)
-    for i, (r, e) in enumerate(zip(ref_outs, tri_outs)):
-        assert torch.equal(r.counts, e.counts), f"layer {i} counts"
-        assert torch.equal(r.ids, e.ids), f"layer {i} ids"
-        assert torch.equal(r.values.detach(), e.values.detach()), f"layer {i} values"
-        assert_rel_close(tri_net[i].last_membrane.cpu(), ref_net[i].last_membrane, MEMBRANE_RTOL,
-                         f"layer {i} membrane")
-        assert tri_net[i].stats["backend"] == "triton"
-        assert tri_net[i].stats["weight_grad_path"] == path
-        for key in ("spikes", "capacity", "needed_capacity", "eligible_activity"):
-            assert tri_net[i].stats[key] == ref_net[i].stats[key], key
-    for (name, p_ref), (_, p_tri) in zip(ref_net.named_parameters(), tri_net.named_parameters()):
-        assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
-        assert_rel_close(p_tri.grad.cpu(), p_ref.grad, 1e-4, name)
-    assert_rel_close(gx_tri, gx_ref, 1e-4, "input grad")
-    return ref_outs
+    return compare_triton(ref_net, tri_net, x, readout, path, membrane_rtol=MEMBRANE_RTOL)
 
 
-CONFIGS = [
-    ("leaky", "subtract", False, None, sg.ATan(2.0)),
-    ("leaky", "zero", True, 0.3, sg.FastSigmoid(5.0)),
-    ("leaky", "none", True, 0.0, sg.Sigmoid(4.0)),
-    ("synaptic", "subtract", True, 0.3, sg.StraightThrough()),
-    ("synaptic", "zero", True, None, sg.Triangle(0.8, 1.0)),
-    ("synaptic", "none", False, 0.3, sg.ATan(2.0)),
-]
+CONFIGS = triton_configs()
 
 
 @pytest.mark.parametrize("model, reset, recurrent, window, surrogate", CONFIGS)
@@ -152,19 +122,17 @@ def test_readout(steps):
 @KNOWN_RECURRENT_BUG
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_weights(dtype):
-    for seed in range(30):
+    def make(seed):
         torch.manual_seed(seed)
-        ref = LIFLayer(IN, HID, backend="reference", grad_window=0.5, recurrent=True,
-                       dtype=dtype)
+        layer = LIFLayer(IN, HID, backend="reference", grad_window=0.5, recurrent=True,
+                         dtype=dtype)
         with torch.no_grad():
-            ref.weight.mul_(4.0)
-            ref.rec_weight.mul_(2.0)
-        ref.record_membrane = True
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            ref(x)
-        if margin(ref.last_membrane, 1.0, 0.5) > MIN_MARGIN:
-            break
+            layer.weight.mul_(4.0)
+            layer.rec_weight.mul_(2.0)
+        return layer
+
+    ref, x = tie_free(make, (T, B, IN), window=0.5, seeds=30, min_margin=MIN_MARGIN)
+    ref.record_membrane = True
     tri = copy.deepcopy(ref).to(CUDA)
     tri.backend = "triton"
     readout = torch.randn(T, B, HID)
