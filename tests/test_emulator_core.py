@@ -140,11 +140,13 @@ def margins_ok(U, thr, window):
 
 
 def random_list(rng, T, B, n_ids, p_spike, p_eligible):
+    """A list of T*B rows; p_spike and p_eligible may be functions of the step."""
     rows = []
-    for _ in range(T * B):
+    for r in range(T * B):
+        ps, pe = (p(r // B) if callable(p) else p for p in (p_spike, p_eligible))
         perm = rng.permutation(n_ids)
-        n_s = rng.binomial(n_ids, p_spike)
-        n_e = rng.binomial(n_ids - n_s, p_eligible)
+        n_s = rng.binomial(n_ids, ps)
+        n_e = rng.binomial(n_ids - n_s, pe)
         rows.append((np.sort(perm[:n_s]), np.sort(perm[n_s:n_s + n_e])))
     K = max(1, max(len(s) + len(e) for s, e in rows)) + 2
     ids = np.zeros((T, B, K), np.int32)
@@ -157,9 +159,10 @@ def random_list(rng, T, B, n_ids, p_spike, p_eligible):
 
 
 def make_problem(seed, model, reset, recurrent, window, surrogate=SURROGATES[0],
-                 T=10, B=3, n_in=20, n_out=13, bias=True, half=False):
+                 T=10, B=3, n_in=20, n_out=13, bias=True, half=False, p_spike=0.3,
+                 p_eligible=0.2):
     rng = np.random.default_rng(seed)
-    in_ids, in_counts = random_list(rng, T, B, n_in, 0.3, 0.2)
+    in_ids, in_counts = random_list(rng, T, B, n_in, p_spike, p_eligible)
     W = rng.normal(0, 0.6, (n_out, n_in))
     V = rng.normal(0, 0.5, (n_out, n_out))
     if half:
@@ -373,6 +376,20 @@ def test_spiking_layer_matches_reference(model, reset, recurrent, window):
     surrogate = SURROGATES[seed % len(SURROGATES)]
     p = solvable_problem(100 * seed, model, reset, recurrent, window, surrogate)
     check_spiking(p, partitions(p["W"].shape[0], np.random.default_rng(seed)), seed)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_rows_of_unequal_cost_match_reference(recurrent):
+    # The threads share a call's rows by their listed entries, not by number: here
+    # the first half of the steps lists nothing and the rest ever more, as when a
+    # layer's activity builds up from rest, so the shares' row ranges differ
+    # from an even split. Any split must give the same bits as one thread.
+    T = 12
+    p = solvable_problem(1300, LEAKY, SUBTRACT, recurrent, 0.3, T=T, B=4, n_in=30, n_out=40,
+                         p_spike=lambda t: 0.0 if t < T // 2 else 0.9 * (t + 1) / T,
+                         p_eligible=lambda t: 0.0 if t < T // 2 else 0.05)
+    assert not p["in_counts"][: T // 2].any() and p["in_counts"][-1, :, 0].min() > 20
+    check_spiking(p, [[0, 40], [0, 16, 24, 40]], 13)
 
 
 @pytest.mark.parametrize("recurrent,half", [(False, False), (True, False), (True, True)])

@@ -411,7 +411,16 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
   reduce.partials.bind(partials.data(), Kin);
   reduce.numPartials = 1;
   reduce.stride = Kin;
-  const auto share = threadShare(rows, thread, numThreads);
+  // A row's cost, in 8-float vector operations: clearing its Kin values, and per
+  // listed entry and tile a dot product of the tile's row and the sum into
+  // gradIn (~2), plus a vertex call per tile. In a wide layer the entries
+  // dominate, in a readout of few neurons the clearing.
+  std::uint64_t perEntry = 0;
+  for (unsigned i = 0; i < numTiles; ++i)
+    perEntry += layout_.rowLength(i) / 8 + 2;
+  const auto share = costShare(rows, thread, numThreads, [&](std::size_t row) {
+    return Kin / 8 + in_.input.listedAt(row) * perEntry + 4 * numTiles;
+  });
   // The list padding must read 0 too; each thread clears its own rows.
   std::memset(gradIn + share.first * Kin, 0, (share.second - share.first) * Kin * sizeof(float));
   for (unsigned i = 0; i < numTiles; ++i) {
@@ -502,13 +511,15 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
     const unsigned rowThreads = effectiveThreads(numThreads_, rows);
     spikeSplit_.resize(rows * (numTiles + 1));
     eligibleSplit_.resize(rows * (numTiles + 1));
+    // Both passes cost a row its listed entries (and a scan of the tiles).
+    auto rowCost = [&](std::size_t row) { return in_.output.listedAt(row) + numTiles; };
     pool.run(rowThreads, [&](unsigned thread, unsigned team) {
-      const auto share = threadShare(rows, thread, team);
+      const auto share = costShare(rows, thread, team, rowCost);
       splitRows(share.first, share.second);
     });
     planTileRuns();
     pool.run(rowThreads, [&](unsigned thread, unsigned team) {
-      const auto share = threadShare(rows, thread, team);
+      const auto share = costShare(rows, thread, team, rowCost);
       copyTileRuns(share.first, share.second);
     });
   }

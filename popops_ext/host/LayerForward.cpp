@@ -348,7 +348,11 @@ void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane, f
     v.spikeMembrane.bind(spikeMem.data(), numTiles);
     v.eligibleMembrane.bind(eligibleMem.data(), numTiles);
     v.tileCounts.bind(tileCounts.data(), tileCounts.size());
-    const auto share = threadShare(rows, thread, team);
+    // A row moves its entries three times (ids, membrane, the compact copy) and
+    // fills K ids and values; bursts make some rows many times the mean.
+    const auto share = costShare(rows, thread, team, [&](std::size_t row) {
+      return 3 * (compactStart[row + 1] - compactStart[row]) + 2 * K + numTiles;
+    });
     for (std::size_t row = share.first; row < share.second; ++row) {
       const auto [g, local] = localRow(row);
       for (unsigned i = 0; i < numTiles; ++i) {

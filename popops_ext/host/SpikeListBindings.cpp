@@ -159,7 +159,10 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
   std::vector<std::int64_t> spikes(threads, 0);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
-    const auto share = threadShare(rows, thread, team);
+    // rows shared by their listed entries (a layer's activity builds up over the steps)
+    const auto share = costShare(rows, thread, team, [&](std::size_t row) {
+      return start[row + 1] - start[row] + 1;
+    });
     bool outside = false;
     spikes[thread] =
         compactRows(id, c, K, start.data(), share.first, share.second, numIds, dst, outside);
@@ -225,7 +228,10 @@ py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntA
   const unsigned threads = rowThreads(rows, numThreads);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
-    const auto share = threadShare(rows, thread, team);
+    // a row gathers its listed entries and fills its padding
+    const auto share = costShare(rows, thread, team, [&](std::size_t row) {
+      return start[row + 1] - start[row] + capacity;
+    });
     bad[thread] = gatherRows(source.data(), n, ids.data(), start.data(), capacity,
                              share.first, share.second, out.mutable_data());
   });

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,41 @@ namespace snn {
 inline std::pair<std::size_t, std::size_t> threadShare(std::size_t count, unsigned thread,
                                                        unsigned numThreads) {
   return {count * thread / numThreads, count * (thread + 1) / numThreads};
+}
+
+// [begin, end) of the thread's share of `count` items in contiguous chunks of
+// about equal cost, cost(i) >= 0 each (integers, so the cut is exact): the
+// shares end where the running cost first reaches k / numThreads of the total.
+// Rows of a layer call differ in cost by their listed entries, and activity
+// builds up over the steps, so equal numbers of rows left the thread with the
+// late steps working while the other waited. Each item is still computed
+// whole by one thread, so which thread takes it changes nothing computed.
+template <typename Cost>
+std::pair<std::size_t, std::size_t> costShare(std::size_t count, unsigned thread,
+                                              unsigned numThreads, Cost &&cost) {
+  if (numThreads <= 1)
+    return {0, count};
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    total += cost(i);
+  if (total == 0)
+    return threadShare(count, thread, numThreads);
+  // Share k begins at the first item whose running cost before it reaches
+  // total * k / numThreads (compared as running * numThreads >= total * k).
+  const std::uint64_t loMark = total * thread, hiMark = total * (thread + 1);
+  std::size_t lo = thread == 0 ? 0 : count, hi = count;
+  std::uint64_t running = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t scaled = running * numThreads;
+    if (lo == count && scaled >= loMark)
+      lo = i;
+    if (thread + 1 < numThreads && scaled >= hiMark) {
+      hi = i;
+      break;
+    }
+    running += cost(i);
+  }
+  return {std::min(lo, hi), hi};
 }
 
 inline unsigned effectiveThreads(unsigned requested, std::size_t items) {
