@@ -1,5 +1,7 @@
 """Shared helpers: seeded random problems that stay clear of threshold ties."""
 
+import re
+
 import pytest
 import torch
 
@@ -22,6 +24,21 @@ def assert_rel_close(actual, expected, rtol, what):
     scale = expected.abs().max().clamp(min=1e-12)
     err = (actual - expected).abs().max()
     assert err <= rtol * scale, f"{what}: max error {err:.3e} vs scale {scale:.3e}"
+
+
+def check_out_of_range_ids_refused(layer, spikes):
+    """Ids out of ``[0, num_neurons)`` edited into a copy of ``spikes`` at (t=3, b=1, k=0)
+    after the list's own check, so that the layer's backend scan meets them: each is
+    refused with the step, sample and slot named."""
+    from snn_ipu import SparseSpikes
+
+    n = spikes.num_neurons
+    for bad in (10**6, -5, n):
+        edited = SparseSpikes(spikes.ids.clone(), spikes.counts, n, spikes.values)
+        edited.ids[3, 1, 0] = bad
+        with pytest.raises(ValueError, match=re.escape(
+                f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {n})")):
+            layer(edited)
 
 
 def margin(membrane, threshold, window=None):

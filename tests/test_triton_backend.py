@@ -15,6 +15,7 @@ from conftest import (
     assert_rel_close,
     binary,
     check_learned_decays_and_threshold,
+    check_out_of_range_ids_refused,
     check_readout,
     compare_triton,
     tie_free_net,
@@ -257,12 +258,7 @@ def test_corrupted_ids_raise_not_crash():
     assert int(s.counts[3, 1, 0]) > 0
     # Edited in place after the list's check, so that the backend's own scan meets them
     # (a replaced or unchecked list is refused before, by the layers' common check).
-    for bad in (10**6, -5, IN):
-        edited = SparseSpikes(s.ids.clone(), s.counts, IN, s.values)
-        edited.ids[3, 1, 0] = bad
-        with pytest.raises(ValueError, match=re.escape(
-                f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {IN})")):
-            layer(edited)
+    check_out_of_range_ids_refused(layer, s)
     edited = SparseSpikes(s.ids, s.counts.clone(), IN, s.values)
     edited.counts[0, 0, 1] = s.capacity + 7
     with pytest.raises(ValueError, match="exceed capacity"):
