@@ -870,3 +870,15 @@ def test_gather_listed_takes_each_rows_listed_ids(threads):
     c[0, 0] = (2, 1)
     with pytest.raises(ValueError, match="inconsistent"):
         _C.gather_listed(source, flat, c, K, threads)
+    # Rows further apart than n (an aligned GEMM output) are read in place; other
+    # layouts (columns apart, rows backwards, another dtype) are taken as their values.
+    padded = np.full((T * B, N + 5), np.nan, np.float32)
+    padded[:, :N] = source
+    assert np.array_equal(_C.gather_listed(padded[:, :N], flat, counts, K, threads), want)
+    with pytest.raises(ValueError, match=rf"outside \[0, {N}\)"):
+        _C.gather_listed(padded[:, :N], bad, counts, K, threads)
+    for layout in (np.asfortranarray(source), source[::-1][::-1], source.astype(np.float64)):
+        assert np.array_equal(_C.gather_listed(layout, flat, counts, K, threads), want)
+    backwards = np.ascontiguousarray(source[::-1])[::-1]
+    assert backwards.strides[0] < 0
+    assert np.array_equal(_C.gather_listed(backwards, flat, counts, K, threads), want)

@@ -179,12 +179,12 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
 // Rows [first, last) of gatherListed: row r's listed entries take source's
 // values at their ids, its padding 0; returns whether an id lay outside
 // [0, n) (that entry is left 0, nothing is read out of bounds).
-bool gatherRows(const float *source, std::size_t n, const int32_t *ids,
+bool gatherRows(const float *source, std::size_t n, std::size_t rowStride, const int32_t *ids,
                 const std::size_t *start, std::size_t K, std::size_t first, std::size_t last,
                 float *out) {
   bool outside = false;
   for (std::size_t row = first; row < last; ++row) {
-    const float *src = source + row * n;
+    const float *src = source + row * rowStride;
     const int32_t *id = ids + start[row];
     float *to = out + row * K;
     const std::size_t listed = start[row + 1] - start[row];
@@ -207,9 +207,20 @@ bool gatherRows(const float *source, std::size_t n, const int32_t *ids,
 // listed entry (id), 0 at the padding; ids compact (compact_list's). This is
 // the gather of the backward's dense input-gradient path without the int64
 // copy of a [T, B, K] index that torch.gather needs and the masking pass that
-// zeroes the padding after it. The rows are shared among threads.
-py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntArray &counts,
+// zeroes the padding after it. The rows are shared among threads. source's
+// rows may lie further apart than n (a GEMM's output with aligned rows, read
+// in place); any other layout is copied C-contiguous first.
+py::array gatherListed(const py::array &sourceArg, const IntArray &ids, const IntArray &counts,
                        unsigned capacity, unsigned numThreads) {
+  py::array_t<float, py::array::forcecast> source =
+      py::array_t<float, py::array::forcecast>::ensure(sourceArg);
+  if (!source)
+    throw std::invalid_argument("source must be an array of float32");
+  constexpr py::ssize_t f = sizeof(float);
+  if (source.ndim() == 2 &&
+      !(source.strides(1) == f && source.strides(0) % f == 0 &&
+        source.strides(0) >= source.shape(1) * f))
+    source = FloatArray::ensure(source);
   if (counts.ndim() != 3)
     throw std::invalid_argument("counts must be [T, B, 2]");
   if (ids.ndim() != 1)
@@ -225,6 +236,7 @@ py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntA
   checkSpikeList(ids, counts, T, B, 0, false, "list", false, &start, capacity);
   FloatArray out({counts.shape(0), counts.shape(1), py::ssize_t(capacity)});
   const std::size_t n = std::size_t(source.shape(1));
+  const std::size_t rowStride = rows > 1 ? std::size_t(source.strides(0)) / sizeof(float) : n;
   const unsigned threads = rowThreads(rows, numThreads);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
@@ -232,7 +244,7 @@ py::array gatherListed(const FloatArray &source, const IntArray &ids, const IntA
     const auto share = costShare(rows, thread, team, [&](std::size_t row) {
       return start[row + 1] - start[row] + capacity;
     });
-    bad[thread] = gatherRows(source.data(), n, ids.data(), start.data(), capacity,
+    bad[thread] = gatherRows(source.data(), n, rowStride, ids.data(), start.data(), capacity,
                              share.first, share.second, out.mutable_data());
   });
   if (std::find(bad.begin(), bad.end(), 1) != bad.end())

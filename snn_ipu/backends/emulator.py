@@ -138,6 +138,19 @@ def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
     return None if x is None else (x @ weight.float().t()).reshape(T, B, -1)
 
 
+def _matmul_aligned_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``, written into rows that start a multiple of 8 floats (32 bytes) apart:
+    the [m, n] view of an [m, n rounded up to 8] buffer. BLAS's sgemm stores whole AVX
+    vectors; into rows that are not 32-byte aligned it ran 1.2-1.6x slower (MKL on
+    AVX2: [4800, 1466] out of a 1466-deep product 1.4x, [6400, 300] 1.2x; a width that
+    is a multiple of 8 gains nothing from more padding)."""
+    n = b.shape[1]
+    stride = -(-n // 8) * 8
+    if stride == n or a.shape[0] < 2:
+        return a @ b
+    return torch.mm(a, b, out=torch.empty(a.shape[0], stride, dtype=a.dtype)[:, :n])
+
+
 def _as(array, like: torch.Tensor) -> torch.Tensor:
     t = torch.from_numpy(array)
     return (t if t.dtype == like.dtype else t.to(like.dtype)).reshape(like.shape)
@@ -198,8 +211,8 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     if dense_in or dense_w:
         g_current = torch.from_numpy(res.grad_current).reshape(T * B, -1)
     if dense_in:
-        g_x = g_current @ weight.float()
-        # dL/dx at the listed entries, 0 at the padding
+        g_x = _matmul_aligned_rows(g_current, weight.float())
+        # dL/dx at the listed entries, 0 at the padding (read in place, rows padded)
         grad_in = torch.from_numpy(_C.gather_listed(
             g_x.numpy(), numpy_view(in_ids), numpy_view(in_counts), inputs.capacity,
             get_num_threads()))
