@@ -218,8 +218,16 @@ ForwardResult layerForward(const ForwardCall &call) {
   const LayerArgs a(call.layer, call.scanInput);
   requireCode(int(call.overflow), kNumOverflowPolicies, "overflow");
   const py::ssize_t T = a.shape.steps, B = a.shape.batch, N = a.shape.outFeatures;
-  ForwardOptions options{call.capacity, call.overflow, call.keepDenseState, a.threads,
-                         optionalData(call.inputCurrents, {T, B, N}, "input_currents")};
+  ForwardOptions options{call.capacity, call.overflow, call.keepDenseState, a.threads};
+  if (call.inputCurrents) {
+    // a GEMM's output, rows N or N rounded up to 8 floats apart
+    const py::ssize_t padded = (N + 7) / 8 * 8;
+    const FloatArray &c = *call.inputCurrents;
+    requireShape(c, {T, B, c.ndim() == 3 && c.shape(2) == padded ? padded : N},
+                 "input_currents");
+    options.inputCurrents = c.data();
+    options.inputCurrentsStride = unsigned(c.shape(2));
+  }
   options.initialMembrane = call.layer.initialMembrane ? call.layer.initialMembrane->data()
                                                        : nullptr;
   options.initialSynaptic = call.layer.initialSynaptic ? call.layer.initialSynaptic->data()

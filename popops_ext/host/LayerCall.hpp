@@ -58,7 +58,8 @@ struct ForwardCall {
   // false: the caller has scanned the input list (check_spike_list) already.
   bool scanInput = true;
   std::uint64_t memoryBudget = 0; // bytes for the growing buffers; 0: no limit
-  std::optional<FloatArray> inputCurrents; // W x[t], [T, B, out], from a GEMM
+  // W x[t], from a GEMM: [T, B, out], or [T, B, out rounded up to 8] (aligned rows)
+  std::optional<FloatArray> inputCurrents;
   std::optional<FloatArray> initialSpikes; // [B, out], 0/1
 };
 

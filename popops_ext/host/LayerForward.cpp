@@ -162,7 +162,9 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
     // The lanes past width stay at the zeros prepareUnit wrote.
     for (unsigned b = 0; b < B; ++b)
       std::memcpy(s.currents.data() + std::size_t(b) * len,
-                  options_.inputCurrents + (rowOfStep + b) * N + first, width * sizeof(float));
+                  options_.inputCurrents + (rowOfStep + b) * options_.inputCurrentsStride +
+                      first,
+                  width * sizeof(float));
   } else {
     SpikeMatmul<WT> mm;
     mm.ids.bind(inputLists_.ids(t, g), inputLists_.spikes(t, g));

@@ -30,8 +30,10 @@ struct ForwardOptions {
   unsigned numThreads;
   // [T x B x out] feed-forward currents W x[t], computed by the caller (a GEMM,
   // where the input is dense enough for one to beat the spike matmul), or null:
-  // the tiles then add their input rows themselves.
+  // the tiles then add their input rows themselves. Its rows are
+  // inputCurrentsStride floats apart (>= out).
   const float *inputCurrents = nullptr;
+  unsigned inputCurrentsStride = 0;
   // The state before step 0, [B x out] each (a previous call's last step: its
   // membrane, synaptic current and 0/1 spikes, which reset at step 0 and, in a
   // recurrent layer, are its input), or null: zero.

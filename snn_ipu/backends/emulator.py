@@ -134,21 +134,32 @@ class _PrivateList:
 
 def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
               B: int) -> Optional[torch.Tensor]:
-    """W x[t] for every step [T, B, out], or None (no dense input)."""
-    return None if x is None else (x @ weight.float().t()).reshape(T, B, -1)
+    """W x[t] for every step, or None (no dense input): [T, B, out rounded up to a
+    multiple of 8], the executor reading the first ``out`` of each row."""
+    if x is None:
+        return None
+    return _matmul_padded_rows(x, weight.float().t()).reshape(T, B, -1)
 
 
-def _matmul_aligned_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b``, written into rows that start a multiple of 8 floats (32 bytes) apart:
-    the [m, n] view of an [m, n rounded up to 8] buffer. BLAS's sgemm stores whole AVX
+def _matmul_padded_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` [m, n] in the first n columns of an [m, n rounded up to a multiple of
+    8] buffer (the rest not written), which it returns: rows that start 32 bytes
+    apart. BLAS's sgemm stores whole AVX
     vectors; into rows that are not 32-byte aligned it ran 1.2-1.6x slower (MKL on
-    AVX2: [4800, 1466] out of a 1466-deep product 1.4x, [6400, 300] 1.2x; a width that
-    is a multiple of 8 gains nothing from more padding)."""
+    AVX2: [4800, 1466] out of a 1466-deep product 1.4x, [6400, 300] 1.2x, L's dL/dW
+    [1466, 1466] out of a 4800-deep one 1.4x with the copy into .grad; a width that is
+    a multiple of 8 gains nothing from more padding)."""
     n = b.shape[1]
-    stride = -(-n // 8) * 8
-    if stride == n or a.shape[0] < 2:
+    padded = _padded_width(n)
+    if padded == n:
         return a @ b
-    return torch.mm(a, b, out=torch.empty(a.shape[0], stride, dtype=a.dtype)[:, :n])
+    out = torch.empty(a.shape[0], padded, dtype=a.dtype)
+    torch.mm(a, b, out=out[:, :n])
+    return out
+
+
+def _padded_width(n: int) -> int:
+    return -(-n // 8) * 8
 
 
 def _as(array, like: torch.Tensor) -> torch.Tensor:
@@ -211,7 +222,7 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     if dense_in or dense_w:
         g_current = torch.from_numpy(res.grad_current).reshape(T * B, -1)
     if dense_in:
-        g_x = _matmul_aligned_rows(g_current, weight.float())
+        g_x = _matmul_padded_rows(g_current, weight.float())[:, :weight.shape[1]]
         # dL/dx at the listed entries, 0 at the padding (read in place, rows padded)
         grad_in = torch.from_numpy(_C.gather_listed(
             g_x.numpy(), numpy_view(in_ids), numpy_view(in_counts), inputs.capacity,
@@ -219,7 +230,8 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     if dense_w:
         x = ctx.dense_x if ctx.dense_x is not None else _dense_spikes(
             inputs.padded(), in_counts, weight.shape[1])
-        grad_w = (g_current.t() @ x).to(weight.dtype)
+        # (autograd copies the padded rows into .grad's layout)
+        grad_w = _matmul_padded_rows(g_current.t(), x)[:, :x.shape[1]].to(weight.dtype)
     for side, dense in (("input", dense_in), ("weight", dense_w)):
         record.paths[f"{side}_grad_path"] = (
             "none" if not wants[side] else "dense" if dense else "sparse")
