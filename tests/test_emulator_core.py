@@ -882,3 +882,27 @@ def test_gather_listed_takes_each_rows_listed_ids(threads):
     backwards = np.ascontiguousarray(source[::-1])[::-1]
     assert backwards.strides[0] < 0
     assert np.array_equal(_C.gather_listed(backwards, flat, counts, K, threads), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_gather_listed_of_rows_listing_every_neuron(threads):
+    """Rows that list every neuron (spikes first, then the rest in order: the lists of
+    exact gradients) give numpy's gather, and ids that run past n raise."""
+    rng = np.random.default_rng(12)
+    T, B, N = 4, 300, 150
+    ids = np.empty((T, B, N), np.int32)
+    counts = np.empty((T, B, 2), np.int32)
+    for t, b in np.ndindex(T, B):
+        fired = np.sort(rng.choice(N, rng.integers(0, 4), replace=False))
+        rest = np.setdiff1d(np.arange(N), fired)
+        ids[t, b] = np.concatenate([fired, rest])
+        counts[t, b] = (len(fired), N)
+    counts[0, 0, 1] = 100  # a row with padding
+    source = rng.normal(size=(T * B, N)).astype(np.float32)
+    listed = np.arange(N)[None, None, :] < counts[..., 1:]
+    want = np.where(listed, np.take_along_axis(source.reshape(T, B, N), ids, -1), 0.0)
+    flat = compact(ids, counts)
+    assert np.array_equal(_C.gather_listed(source, flat, counts, N, threads), want)
+    narrow = source[:, :N - 1].copy()
+    with pytest.raises(ValueError, match=rf"outside \[0, {N - 1}\)"):
+        _C.gather_listed(narrow, flat, counts, N, threads)
