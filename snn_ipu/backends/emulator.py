@@ -144,22 +144,18 @@ def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
 def _matmul_padded_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` [m, n] in the first n columns of an [m, n rounded up to a multiple of
     8] buffer (the rest not written), which it returns: rows that start 32 bytes
-    apart. BLAS's sgemm stores whole AVX
-    vectors; into rows that are not 32-byte aligned it ran 1.2-1.6x slower (MKL on
-    AVX2: [4800, 1466] out of a 1466-deep product 1.4x, [6400, 300] 1.2x, L's dL/dW
-    [1466, 1466] out of a 4800-deep one 1.4x with the copy into .grad; a width that is
-    a multiple of 8 gains nothing from more padding)."""
+    apart. BLAS's sgemm stores whole AVX vectors; into rows that are not 32-byte
+    aligned it ran 1.2-1.6x slower (MKL on AVX2: [4800, 1466] out of a 1466-deep
+    product 1.4x, [6400, 300] 1.2x, L's dL/dW [1466, 1466] out of a 4800-deep one 1.4x
+    with the copy into .grad; a width that is a multiple of 8 gains nothing from more
+    padding)."""
     n = b.shape[1]
-    padded = _padded_width(n)
+    padded = -(-n // 8) * 8
     if padded == n:
         return a @ b
     out = torch.empty(a.shape[0], padded, dtype=a.dtype)
     torch.mm(a, b, out=out[:, :n])
     return out
-
-
-def _padded_width(n: int) -> int:
-    return -(-n // 8) * 8
 
 
 def _as(array, like: torch.Tensor) -> torch.Tensor:
