@@ -125,7 +125,7 @@ def test_dense_backward_paths(monkeypatch, model, recurrent, window):
     """The backward's GEMM paths for dL/dx and dL/dW (forced here at any density)
     against the reference. The widths (IN 36, HID 22, OUT 9) are not multiples of 8:
     the GEMMs write rows padded to 8 floats, which the gather and .grad read past."""
-    monkeypatch.setattr(emulator, "BACKWARD_DENSE_FRACTION", 0.0)
+    monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (0.0, 0.0))
     net, x, readout = tie_free(model, "subtract", recurrent, window, "host", sg.ATan(2.0))
     emu = emulated(net)
     compare(net, emu, x, readout)
@@ -146,6 +146,34 @@ def test_dense_input_forward(monkeypatch, model, reset, recurrent, window):
     emu = emulated(net)
     compare(net, emu, x, readout)
     assert [layer.stats["path"] for layer in emu] == ["dense", "dense"]
+
+
+def test_backward_dense_fractions_follow_the_layer_shape():
+    """The backward's GEMM paths pay a cost per input row and per neuron that the row
+    kernels do not: small layers keep the sparse paths to higher densities than large
+    ones, a readout of a few neurons keeps its sparse dL/dW at any density, and a
+    fully listed input (exact gradients) takes the dense dL/dx at every shape."""
+    fractions = emulator.backward_dense_fractions
+    for n_in, n_out in ((256, 256), (700, 256), (1466, 1466), (2312, 1466), (128, 10)):
+        x, w = fractions(n_in, n_out)
+        assert 0 < x < 1 and 0 < w
+        assert fractions(2 * n_in, 2 * n_out)[1] < w
+        assert fractions(2 * n_in, 2 * n_out)[0] <= x
+    assert fractions(1466, 10)[1] > 1 and fractions(256, 20)[1] > 1
+
+
+@pytest.mark.parametrize("n_in, n_out", [(256, 256), (1000, 1000), (256, 20)])
+def test_weight_gradient_path_is_chosen_by_density(n_in, n_out):
+    """dL/dW takes its GEMM path exactly where the input's spikes pass the layer
+    shape's fraction of its input rows (never on the 20-neuron readout)."""
+    fraction_w = emulator.backward_dense_fractions(n_in, n_out)[1]
+    layer = LIFLayer(n_in, n_out, backend="emulator")
+    densities = [d for d in (fraction_w - 0.1, fraction_w + 0.1) if 0 < d < 1] or [0.95]
+    for density in densities:
+        x = binary((4, 3, n_in), density, 1)
+        layer(x).to_dense().sum().backward()
+        assert layer.stats["weight_grad_path"] == (
+            "dense" if x.mean() > fraction_w else "sparse"), density
 
 
 def test_dense_input_is_chosen_by_density():

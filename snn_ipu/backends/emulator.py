@@ -48,11 +48,39 @@ __all__ = [
 # density ~0.5 for 2312- and 4096-input layers, ~0.65 for 1000, above 0.7 for 700.
 FORWARD_DENSE_FRACTION = 0.6
 
-# Where the input side of the backward pass (dL/dx at the listed inputs, dL/dW at the
-# input spikes) involves more than this fraction of all input rows, one BLAS GEMM on
-# dL/dI beats the sparse row kernels (measured on AVX2: ~12 G row adds/s against
-# ~40 GMAC/s for torch's GEMM on 2 cores). Exact gradients list every input neuron.
-BACKWARD_DENSE_FRACTION = 0.3
+def _wide_gemm_host() -> bool:
+    """Whether torch's BLAS runs AVX-512 here (torch < 2.1, PopTorch's 2.0, cannot say)."""
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
+    return capability.startswith("AVX512")
+
+
+# The GEMM's rate against the sparse weight-gradient scatter's: BLAS runs twice as wide
+# on AVX-512 hosts, our row kernels the same (~170 GMAC/s against ~25-40 G row adds/s
+# on 2 cores there; ~40 GMAC/s against ~12 G with MKL on AVX2).
+_ROWS_OVER_GEMM = 0.11 if _wide_gemm_host() else 0.25
+
+
+def backward_dense_fractions(n_in: int, n_out: int) -> tuple[float, float]:
+    """The fractions of a layer's T*B*n_in input rows above which its backward pass
+    computes dL/dx (at the listed entries) and dL/dW (at the spikes) with one BLAS
+    GEMM on dL/dI instead of the sparse row kernels.
+
+    dL/dW: the sparse path costs ~(n_out + 40) per spike at the row kernels' rate; the
+    dense one a GEMM, plus ~60 per input row (scattering the spikes into a dense input)
+    and ~40 per neuron and step (writing dL/dI out). Break-evens measured on an AVX-512
+    host (training steps of one layer, both paths alternated): 0.41 for 256-256, 0.35
+    for 700-256, 0.32 for 2312-256, 0.29 for 256-1466, 0.19 for 1000-1000, 0.175 for
+    1466-1466, 0.16 for 2312-1466; never for readouts of 10-20 neurons (the model
+    gives 0.43 / 0.35 / 0.31 / 0.30 / 0.20 / 0.17 / 0.16 and >1).
+
+    dL/dx: the sparse row dots run faster than the scatter, and keep up with the GEMM
+    to ~0.3 of the rows on large layers on both hosts measured, longer on small ones
+    (0.45 on 256-256, 0.37 on 1466-256); above half the rows the GEMM won on every
+    layer measured (exact gradients list every input neuron)."""
+    dense_w = (_ROWS_OVER_GEMM * n_out + 60 + 40 * n_out / n_in) / (n_out + 40)
+    dense_x = min(0.5, 0.25 + 25 / n_in + 25 / n_out)
+    return dense_x, dense_w
+
 
 MEMORY_ADVICE = (
     "list fewer entries (a finite grad_window lists only neurons near threshold; a "
@@ -103,16 +131,17 @@ class _PrivateList:
             else padded
 
     @classmethod
-    def of_input(cls, ids: torch.Tensor, counts: torch.Tensor, num_ids: int) -> _PrivateList:
+    def of_input(cls, ids: torch.Tensor, counts: torch.Tensor, num_ids: int,
+                 n_out: int) -> _PrivateList:
         compact, spikes = _C.compact_list(numpy_view(ids), numpy_view(counts), num_ids,
                                           get_num_threads())
         T, B, K = ids.shape
         # The backward's dense dL/dW path scatters the spikes of the [T, B, K] list into
-        # a dense input, and takes it only where more than BACKWARD_DENSE_FRACTION of
+        # a dense input, and takes it only where more than the dL/dW fraction of
         # all T*B*n_in input rows are spikes, where keeping the list is still
         # O(entries) and rebuilding it from the compact ids (a mask and an index_put)
         # costs more.
-        dense = spikes > BACKWARD_DENSE_FRACTION * T * B * num_ids
+        dense = spikes > backward_dense_fractions(num_ids, n_out)[1] * T * B * num_ids
         return cls(torch.from_numpy(compact), counts.clone(), K, spikes,
                    ids.clone() if dense else None)
 
@@ -200,8 +229,9 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     T, B = in_counts.shape[:2]
     rows = max(1, T * B * weight.shape[1])
     spikes, listed = inputs.spikes, in_ids.numel()
-    dense_in = needs.input and listed / rows > BACKWARD_DENSE_FRACTION
-    dense_w = needs.weight and spikes / rows > BACKWARD_DENSE_FRACTION
+    fraction_in, fraction_w = backward_dense_fractions(weight.shape[1], weight.shape[0])
+    dense_in = needs.input and listed / rows > fraction_in
+    dense_w = needs.weight and spikes / rows > fraction_w
     wants = {"input": needs.input, "weight": needs.weight}
     needs.input, needs.weight = needs.input and not dense_in, needs.weight and not dense_w
     needs.current = dense_in or dense_w
@@ -282,7 +312,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     # The executor's scan of the input list and the backward's private copy of it, in
     # one pass: the native backward indexes with the copy unchecked, and the user can
     # reach the list passed in (.data, .numpy()).
-    inputs = _PrivateList.of_input(in_ids, in_counts, n_in)
+    inputs = _PrivateList.of_input(in_ids, in_counts, n_in, params.weight.shape[0])
     dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in)
     call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
