@@ -141,20 +141,21 @@ def test_dense_backward_paths(monkeypatch, model, recurrent, window):
 def test_dense_input_forward(monkeypatch, model, reset, recurrent, window):
     """The forward's GEMM path for dense inputs (forced here at any density) gives the
     reference's spikes, membranes and gradients, and the stats say it was taken."""
-    monkeypatch.setattr(emulator, "FORWARD_DENSE_FRACTION", 0.0)
+    monkeypatch.setattr(emulator, "forward_dense_fraction", lambda n_out: 0.0)
     net, x, readout = tie_free(model, reset, recurrent, window, "host", sg.ATan(2.0))
     emu = emulated(net)
     compare(net, emu, x, readout)
     assert [layer.stats["path"] for layer in emu] == ["dense", "dense"]
 
 
-def test_backward_dense_fractions_follow_the_layer_shape():
-    """The backward's GEMM paths pay a cost per input row and per neuron that the row
+def test_dense_fractions_follow_the_layer_shape():
+    """The GEMM paths pay a cost per input row and per neuron that the row
     kernels do not: small layers keep the sparse paths to higher densities than large
     ones, a readout of a few neurons keeps its sparse dL/dW at any density, and a
     fully listed input (exact gradients) takes the dense dL/dx at every shape."""
     fractions = emulator.backward_dense_fractions
     for n_in, n_out in ((256, 256), (700, 256), (1466, 1466), (2312, 1466), (128, 10)):
+        assert emulator.forward_dense_fraction(2 * n_out) < emulator.forward_dense_fraction(n_out)
         x, w = fractions(n_in, n_out)
         assert 0 < x < 1 and 0 < w
         assert fractions(2 * n_in, 2 * n_out)[1] < w
@@ -176,15 +177,22 @@ def test_weight_gradient_path_is_chosen_by_density(n_in, n_out):
             "dense" if x.mean() > fraction_w else "sparse"), density
 
 
-def test_dense_input_is_chosen_by_density():
-    layer = LIFLayer(IN, HID, backend="emulator")
-    layer(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION - 0.15, 1))
-    assert layer.stats["path"] == "sparse"
-    layer(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION + 0.15, 1))
-    assert layer.stats["path"] == "dense"
-    readout = ReadoutLayer(IN, OUT, backend="emulator")
-    readout(binary((T, B, IN), emulator.FORWARD_DENSE_FRACTION + 0.15, 1))
-    assert readout.stats["path"] == "dense"
+@pytest.mark.parametrize("n_in, n_out", [(36, 512), (128, 128), (700, 256)])
+def test_dense_input_is_chosen_by_density(n_in, n_out):
+    """The forward takes its GEMM path exactly where the input spikes pass the layer
+    shape's density; a readout of a few neurons never does (its row adds cost less
+    than building the dense input)."""
+    fraction = emulator.forward_dense_fraction(n_out)
+    assert 0 < fraction < 1
+    layer = LIFLayer(n_in, n_out, backend="emulator")
+    for density in (max(0.05, fraction - 0.15), min(0.99, fraction + 0.15)):
+        x = binary((T, B, n_in), density, 1)
+        layer(x)
+        assert layer.stats["path"] == ("dense" if x.mean() > fraction else "sparse"), density
+    readout = ReadoutLayer(n_in, OUT, backend="emulator")
+    readout(binary((T, B, n_in), 0.99, 1))
+    assert readout.stats["path"] == "sparse"
+    assert emulator.forward_dense_fraction(OUT) > 1
 
 
 @pytest.mark.parametrize("backend", ["reference", "emulator"])

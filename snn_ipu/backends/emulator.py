@@ -33,6 +33,7 @@ from ..lists import listed_mask
 from ..overflow import Overflow
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
+from .dense_paths import backward_dense_fractions, forward_dense_fraction
 from .emulator_threads import get_num_threads, set_num_threads, threads_for
 from .native_call import backward_call, forward_call, grad_needs
 from .work_split import WorkSplit, work_split_for
@@ -40,47 +41,6 @@ from .work_split import WorkSplit, work_split_for
 __all__ = [
     "spiking_layer", "readout_layer", "set_num_threads", "get_num_threads", "spike_matmul",
 ]
-
-# Input spike density above which the forward pass computes the feed-forward currents
-# with one GEMM (torch's, on the dense input) instead of the tiles' row adds, which run
-# at ~0.5-0.65 of the GEMM's rate; the scatter to a dense input and the copy of each
-# tile's currents come on top. Measured break-even (training steps, paired): input
-# density ~0.5 for 2312- and 4096-input layers, ~0.65 for 1000, above 0.7 for 700.
-FORWARD_DENSE_FRACTION = 0.6
-
-def _wide_gemm_host() -> bool:
-    """Whether torch's BLAS runs AVX-512 here (torch < 2.1, PopTorch's 2.0, cannot say)."""
-    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
-    return capability.startswith("AVX512")
-
-
-# The GEMM's rate against the sparse weight-gradient scatter's: BLAS runs twice as wide
-# on AVX-512 hosts, our row kernels the same (~170 GMAC/s against ~25-40 G row adds/s
-# on 2 cores there; ~40 GMAC/s against ~12 G with MKL on AVX2).
-_ROWS_OVER_GEMM = 0.11 if _wide_gemm_host() else 0.25
-
-
-def backward_dense_fractions(n_in: int, n_out: int) -> tuple[float, float]:
-    """The fractions of a layer's T*B*n_in input rows above which its backward pass
-    computes dL/dx (at the listed entries) and dL/dW (at the spikes) with one BLAS
-    GEMM on dL/dI instead of the sparse row kernels.
-
-    dL/dW: the sparse path costs ~(n_out + 40) per spike at the row kernels' rate; the
-    dense one a GEMM, plus ~60 per input row (scattering the spikes into a dense input)
-    and ~40 per neuron and step (writing dL/dI out). Break-evens measured on an AVX-512
-    host (training steps of one layer, both paths alternated): 0.41 for 256-256, 0.35
-    for 700-256, 0.32 for 2312-256, 0.29 for 256-1466, 0.19 for 1000-1000, 0.175 for
-    1466-1466, 0.16 for 2312-1466; never for readouts of 10-20 neurons (the model
-    gives 0.43 / 0.35 / 0.31 / 0.30 / 0.20 / 0.17 / 0.16 and >1).
-
-    dL/dx: the sparse row dots run faster than the scatter, and keep up with the GEMM
-    to ~0.3 of the rows on large layers on both hosts measured, longer on small ones
-    (0.45 on 256-256, 0.37 on 1466-256); above half the rows the GEMM won on every
-    layer measured (exact gradients list every input neuron)."""
-    dense_w = (_ROWS_OVER_GEMM * n_out + 60 + 40 * n_out / n_in) / (n_out + 40)
-    dense_x = min(0.5, 0.25 + 25 / n_in + 25 / n_out)
-    return dense_x, dense_w
-
 
 MEMORY_ADVICE = (
     "list fewer entries (a finite grad_window lists only neurons near threshold; a "
@@ -105,12 +65,12 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
     return torch.zeros(T * B, n_in).scatter_add_(1, in_ids.long().reshape(T * B, K), spikes)
 
 
-def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor,
-                 n_in: int) -> Optional[torch.Tensor]:
+def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int,
+                 n_out: int) -> Optional[torch.Tensor]:
     """The input list's spikes (``spikes`` of them) as a dense [T*B, n_in] where they
     are dense enough for the GEMM, else None."""
     T, B, _ = in_ids.shape
-    if spikes <= FORWARD_DENSE_FRACTION * T * B * n_in:
+    if spikes <= forward_dense_fraction(n_out) * T * B * n_in:
         return None
     return _dense_spikes(in_ids, in_counts, n_in)
 
@@ -313,7 +273,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     # one pass: the native backward indexes with the copy unchecked, and the user can
     # reach the list passed in (.data, .numpy()).
     inputs = _PrivateList.of_input(in_ids, in_counts, n_in, params.weight.shape[0])
-    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in)
+    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in, params.weight.shape[0])
     call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
