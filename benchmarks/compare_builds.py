@@ -69,6 +69,8 @@ def main() -> None:
                          "the step's own work and not the waits for a core)")
     ap.add_argument("--exact", action="store_true",
                     help="the exact-gradient step (grad_window None) instead of the sparse one")
+    ap.add_argument("--trained-folder", default=tempfile.gettempdir(),
+                    help="where a trained config's network is trained once and kept")
     ap.add_argument("--worker", metavar="PROBLEM", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -77,13 +79,23 @@ def main() -> None:
     if len(args.builds) < 2:
         ap.error("give two builds or more")
 
+    from pathlib import Path
+
     import torch
 
     from snn_ipu.bench.configs import CONFIGS
+    from snn_ipu.bench.trained import is_trained, trained_problem
     from snn_ipu.bench.workload import calibrate, make_problem
 
-    problem = make_problem(CONFIGS[args.config], args.activity, args.seed)
-    calibrate(problem, "emulator")
+    cfg = CONFIGS[args.config]
+    if is_trained(cfg):
+        # the benchmark's trained network at its own activity (--activity unused), trained
+        # once into --trained-folder
+        problem = trained_problem(args.config, cfg, args.seed, "emulator",
+                                  Path(args.trained_folder), log=lambda _: None)
+    else:
+        problem = make_problem(cfg, args.activity, args.seed)
+        calibrate(problem, "emulator")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "problem.pt")
         torch.save(problem, path)

@@ -9,6 +9,7 @@ import torch
 from conftest import binary
 
 from snn_ipu import LayerState, LIFLayer, ReadoutLayer, SparseSpikes, SpikeDropout, losses
+from snn_ipu.backends import emulator
 from snn_ipu.data.augment import SpikeAugment
 from snn_ipu.losses import ce_count_loss, ce_membrane_loss
 from snn_ipu.overflow import SpikeOverflowError
@@ -183,9 +184,12 @@ def test_snntorch_keywords_name_ours(name, ours):
 
 # -- autocast ---------------------------------------------------------------------------
 
-def test_bfloat16_autocast_runs_dense_inputs_in_float32():
-    """An input denser than 60% takes the emulator's GEMM path, whose bfloat16 result
-    (under autocast) numpy refused: TypeError: unsupported ScalarType BFloat16."""
+def test_bfloat16_autocast_runs_dense_inputs_in_float32(monkeypatch):
+    """The emulator's GEMM paths (forced here; a dense input on a wide layer takes them),
+    whose bfloat16 results under autocast numpy refused: TypeError: unsupported
+    ScalarType BFloat16."""
+    monkeypatch.setattr(emulator, "forward_dense_fraction", lambda n_out: 0.0)
+    monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (0.0, 0.0))
     x = binary((T, B, IN), 0.8, 3).requires_grad_()
     expected_layer = layer_on("emulator")
     expected = expected_layer(x)
@@ -195,6 +199,7 @@ def test_bfloat16_autocast_runs_dense_inputs_in_float32():
         out = layer(x)
         assert layer.stats["path"] == "dense"
         out.values.sum().backward()
+        assert layer.stats["input_grad_path"] == layer.stats["weight_grad_path"] == "dense"
     assert torch.equal(out.to_dense(), expected.to_dense())
     assert torch.equal(layer.weight.grad, expected_layer.weight.grad)
 
