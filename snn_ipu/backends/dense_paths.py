@@ -50,7 +50,7 @@ def backward_dense_fractions(n_in: int, n_out: int) -> tuple[float, float]:
     for 256-256, 0.35 for 700-256, 0.32 for 2312-256, 0.29 for 256-1466, 0.19 for
     1000-1000, 0.175 for 1466-1466, 0.16 for 2312-1466 (the model: 0.43, 0.35, 0.31,
     0.30, 0.20, 0.17, 0.16), never for readouts of 10-20 neurons; AVX2: 0.3 on L's
-    layers (the model: 0.31-0.35).
+    layers (the model: 0.30-0.31).
 
     dL/dx: the sparse row dots keep up with the GEMM longer than the scatter, to ~0.3
     of the rows on large layers on both hosts, 0.37 on 1466-256, 0.45 on 256-256; past
