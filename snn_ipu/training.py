@@ -231,13 +231,34 @@ class Distributed:
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
         self.active = self.world > 1
+        self._owns_group = False
         if self.active:
             import torch.distributed as dist
 
             if not dist.is_initialized():
+                # torch.optim imports torch._dynamo on first use; imported after the
+                # group starts (torch 2.13), it keeps ten references to the group that
+                # destroy_process_group cannot drop, and gloo's threads outlive it
+                try:
+                    import torch._dynamo  # noqa: F401
+                except ImportError:
+                    pass
                 dist.init_process_group("gloo")
+                self._owns_group = True
             self.rank, self.world = dist.get_rank(), dist.get_world_size()
             self._share_cores()
+
+    def close(self) -> None:
+        """Ends the process group this object started (one the caller started is the
+        caller's), joining gloo's threads. Left to the interpreter's exit, a thread still
+        releasing the last collective's tensors needed the GIL while the interpreter was
+        finalizing, and the process died in std::terminate (SIGABRT) in ~1 run in 20."""
+        if self._owns_group:
+            import torch.distributed as dist
+
+            dist.barrier()
+            dist.destroy_process_group()
+            self._owns_group = False
 
     def _share_cores(self) -> None:
         """One process per core share: a thread team per process on shared cores waits
@@ -422,6 +443,7 @@ def evaluate(model: nn.Sequential, task, config: TrainConfig, dist: Optional[Dis
     """Accuracy, mean loss and per-layer activity of ``model`` on ``dataset`` (default: the
     task's test set), without gradients, on the model's device; shared among the
     processes."""
+    own = dist is None
     dist = dist or Distributed()
     device = _model_device(model)
     dataset = task.test if dataset is None else dataset
@@ -437,8 +459,11 @@ def evaluate(model: nn.Sequential, task, config: TrainConfig, dist: Optional[Dis
             sums += torch.tensor([float(loss) * len(y), correct, len(y)], dtype=torch.float64)
             tally.add(x)
     sums = dist.sum_(sums)
-    return {"loss": float(sums[0] / sums[2]), "accuracy": float(sums[1] / sums[2]),
-            "samples": int(sums[2]), "layers": tally.reduce(dist)}
+    result = {"loss": float(sums[0] / sums[2]), "accuracy": float(sums[1] / sums[2]),
+              "samples": int(sums[2]), "layers": tally.reduce(dist)}
+    if own:
+        dist.close()
+    return result
 
 
 def metrics_path(checkpoint: os.PathLike) -> Path:
@@ -505,8 +530,11 @@ def train(
     dist = Distributed()
     # one writer per checkpoint and log: a second run is refused, not interleaved
     with FileLocks([save, log_path] if dist.main else []):
-        return _train(config, save, resume, log_path, progress, workers, log, task, state,
-                      dist, download, training_device(device, config.backend, dist))
+        result = _train(config, save, resume, log_path, progress, workers, log, task, state,
+                        dist, download, training_device(device, config.backend, dist))
+    # not on an error: a failed process does not wait at a barrier for the others
+    dist.close()
+    return result
 
 
 def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:

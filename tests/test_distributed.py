@@ -54,3 +54,39 @@ def test_two_processes_with_half_batches_make_the_full_batch_update(tmp_path):
     assert mb["test_acc"] == ma["test_acc"] and mb["train_acc"] == ma["train_acc"]
     assert mb["layers"]["hidden1"]["activity"] == pytest.approx(
         ma["layers"]["hidden1"]["activity"], rel=1e-6)
+
+
+CLOSES = """
+import os
+import torch.distributed as dist
+from snn_ipu.training import TrainConfig, train
+threads = lambda: len(os.listdir("/proc/self/task"))
+before = threads()
+train(TrainConfig(data="randman", randman_inputs=20, randman_classes=3,
+                  randman_samples_per_class=10, num_steps=12, batch_size=7, hidden=[16],
+                  epochs=1), progress=False)
+print("threads", before, threads(), "initialized", dist.is_initialized(), flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_training_ends_its_process_group_and_its_threads(tmp_path):
+    """train() ends the process group it started, and gloo's threads with it: left to
+    the interpreter's exit, a thread still releasing a collective's tensors took the
+    process down in std::terminate (SIGABRT) in ~1 torchrun in 20. The threads outlived
+    destroy_process_group where torch._dynamo was first imported after the group
+    started (by the optimizer), which kept references to the group."""
+    script = tmp_path / "closes.py"
+    script.write_text(CLOSES)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+         "2", str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line.split() for line in result.stdout.splitlines() if line.startswith("threads")]
+    assert len(lines) == 2
+    for _, before, after, _, initialized in lines:
+        assert initialized == "False"
+        assert int(after) <= int(before)

@@ -8,6 +8,7 @@ with and without FMA), gradients within 1e-4 relative.
 """
 
 import copy
+import importlib
 import re
 import warnings
 
@@ -24,7 +25,7 @@ from conftest import (
 
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError
 from snn_ipu import surrogate as sg
-from snn_ipu.backends import emulator
+from snn_ipu.backends import dense_paths, emulator
 from snn_ipu.spikes import listed_mask
 
 T, B, IN, HID, OUT = 16, 3, 36, 22, 9
@@ -148,19 +149,59 @@ def test_dense_input_forward(monkeypatch, model, reset, recurrent, window):
     assert [layer.stats["path"] for layer in emu] == ["dense", "dense"]
 
 
-def test_dense_fractions_follow_the_layer_shape():
+@pytest.fixture
+def dense_paths_on(monkeypatch):
+    """dense_paths as imported on a host whose torch reports a given CPU capability;
+    the module is imported again for this host afterwards (the emulator's references to
+    its functions read its globals)."""
+    def on(capability: str):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability,
+                            raising=False)
+        return importlib.reload(dense_paths)
+    yield on
+    monkeypatch.undo()
+    importlib.reload(dense_paths)
+
+
+@pytest.mark.parametrize("capability", ["AVX512", "AVX2", "DEFAULT"])
+def test_dense_fractions_follow_the_layer_shape(dense_paths_on, capability):
     """The GEMM paths pay a cost per input row and per neuron that the row
     kernels do not: small layers keep the sparse paths to higher densities than large
-    ones, a readout of a few neurons keeps its sparse dL/dW at any density, and a
-    fully listed input (exact gradients) takes the dense dL/dx at every shape."""
-    fractions = emulator.backward_dense_fractions
+    ones, a readout of a few neurons keeps its sparse forward and dL/dW at any density,
+    and a fully listed input (exact gradients) takes the dense dL/dx at every shape."""
+    paths = dense_paths_on(capability)
+    fractions = paths.backward_dense_fractions
     for n_in, n_out in ((256, 256), (700, 256), (1466, 1466), (2312, 1466), (128, 10)):
-        assert emulator.forward_dense_fraction(2 * n_out) < emulator.forward_dense_fraction(n_out)
+        assert paths.forward_dense_fraction(2 * n_out) < paths.forward_dense_fraction(n_out)
         x, w = fractions(n_in, n_out)
         assert 0 < x < 1 and 0 < w
         assert fractions(2 * n_in, 2 * n_out)[1] < w
         assert fractions(2 * n_in, 2 * n_out)[0] <= x
     assert fractions(1466, 10)[1] > 1 and fractions(256, 20)[1] > 1
+    assert paths.forward_dense_fraction(10) > 1 and paths.forward_dense_fraction(20) > 1
+    # L's layers on the AVX2 host, where 0.3 (backward) and ~0.5 (forward) were measured
+    if capability != "AVX512":
+        assert 0.25 <= fractions(2312, 1466)[1] <= 0.35
+        assert 0.45 <= paths.forward_dense_fraction(1466) <= 0.55
+
+
+def test_wider_blas_takes_the_gemm_sooner(dense_paths_on):
+    """Where BLAS runs AVX-512 (twice as wide; the row kernels the same) the forward's
+    and dL/dW's GEMMs start at lower densities, on every shape."""
+    wide = dense_paths_on("AVX512")
+    shapes = ((256, 256), (700, 256), (2312, 1466), (128, 128))
+    on_wide = [(wide.forward_dense_fraction(o), wide.backward_dense_fractions(i, o)[1])
+               for i, o in shapes]
+    narrow = dense_paths_on("AVX2")
+    for (i, o), (forward, weight) in zip(shapes, on_wide):
+        assert forward < narrow.forward_dense_fraction(o)
+        assert weight < narrow.backward_dense_fractions(i, o)[1]
+
+
+def test_dense_paths_are_this_hosts_after_the_reloads():
+    """The tests above import dense_paths again for other hosts; its constants (which
+    the emulator's references to its functions read) are this host's again after them."""
+    assert dense_paths._WIDE == dense_paths._wide_gemm_host()
 
 
 @pytest.mark.parametrize("n_in, n_out", [(256, 256), (1000, 1000), (256, 20)])
