@@ -268,12 +268,12 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     """Runs the executor's forward on a checked input list; keeps what the backward
     needs of the call in ``ctx``."""
     T, B = in_ids.shape[:2]
-    n_in = params.weight.shape[1]
+    n_out, n_in = params.weight.shape
     # The executor's scan of the input list and the backward's private copy of it, in
     # one pass: the native backward indexes with the copy unchecked, and the user can
     # reach the list passed in (.data, .numpy()).
-    inputs = _PrivateList.of_input(in_ids, in_counts, n_in, params.weight.shape[0])
-    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in, params.weight.shape[0])
+    inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
+    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in, n_out)
     call = forward_call(
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         initial, keep_dense, _currents(dense_x, params.weight, T, B),
