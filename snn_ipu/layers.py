@@ -233,10 +233,19 @@ class _Layer(nn.Module):
         dtype = torch.float64 if self.weight.dtype == torch.float64 else torch.float32
         if t.numel() == 1 and not t.requires_grad and t.is_cpu:
             # A fixed scalar (the usual constant), filled in: the native calls would copy
-            # an expanded view, and this runs on every call.
+            # an expanded view. The fill is kept per value: this runs on every call, and
+            # no backend writes to its parameters.
             value = float(t)
-            return torch.full((self.out_features,), min(max(value, 0.0), 1.0) if clamp
-                              else value, dtype=dtype)
+            if clamp:
+                value = min(max(value, 0.0), 1.0)
+            fills = self.__dict__.setdefault("_fills", {})
+            key = (value.hex(), dtype, self.out_features)  # hex: -0.0 is not 0.0
+            filled = fills.get(key)
+            if filled is None:
+                if len(fills) >= 8:  # a constant changed call after call
+                    fills.clear()
+                filled = fills[key] = torch.full((self.out_features,), value, dtype=dtype)
+            return filled
         t = t.to(dtype)
         if clamp:
             t = t.clamp(0, 1)

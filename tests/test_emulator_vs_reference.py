@@ -580,3 +580,32 @@ def test_a_half_input_gradient_past_its_range_is_inf_at_listed_entries_alone():
     inf = float("inf")
     for grad in grads:
         assert grad.tolist() == [[[0.0, inf, inf]], [[0.0, 0.0, inf]]]
+
+
+def test_fixed_constants_changed_between_calls_take_effect():
+    """A layer keeps the per-neuron fill of a fixed scalar beta or threshold from one call
+    to the next; a constant changed in place (or through ``.data``) between calls must
+    reach the next call: each call checked against a fresh reference layer."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=0.2, backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.3, seed=1)
+    for beta, threshold, through_data in ((0.9, 1.0, False), (0.5, 1.0, False),
+                                          (0.5, 0.7, True), (0.9, 1.0, True)):
+        with torch.no_grad():
+            (layer.beta.data if through_data else layer.beta).fill_(beta)
+            (layer.threshold.data if through_data else layer.threshold).fill_(threshold)
+        # a new layer, not a copy: a copy would take the emulator layer's fills along
+        ref = LIFLayer(IN, HID, beta=beta, threshold=threshold, grad_window=0.2,
+                       backend="reference")
+        with torch.no_grad():
+            ref.weight.copy_(layer.weight)
+            ref.bias.copy_(layer.bias)
+        out, want = layer(x), ref(x)
+        assert torch.equal(out.ids, want.ids) and torch.equal(out.counts, want.counts), (
+            beta, threshold)
+        (out.values.sum()).backward()
+        (want.values.sum()).backward()
+        assert_rel_close(layer.weight.grad, ref.weight.grad, 1e-4, f"{beta}, {threshold}")
+        layer.weight.grad = None

@@ -281,8 +281,9 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     res = _C.layer_forward(call)
     # for the backward call (backward_call's layer), with what it was built from; not
     # holding on to the input list (the backward takes its private copy)
-    call.layer.in_ids = call.layer.in_counts = _NO_IDS
-    ctx.layer_call, ctx.param_storage = call.layer, _storage_of(params)
+    layer = call.layer
+    layer.in_ids = layer.in_counts = _NO_IDS
+    ctx.layer_call, ctx.param_storage = layer, _storage_of(params)
     ctx.initial = initial
     ctx.inputs = inputs
     # the dense input, for dL/dW's GEMM

@@ -119,9 +119,10 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
                          in_capacity)
     else:
         c.layer = layer
-        c.layer.num_threads = threads
-        c.layer.in_ids, c.layer.in_counts = view(in_ids), view(in_counts)
-        c.layer.in_capacity = in_capacity
+        copy = c.layer  # the call's own copy (each read of c.layer makes a wrapper)
+        copy.num_threads = threads
+        copy.in_ids, copy.in_counts = view(in_ids), view(in_counts)
+        copy.in_capacity = in_capacity
     c.membrane = view(membrane)
     c.grad_out = view(grad_out.float())
     c.needs = needs
