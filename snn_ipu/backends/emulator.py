@@ -75,6 +75,12 @@ def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor, n_i
     return _dense_spikes(in_ids, in_counts, n_in)
 
 
+def _dense_weight_grad(spikes: int, steps: int, batch: int, n_in: int, n_out: int) -> bool:
+    """Whether the backward computes dL/dW with its GEMM: the input's ``spikes`` are more
+    than the layer's dL/dW fraction of its ``steps * batch * n_in`` input rows."""
+    return spikes / max(1, steps * batch * n_in) > backward_dense_fractions(n_in, n_out)[1]
+
+
 class _PrivateList:
     """A private copy of a list for the backward pass: the listed ids, compact (row
     after row), a copy of the counts, and the list's capacity K and spike total. The
@@ -101,7 +107,7 @@ class _PrivateList:
         # all T*B*n_in input rows are spikes, where keeping the list is still
         # O(entries) and rebuilding it from the compact ids (a mask and an index_put)
         # costs more.
-        dense = spikes > backward_dense_fractions(num_ids, n_out)[1] * T * B * num_ids
+        dense = _dense_weight_grad(spikes, T, B, num_ids, n_out)
         return cls(torch.from_numpy(compact), counts.clone(), K, spikes,
                    ids.clone() if dense else None)
 
@@ -189,9 +195,10 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     T, B = in_counts.shape[:2]
     rows = max(1, T * B * weight.shape[1])
     spikes, listed = inputs.spikes, in_ids.numel()
-    fraction_in, fraction_w = backward_dense_fractions(weight.shape[1], weight.shape[0])
+    fraction_in = backward_dense_fractions(weight.shape[1], weight.shape[0])[0]
     dense_in = needs.input and listed / rows > fraction_in
-    dense_w = needs.weight and spikes / rows > fraction_w
+    dense_w = needs.weight and _dense_weight_grad(spikes, T, B, weight.shape[1],
+                                                  weight.shape[0])
     wants = {"input": needs.input, "weight": needs.weight}
     needs.input, needs.weight = needs.input and not dense_in, needs.weight and not dense_w
     needs.current = dense_in or dense_w
