@@ -14,10 +14,11 @@
 
 namespace snn {
 
-// gU[n] = carry[n], plus gS * surrogate' at the listed entries; the listed
-// part of dL/dthreshold is accumulated on the way (thresholdGrad null: not
-// needed).
-template <unsigned Kind>
+// gU[n] += gS * surrogate' at the listed entries; the listed part of
+// dL/dthreshold is accumulated on the way (thresholdGrad null: not needed).
+// Common: threshold[0] is every neuron's, so the block's surrogate reads no
+// threshold per entry (a gather, which does not vectorise).
+template <unsigned Kind, bool Common>
 inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thresholdGrad,
                                     const float *__restrict threshold,
                                     const int *__restrict ids, const float *__restrict mem,
@@ -35,8 +36,8 @@ inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thre
     const float *__restrict u = mem + k0;
     const float *__restrict gs = grad + k0;
     for (unsigned k = 0; k < m; ++k) {
-      const unsigned n = unsigned(id[k]) - firstNeuron;
-      g[k] = gs[k] * surrogateDerivative(Kind, p0, p1, u[k] - threshold[n]);
+      const float thr = Common ? threshold[0] : threshold[unsigned(id[k]) - firstNeuron];
+      g[k] = gs[k] * surrogateDerivative(Kind, p0, p1, u[k] - thr);
     }
     if (thresholdGrad) {
       for (unsigned k = 0; k < m; ++k) {
@@ -51,29 +52,49 @@ inline void listedSurrogateGradKind(float *__restrict gU, float *__restrict thre
   }
 }
 
+template <unsigned Kind>
+inline void listedSurrogateGradOf(float *__restrict gU, float *__restrict thresholdGrad,
+                                  const float *__restrict threshold, bool commonThreshold,
+                                  const int *__restrict ids, const float *__restrict mem,
+                                  const float *__restrict grad, unsigned numListed,
+                                  unsigned firstNeuron, float p0, float p1) {
+  if (commonThreshold)
+    listedSurrogateGradKind<Kind, true>(gU, thresholdGrad, threshold, ids, mem, grad,
+                                        numListed, firstNeuron, p0, p1);
+  else
+    listedSurrogateGradKind<Kind, false>(gU, thresholdGrad, threshold, ids, mem, grad,
+                                         numListed, firstNeuron, p0, p1);
+}
+
 // gU[n] += gS * surrogate' at the listed entries; the listed part of
-// dL/dthreshold is accumulated on the way.
+// dL/dthreshold is accumulated on the way. commonThreshold: threshold holds one
+// value, every neuron's.
 inline void addListedSurrogateGrad(float *__restrict gU, float *__restrict thresholdGrad,
-                                   const float *__restrict threshold,
+                                   const float *__restrict threshold, bool commonThreshold,
                                    const int *__restrict ids, const float *__restrict mem,
                                    const float *__restrict grad, unsigned numListed,
                                    unsigned firstNeuron, unsigned kind, float p0, float p1) {
   switch (kind) {
   case SURROGATE_ATAN:
-    return listedSurrogateGradKind<SURROGATE_ATAN>(gU, thresholdGrad, threshold, ids, mem,
-                                                   grad, numListed, firstNeuron, p0, p1);
+    return listedSurrogateGradOf<SURROGATE_ATAN>(gU, thresholdGrad, threshold,
+                                                 commonThreshold, ids, mem, grad, numListed,
+                                                 firstNeuron, p0, p1);
   case SURROGATE_FAST_SIGMOID:
-    return listedSurrogateGradKind<SURROGATE_FAST_SIGMOID>(
-        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+    return listedSurrogateGradOf<SURROGATE_FAST_SIGMOID>(gU, thresholdGrad, threshold,
+                                                         commonThreshold, ids, mem, grad,
+                                                         numListed, firstNeuron, p0, p1);
   case SURROGATE_SIGMOID:
-    return listedSurrogateGradKind<SURROGATE_SIGMOID>(
-        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+    return listedSurrogateGradOf<SURROGATE_SIGMOID>(gU, thresholdGrad, threshold,
+                                                    commonThreshold, ids, mem, grad,
+                                                    numListed, firstNeuron, p0, p1);
   case SURROGATE_TRIANGLE:
-    return listedSurrogateGradKind<SURROGATE_TRIANGLE>(
-        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+    return listedSurrogateGradOf<SURROGATE_TRIANGLE>(gU, thresholdGrad, threshold,
+                                                     commonThreshold, ids, mem, grad,
+                                                     numListed, firstNeuron, p0, p1);
   default:
-    return listedSurrogateGradKind<SURROGATE_STRAIGHT_THROUGH>(
-        gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron, p0, p1);
+    return listedSurrogateGradOf<SURROGATE_STRAIGHT_THROUGH>(gU, thresholdGrad, threshold,
+                                                             commonThreshold, ids, mem, grad,
+                                                             numListed, firstNeuron, p0, p1);
   }
 }
 
@@ -81,15 +102,15 @@ inline void addListedSurrogateGrad(float *__restrict gU, float *__restrict thres
 // part of dL/dthreshold is accumulated on the way.
 inline void listedSurrogateGrad(float *__restrict gU, const float *__restrict carry,
                                 float *__restrict thresholdGrad,
-                                const float *__restrict threshold,
+                                const float *__restrict threshold, bool commonThreshold,
                                 const int *__restrict ids, const float *__restrict mem,
                                 const float *__restrict grad, unsigned numListed,
                                 unsigned numNeurons, unsigned firstNeuron,
                                 unsigned kind, float p0, float p1) {
   for (unsigned n = 0; n < numNeurons; ++n)
     gU[n] = carry[n];
-  addListedSurrogateGrad(gU, thresholdGrad, threshold, ids, mem, grad, numListed, firstNeuron,
-                         kind, p0, p1);
+  addListedSurrogateGrad(gU, thresholdGrad, threshold, commonThreshold, ids, mem, grad,
+                         numListed, firstNeuron, kind, p0, p1);
 }
 
 // Runs update() with notSpiked = 1 - S[t-1]: cleared at the step t-1 spikes,
@@ -160,7 +181,7 @@ public:
   poplar::Input<poplar::Vector<int>> prevSpikeIds; // all spikes of step t-1
   poplar::Input<unsigned> numPrevSpikes;
   poplar::Input<poplar::Vector<float>> beta;
-  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::Input<poplar::Vector<float>> threshold; // the tile's, or one: every neuron's
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::InOut<poplar::Vector<float>> carry;        // dL/dU[t] flowing into step t-1
   poplar::InOut<poplar::Vector<float>> notSpiked; // ones; 1 - S[t-1] during the call
@@ -190,9 +211,9 @@ private:
     float *__restrict c = &carry[0];
     float *__restrict gthr = thresholdGrad.size() != 0 ? &thresholdGrad[0] : nullptr;
     const float *__restrict b = &beta[0];
-    snn::addListedSurrogateGrad(c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
-                                &listGrad[0], *numListed, firstNeuron, surrogateKind,
-                                surrogateP0, surrogateP1);
+    snn::addListedSurrogateGrad(c, gthr, &threshold[0], threshold.size() == 1, &listIds[0],
+                                &listMembrane[0], &listGrad[0], *numListed, firstNeuron,
+                                surrogateKind, surrogateP0, surrogateP1);
     const float *__restrict keep = &notSpiked[0];
     const float *__restrict up = prevMembrane.size() != 0 ? &prevMembrane[0] : nullptr;
     float *__restrict gb = &betaGrad[0];
@@ -215,7 +236,7 @@ public:
   poplar::Input<unsigned> numPrevSpikes;
   poplar::Input<poplar::Vector<float>> alpha;
   poplar::Input<poplar::Vector<float>> beta;
-  poplar::Input<poplar::Vector<float>> threshold;
+  poplar::Input<poplar::Vector<float>> threshold; // the tile's, or one: every neuron's
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::Input<poplar::Vector<float>> prevSynaptic; // syn[t-1]; empty: no alpha grad
   poplar::InOut<poplar::Vector<float>> carry;        // into U[t-1]
@@ -247,9 +268,9 @@ private:
     const float *__restrict a = &alpha[0];
     const float *__restrict b = &beta[0];
     // g holds dL/dU[t] until it is overwritten by dL/dI[t] below.
-    snn::listedSurrogateGrad(g, c, gthr, &threshold[0], &listIds[0], &listMembrane[0],
-                             &listGrad[0], *numListed, numNeurons, firstNeuron,
-                             surrogateKind, surrogateP0, surrogateP1);
+    snn::listedSurrogateGrad(g, c, gthr, &threshold[0], threshold.size() == 1, &listIds[0],
+                             &listMembrane[0], &listGrad[0], *numListed, numNeurons,
+                             firstNeuron, surrogateKind, surrogateP0, surrogateP1);
     const float *__restrict keep = &notSpiked[0];
     if (reset == snn::RESET_SUBTRACT && gthr)
       for (unsigned n = 0; n < numNeurons; ++n)

@@ -36,6 +36,14 @@ LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
   }
   units_.resize(std::size_t(numTiles) * G);
   zeros_.assign(layout.maxRowLength(), 0.0f);
+  // A scalar threshold, filled per neuron: the state-grad vertices take it as
+  // one value (bit for bit every neuron's, so the results are the same).
+  if (neuron.model != MODEL_READOUT) {
+    const float *thr = neuron.threshold;
+    commonThreshold_ = std::all_of(thr, thr + shape.outFeatures, [&](float v) {
+      return std::memcmp(&v, thr, sizeof(float)) == 0;
+    });
+  }
 }
 
 template <typename WT> void LayerBackward<WT>::buildBlocks(unsigned j) {
@@ -336,7 +344,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
         v.prevSpikeIds.bind(prevIds, numPrev);
         v.numPrevSpikes.bind(&numPrev);
         v.beta.bind(neuron_.beta + first, width);
-        v.threshold.bind(neuron_.threshold + first, width);
+        v.threshold.bind(neuron_.threshold + first, commonThreshold_ ? 1 : width);
         const auto prevU = prevDense(in_.denseMembrane, in_.initialMembrane, needs_.beta);
         v.prevMembrane.bind(prevU.first, prevU.second);
         v.carry.bind(carry, width);

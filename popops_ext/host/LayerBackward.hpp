@@ -132,6 +132,7 @@ private:
   // reads its runs of all rows in order from here, not a few entries from
   // each kilobytes-long row; a recurrent layer adds dL/dS into tileGrad_.
   bool tileMajor_ = false;
+  bool commonThreshold_ = false; // every neuron's threshold the same bits
   std::vector<std::size_t> tileStart_;
   std::vector<int32_t> tileIds_;
   std::vector<float> tileMembrane_, tileGrad_;
