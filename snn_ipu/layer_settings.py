@@ -139,4 +139,8 @@ class Setting:
         return self if layer is None else layer.__dict__[self.key]
 
     def __set__(self, layer, value) -> None:
-        layer.__dict__[self.key] = self.check(value)
+        state = layer.__dict__
+        state[self.key] = self.check(value)
+        # what a layer keeps from call to call on its settings (its call's config) is
+        # made again after any of them changes
+        state["_settings_version"] = state.get("_settings_version", 0) + 1

@@ -227,10 +227,52 @@ class _Layer(nn.Module):
         else:
             self.register_buffer(name, value)
 
-    def _per_neuron(self, t: torch.Tensor, clamp: bool) -> torch.Tensor:
-        """[out] float32 view of a scalar-or-vector parameter (snnTorch clamps decays);
-        float64 in a layer whose weights are (``.double()``: the reference's yardstick)."""
-        dtype = torch.float64 if self.weight.dtype == torch.float64 else torch.float32
+    def _call_config(self, *args) -> LayerConfig:
+        """``config(*args)``, kept from call to call until a setting changes (each
+        Setting counts its changes in ``_settings_version``) or one of the plain
+        attributes it reads is reassigned."""
+        state = self.__dict__
+        key = (args, state.get("_settings_version"), self.name, self.ipu_tiles,
+               self.in_features, self.out_features, self.recurrent)
+        kept = state.get("_config")
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        config = self.config(*args)
+        state["_config"] = (key, config)
+        return config
+
+    def _backend_cache(self) -> dict:
+        """What the backend keeps from this layer's calls for the next (Backend's
+        ``cache``); emptied where the layer moves to another backend."""
+        backend = self.backend
+        kept = self.__dict__.get("_backend_kept")
+        if kept is None or kept[0] != backend:
+            kept = self.__dict__["_backend_kept"] = (backend, {})
+        return kept[1]
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """The module's state for pickle and ``copy.deepcopy``, without what a call keeps
+        for the next (the backend's native call objects, which neither pickle nor copy):
+        a copy makes its own."""
+        getstate = getattr(super(), "__getstate__", None)
+        state = dict(getstate() if getstate is not None else self.__dict__)
+        for kept in ("_backend_kept", "_config"):
+            state.pop(kept, None)
+        return state
+
+    def _tensor(self, name: str) -> Optional[torch.Tensor]:
+        """A parameter or buffer by name, or None: from the module's own dicts first,
+        where nn.Module's attribute lookup costs several times more (this runs many
+        times per call), then as an attribute (a parametrization's property)."""
+        params, buffers = self._parameters, self._buffers
+        if name in params:
+            return params[name]
+        if name in buffers:
+            return buffers[name]
+        return getattr(self, name, None)
+
+    def _per_neuron(self, t: torch.Tensor, clamp: bool, dtype: torch.dtype) -> torch.Tensor:
+        """[out] ``dtype`` view of a scalar-or-vector parameter (snnTorch clamps decays)."""
         if t.numel() == 1 and not t.requires_grad and t.is_cpu:
             # A fixed scalar (the usual constant), filled in: the native calls would copy
             # an expanded view. The fill is kept per value: this runs on every call, and
@@ -252,21 +294,21 @@ class _Layer(nn.Module):
         return t.expand(self.out_features) if t.dim() == 0 or t.numel() == 1 else t
 
     def _params(self) -> LayerParams:
-        threshold = getattr(self, "threshold", None)
-        alpha = getattr(self, "alpha", None)
+        """The parameters as a call uses them; the neuron constants in float32 (float64
+        in a layer whose weights are: the reference's yardstick)."""
+        weight, bias, rec_bias = (self._tensor(k) for k in ("weight", "bias", "rec_bias"))
+        # a recurrent layer's rec_bias is summed into the input bias in torch, so that
+        # autograd gives both the same gradient
+        if rec_bias is not None:
+            bias = rec_bias if bias is None else bias + rec_bias
+        dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        threshold, alpha = self._tensor("threshold"), self._tensor("alpha")
         return LayerParams(
-            self.weight, self._input_bias(), self.rec_weight,
-            self._per_neuron(self.beta, clamp=True),
-            None if threshold is None else self._per_neuron(threshold, clamp=False),
-            None if alpha is None else self._per_neuron(alpha, clamp=True),
+            weight, bias, self._tensor("rec_weight"),
+            self._per_neuron(self._tensor("beta"), True, dtype),
+            None if threshold is None else self._per_neuron(threshold, False, dtype),
+            None if alpha is None else self._per_neuron(alpha, True, dtype),
         )
-
-    def _input_bias(self) -> Optional[torch.Tensor]:
-        """The bias of the input current: ``bias`` plus ``rec_bias`` where a recurrent
-        layer keeps one (summed in torch, so autograd gives both the same gradient)."""
-        if self.rec_bias is None:
-            return self.bias
-        return self.rec_bias if self.bias is None else self.bias + self.rec_bias
 
     def _check_parameters(self) -> None:
         """Shapes (a tensor assigned to ``.data`` skips nn.Module's checks), finite
@@ -274,44 +316,58 @@ class _Layer(nn.Module):
         them (the values only where they can be read: not in a model traced for the IPU).
         Learned decays are clamped to [0, 1] where they are used, as snnTorch does."""
         n, m = self.out_features, self.in_features
-        matrices = {"weight": (n, m), "rec_weight": (n, n)}
-        # The module's own dicts: nn.Module's attribute lookup costs more, and this runs
-        # on every call.
-        tensors = {**self._buffers, **self._parameters}
-        for pname in ("weight", "bias", "rec_bias", "rec_weight", "beta", "threshold", "alpha"):
-            t = tensors.get(pname)
+        shapes = self.__dict__.get("_shapes")
+        if shapes is None or shapes["weight"] != (n, m):
+            shapes = self.__dict__["_shapes"] = {
+                "weight": (n, m), "rec_weight": (n, n), "bias": (n,), "rec_bias": (n,),
+                "beta": (n,), "threshold": (n,), "alpha": (n,)}
+        # Everything in one pass over the module's own dicts; where the values pass finds
+        # one out of range, the checks of _name_bad_value say which and why.
+        constants = []
+        for bname, b in self._buffers.items():
+            if b is not None and bname in _CONSTANT_RANGES:
+                if b.shape != shapes[bname]:
+                    self._check_shape(bname, b, shapes[bname])
+                constants.append((bname, b))
+        checked, ranges, names = [], [], []
+        for pname, t in self._parameters.items():
             if t is None:
                 continue
-            shape = tuple(t.shape)
-            want = matrices.get(pname)
-            if want is not None and shape != want:
-                hint = " (transposed? nn.Linear's weight is [out, in])" if shape == want[::-1] \
-                    else ""
-                raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
-                                 f"needs {list(want)} = [out_features, "
-                                 f"{'in_features' if pname == 'weight' else 'out_features'}]"
-                                 f"{hint}")
-            vector = pname in ("bias", "rec_bias")
-            if want is None and shape != (n,) and (vector or t.numel() != 1):
-                raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
-                                 f"needs [{n}] (out_features)"
-                                 + ("" if vector else " or a scalar"))
-        params = [(k, p) for k, p in self._parameters.items() if p is not None]
-        if not values_readable(*(p for _, p in params)):
+            want = shapes.get(pname)
+            if want is not None and t.shape != want:
+                self._check_shape(pname, t, want)
+            checked.append(t)
+            ranges.append(POSITIVE if pname == "threshold" else FINITE)
+            names.append(pname)
+        if not values_readable(*checked):
             return
-        # Everything in one pass; where it finds a value out of range, the checks
-        # below say which and why.
-        constants = [(k, b) for k, b in self._buffers.items()
-                     if b is not None and k in _CONSTANT_RANGES]
-        checked = params + constants
-        ranges = [POSITIVE if k == "threshold" else FINITE for k, _ in params]
-        ranges += [_CONSTANT_RANGES[k] for k, _ in constants]
-        bad = first_out_of_range([t for _, t in checked], ranges)
+        for bname, b in constants:
+            checked.append(b)
+            ranges.append(_CONSTANT_RANGES[bname])
+            names.append(bname)
+        bad = first_out_of_range(checked, ranges)
         if bad < 0:
             return
         self._name_bad_value()
         # the checks one at a time apply the same ranges; the fault is named regardless
-        raise ValueError(f"{self.name}: {checked[bad][0]} holds a value outside its range")
+        raise ValueError(f"{self.name}: {names[bad]} holds a value outside its range")
+
+    def _check_shape(self, pname: str, t: torch.Tensor, want: tuple) -> None:
+        """Raises where ``t``, the layer's ``pname``, has another shape than ``want``
+        (a neuron constant may also be a scalar)."""
+        shape = tuple(t.shape)
+        if pname in ("weight", "rec_weight"):
+            hint = " (transposed? nn.Linear's weight is [out, in])" if shape == want[::-1] \
+                else ""
+            raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
+                             f"needs {list(want)} = [out_features, "
+                             f"{'in_features' if pname == 'weight' else 'out_features'}]"
+                             f"{hint}")
+        vector = pname in ("bias", "rec_bias")
+        if vector or t.numel() != 1:
+            raise ValueError(f"{self.name}: {pname} has shape {list(shape)}, this layer "
+                             f"needs [{want[0]}] (out_features)"
+                             + ("" if vector else " or a scalar"))
 
     def _name_bad_value(self) -> None:
         """The checks of the parameters' values and the constants, one at a time, each
@@ -393,7 +449,11 @@ class _Layer(nn.Module):
     def _keep(self, record: CallRecord) -> None:
         """Takes over a call's record: its state, membrane and stats, and the warnings
         of its backend, once per layer."""
-        self.last_call = record
+        # Plain attributes, written to the instance dict: nn.Module's __setattr__,
+        # which looks for parameters, buffers and modules of the name first, costs
+        # several times more, and this runs on every call.
+        state = self.__dict__
+        state["last_call"] = record
         for message in record.warnings:
             if message not in self._warned:
                 self._warned.add(message)
@@ -401,11 +461,11 @@ class _Layer(nn.Module):
         if record.total_spikes is not None:
             self._dropped_totals["total_spikes_dropped"] += record.overflow.spikes_dropped
             self._dropped_totals["total_eligible_dropped"] += record.overflow.eligible_dropped
-        self.last_membrane = record.membrane if self.record_membrane else None
-        if self.last_membrane is not None and self.neuron_model != "readout":
+        membrane = state["last_membrane"] = record.membrane if self.record_membrane else None
+        if membrane is not None and self.neuron_model != "readout":
             # detached: the membrane losses refuse it in a call that trains, naming
             # ReadoutLayer, instead of training nothing
-            setattr(self.last_membrane, RECORDED_MEMBRANE, self.name)
+            setattr(membrane, RECORDED_MEMBRANE, self.name)
         if self.carry_state and record.final_state is not None:
             self.state = record.final_state
 
@@ -489,9 +549,10 @@ class _SpikingLayer(_Layer):
         spikes = self._input(x)
         self._check_parameters()
         records_grad = self._records_grad(spikes.values.requires_grad)
-        config = self.config(records_grad)
+        config = self._call_config(records_grad)
         out, record = self._backend().spiking_layer(
-            config, spikes, self._params(), self._initial_spiking_state(spikes))
+            config, spikes, self._params(), self._initial_spiking_state(spikes),
+            self._backend_cache())
         self._apply_overflow_policy(record, stacklevel=6)  # past it, forward(), nn.Module's call
         self._keep(record)
         if records_grad and self.grad_window is not None and record.total_spikes is not None:
@@ -663,7 +724,7 @@ class ReadoutLayer(_Layer):
         initial = self._initial_state(spikes)
         if initial is not None and (initial.synaptic is not None or initial.spikes is not None):
             raise ValueError(f"{self.name}: a readout's carried state is its membrane alone")
-        out, record = self._backend().readout_layer(self.config(), spikes, self._params(),
-                                                    initial)
+        out, record = self._backend().readout_layer(self._call_config(), spikes, self._params(),
+                                                    initial, self._backend_cache())
         self._keep(record)
         return out

@@ -609,3 +609,108 @@ def test_fixed_constants_changed_between_calls_take_effect():
         (want.values.sum()).backward()
         assert_rel_close(layer.weight.grad, ref.weight.grad, 1e-4, f"{beta}, {threshold}")
         layer.weight.grad = None
+
+
+def _reference_twin(layer):
+    """A new reference-backend layer with ``layer``'s settings and values (a new layer,
+    not a copy: a copy would take along what the emulator layer kept between calls)."""
+    kwargs = dict(beta=layer.beta.detach().clone(), threshold=layer.threshold.detach().clone(),
+                  grad_window=layer.grad_window, reset=layer.reset, surrogate=layer.surrogate,
+                  backend="reference")
+    ref = LIFLayer(layer.in_features, layer.out_features, **kwargs)
+    with torch.no_grad():
+        ref.weight.copy_(layer.weight)
+        ref.bias.copy_(layer.bias)
+    return ref
+
+
+def _check_against_reference(layer, x, what):
+    ref = _reference_twin(layer)
+    xs = SparseSpikes.from_dense(x)
+    xe = SparseSpikes(xs.ids, xs.counts, xs.num_neurons, xs.values.clone().requires_grad_())
+    xr = SparseSpikes(xs.ids, xs.counts, xs.num_neurons, xs.values.clone().requires_grad_())
+    out, want = layer(xe), ref(xr)
+    assert torch.equal(out.ids, want.ids) and torch.equal(out.counts, want.counts), what
+    (out.values * torch.arange(out.values.numel()).reshape(out.values.shape).sin()).sum() \
+        .backward()
+    (want.values * torch.arange(want.values.numel()).reshape(want.values.shape).sin()).sum() \
+        .backward()
+    weight = layer.weight
+    assert_rel_close(weight.grad, ref.weight.grad, 1e-4, f"{what}: dL/dW")
+    assert_rel_close(xe.values.grad, xr.values.grad, 1e-4, f"{what}: dL/dx")
+    weight.grad = None
+
+
+def test_kept_call_follows_what_changes_between_calls():
+    """The emulator keeps a layer's call object (its settings and parameter views) from
+    one call to the next; whatever the next call is made with must reach it: the weights
+    changed in place, through ``.data``, or replaced, the settings, the thread count, a
+    copy of the layer. Each call checked against a fresh reference layer."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=0.2, backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.3, seed=1)
+    _check_against_reference(layer, x, "first call")
+    with torch.no_grad():
+        layer.weight.mul_(-0.5)
+    _check_against_reference(layer, x, "weight changed in place")
+    layer.weight.data = torch.randn(HID, IN) * 2.0
+    _check_against_reference(layer, x, "weight assigned through .data")
+    layer.weight = torch.nn.Parameter(torch.randn(HID, IN) * 3.0)
+    _check_against_reference(layer, x, "weight replaced")
+    layer.bias.data = torch.randn(HID)
+    _check_against_reference(layer, x, "bias assigned through .data")
+    layer.grad_window = 0.6
+    _check_against_reference(layer, x, "grad_window changed")
+    layer.reset = "zero"
+    _check_against_reference(layer, x, "reset changed")
+    layer.surrogate = sg.FastSigmoid(5.0)
+    _check_against_reference(layer, x, "surrogate changed")
+    old = emulator.get_num_threads()
+    try:
+        emulator.set_num_threads(1 if old > 1 else 2)
+        _check_against_reference(layer, x, "thread count changed")
+    finally:
+        emulator.set_num_threads(old)
+    twin = copy.deepcopy(layer)
+    with torch.no_grad():
+        twin.weight.mul_(2.0)
+    _check_against_reference(twin, x, "a deep copy, its weights changed")
+    _check_against_reference(layer, x, "the original after its copy changed")
+
+
+def test_layer_called_twice_in_one_graph():
+    """Two calls of one layer in one graph share the layer's kept call object; each
+    backward pass must still differentiate its own call (against the reference)."""
+    torch.manual_seed(0)
+    layer = LIFLayer(HID, HID, beta=0.8, threshold=1.0, grad_window=0.3, backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(5.0)
+    ref = _reference_twin(layer)
+    x = SparseSpikes.from_dense(binary((T, B, HID), 0.3, seed=2))
+    out, want = layer(layer(x)), ref(ref(x))
+    assert torch.equal(out.ids, want.ids) and torch.equal(out.counts, want.counts)
+    out.values.sum().backward()
+    want.values.sum().backward()
+    assert_rel_close(layer.weight.grad, ref.weight.grad, 1e-4, "dL/dW of two calls")
+    assert_rel_close(layer.bias.grad, ref.bias.grad, 1e-4, "dL/db of two calls")
+
+
+@pytest.mark.parametrize("window", [None, 0.3])
+def test_thresholds_that_differ_in_one_neuron(window):
+    """The state gradient takes a threshold shared by every neuron as one value; a layer
+    whose thresholds are all the same but one (in the last tile) must not be taken for
+    one: its gradients against the reference's."""
+    torch.manual_seed(0)
+    threshold = torch.ones(HID)
+    threshold[-1] = 0.6
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=threshold, grad_window=window,
+                     backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.3, seed=3)
+    _check_against_reference(layer, x, "one threshold apart")
+    # and a shared threshold, taken as one value
+    layer.threshold.fill_(0.6)
+    _check_against_reference(layer, x, "a shared threshold")

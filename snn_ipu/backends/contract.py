@@ -122,17 +122,20 @@ class CallRecord:
 
 
 class Backend(Protocol):
-    """The two functions of a backend module."""
+    """The two functions of a backend module. ``cache``: a dict the layer keeps for its
+    backend from call to call (None: a call on its own), where a backend may keep what
+    it built for one call and can reuse in the next, having checked that it still
+    applies; the layer never reads it."""
 
     def spiking_layer(
         self, config: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-        initial: Optional[LayerState],
+        initial: Optional[LayerState], cache: Optional[dict] = None,
     ) -> Tuple[SparseSpikes, CallRecord]:
         """A spiking layer's output list over the whole sequence, from ``initial``
         (None: zero state)."""
 
     def readout_layer(
         self, config: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-        initial: Optional[LayerState],
+        initial: Optional[LayerState], cache: Optional[dict] = None,
     ) -> Tuple[torch.Tensor, CallRecord]:
         """A readout's membrane ``[T, B, out]`` (differentiable)."""

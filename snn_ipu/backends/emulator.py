@@ -183,25 +183,29 @@ def _autocast_query():
 _cpu_autocast = _autocast_query()
 
 
+_PATHS = {(False, False): "none", (False, True): "none", (True, False): "sparse",
+          (True, True): "dense"}  # (wanted, dense): the record's path of a gradient
+
+
 @_float32
 def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, params,
-              needs, same_storage: bool, out: Optional[_PrivateList] = None, **call_args):
-    """Runs the executor's backward, taking the dense GEMM path for the input side
-    where it is faster, and records the choice in ``record.paths``. ``same_storage``:
-    the parameters are on the storage of the forward's views. Returns the
-    result and dL/d(input values), dL/dW."""
+              wants: dict, same_storage: bool, out: Optional[_PrivateList] = None,
+              **call_args):
+    """Runs the executor's backward for the gradients ``wants`` names (grad_needs'
+    flags), taking the dense GEMM path for the input side where it is faster, and
+    records the choice in ``record.paths``. ``same_storage``: the parameters are on
+    the storage of the forward's views. Returns the result and dL/d(input values),
+    dL/dW."""
     weight = params.weight
+    n_out, n_in = weight.shape
     in_ids, in_counts = inputs.ids, inputs.counts
     T, B = in_counts.shape[:2]
-    rows = max(1, T * B * weight.shape[1])
-    spikes, listed = inputs.spikes, in_ids.numel()
-    fraction_in = backward_dense_fractions(weight.shape[1], weight.shape[0])[0]
-    dense_in = needs.input and listed / rows > fraction_in
-    dense_w = needs.weight and _dense_weight_grad(spikes, T, B, weight.shape[1],
-                                                  weight.shape[0])
-    wants = {"input": needs.input, "weight": needs.weight}
-    needs.input, needs.weight = needs.input and not dense_in, needs.weight and not dense_w
-    needs.current = dense_in or dense_w
+    want_in, want_w = wants["input"], wants["weight"]
+    dense_in = want_in and in_ids.numel() / max(1, T * B * n_in) > backward_dense_fractions(
+        n_in, n_out)[0]
+    dense_w = want_w and _dense_weight_grad(inputs.spikes, T, B, n_in, n_out)
+    needs = grad_needs(**{**wants, "input": want_in and not dense_in,
+                          "weight": want_w and not dense_w, "current": dense_in or dense_w})
     if out is not None:
         call_args.update(out_ids=out.ids, out_counts=out.counts)
     # The forward's settings and parameter views, where the parameters are on the
@@ -210,24 +214,28 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
         cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
         ctx.initial, needs=needs, in_capacity=inputs.capacity,
         layer=ctx.layer_call if same_storage else None, **call_args))
-    grad_in = torch.from_numpy(res.grad_in_values) if needs.input else None
-    grad_w = _as(res.grad_weight, weight) if needs.weight else None
+    grad_in = torch.from_numpy(res.grad_in_values) if want_in and not dense_in else None
+    grad_w = None
+    if want_w and not dense_w:
+        grad_w = torch.from_numpy(res.grad_weight)  # [out, in] float32
+        if grad_w.dtype != weight.dtype:
+            grad_w = grad_w.to(weight.dtype)
     if dense_in or dense_w:
         g_current = torch.from_numpy(res.grad_current).reshape(T * B, -1)
     if dense_in:
-        g_x = _matmul_padded_rows(g_current, weight.float())[:, :weight.shape[1]]
+        g_x = _matmul_padded_rows(g_current, weight.float())[:, :n_in]
         # dL/dx at the listed entries, 0 at the padding (read in place, rows padded)
         grad_in = torch.from_numpy(_C.gather_listed(
             g_x.numpy(), numpy_view(in_ids), numpy_view(in_counts), inputs.capacity,
             get_num_threads()))
     if dense_w:
         x = ctx.dense_x if ctx.dense_x is not None else _dense_spikes(
-            inputs.padded(), in_counts, weight.shape[1])
+            inputs.padded(), in_counts, n_in)
         # (autograd copies the padded rows into .grad's layout)
         grad_w = _matmul_padded_rows(g_current.t(), x)[:, :x.shape[1]].to(weight.dtype)
-    for side, dense in (("input", dense_in), ("weight", dense_w)):
-        record.paths[f"{side}_grad_path"] = (
-            "none" if not wants[side] else "dense" if dense else "sparse")
+    paths = record.paths
+    paths["input_grad_path"] = _PATHS[want_in, dense_in]
+    paths["weight_grad_path"] = _PATHS[want_w, dense_w]
     return res, grad_in, grad_w
 
 
@@ -269,11 +277,26 @@ def _check_unchanged(where: str, storage: tuple, params: LayerParams) -> bool:
     return False
 
 
+def _kept_call(cache: Optional[dict], key: tuple) -> Optional[_C.ForwardCall]:
+    """The layer's forward call object of an earlier call made with ``key`` (its
+    settings, plan, threads and parameter storage), taken out of ``cache`` while it is
+    in use (so that a call from another thread builds its own), or None."""
+    kept = None if cache is None else cache.pop("forward_call", None)
+    if kept is None:
+        return None
+    (cfg, split, *rest), (kept_cfg, kept_split, *kept_rest) = key, kept[0]
+    # the plan by identity (its arrays do not compare as a bool; the planner's cache
+    # returns one object per plan, and the key holds it)
+    same = split is kept_split and (cfg is kept_cfg or cfg == kept_cfg) and rest == kept_rest
+    return kept[1] if same else None
+
+
 @_float32
 def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, initial,
-             keep_dense: bool):
+             keep_dense: bool, cache: Optional[dict]):
     """Runs the executor's forward on a checked input list; keeps what the backward
-    needs of the call in ``ctx``."""
+    needs of the call in ``ctx``, and the call object for the layer's next call in
+    ``cache`` (a dict the layer keeps; None: nothing kept)."""
     T, B = in_ids.shape[:2]
     n_out, n_in = params.weight.shape
     # The executor's scan of the input list and the backward's private copy of it, in
@@ -281,16 +304,31 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     # reach the list passed in (.data, .numpy()).
     inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
     dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in, n_out)
-    call = forward_call(
-        cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
-        initial, keep_dense, _currents(dense_x, params.weight, T, B),
-        _memory.available_bytes() or 0)
+    currents = _currents(dense_x, params.weight, T, B)
+    threads, storage = threads_for(T, B, cfg.out_features), _storage_of(params)
+    # A call's settings and parameter views (a dozen fields, each a conversion) are
+    # those of the layer's last call where nothing they were made from changed: the
+    # storage holds the parameters' addresses, which the kept views keep in use.
+    key = (cfg, ctx.split, threads, storage, keep_dense)
+    call = None if initial is not None else _kept_call(cache, key)
+    budget = _memory.available_bytes() or 0
+    if call is None:
+        call = forward_call(cfg, ctx.split, threads, in_ids, in_counts, params, initial,
+                            keep_dense, currents, budget)
+    else:
+        layer = call.layer
+        layer.in_ids, layer.in_counts = numpy_view(in_ids), numpy_view(in_counts)
+        call.input_currents = None if currents is None else numpy_view(currents)
+        call.memory_budget = budget
     res = _C.layer_forward(call)
     # for the backward call (backward_call's layer), with what it was built from; not
-    # holding on to the input list (the backward takes its private copy)
+    # holding on to the input list (the backward takes its private copy) nor the currents
     layer = call.layer
     layer.in_ids = layer.in_counts = _NO_IDS
-    ctx.layer_call, ctx.param_storage = layer, _storage_of(params)
+    call.input_currents = None
+    if cache is not None and initial is None:
+        cache["forward_call"] = (key, call)
+    ctx.layer_call, ctx.param_storage = layer, storage
     ctx.initial = initial
     ctx.inputs = inputs
     # the dense input, for dL/dW's GEMM
@@ -304,11 +342,12 @@ def _tensor(array) -> Optional[torch.Tensor]:
 
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, cfg, split, keep_dense, record, in_ids, in_counts, in_values, weight,
-                bias, rec_weight, beta, threshold, alpha, initial):
+    def forward(ctx, cfg, split, keep_dense, record, cache, in_ids, in_counts, in_values,
+                weight, bias, rec_weight, beta, threshold, alpha, initial):
         ctx.cfg, ctx.split, ctx.record = cfg, split, record
         params = LayerParams(weight, bias, rec_weight, beta, threshold, alpha)
-        res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, keep_dense)
+        res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, keep_dense,
+                                cache)
         ids, counts = torch.from_numpy(res.ids), torch.from_numpy(res.counts)
         first = res.overflow_at
         record.overflow = Overflow(res.spikes_dropped, res.eligible_dropped,
@@ -344,37 +383,37 @@ class _SpikingLayerFn(torch.autograd.Function):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
         if grad_values is None:  # nothing downstream used the values
-            return (None,) * 14
+            return (None,) * 15
         (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
          *tensors) = ctx.saved_tensors
         params = LayerParams(*tensors)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
-        needs = grad_needs(input=need[6], weight=need[7], bias=need[8], rec_weight=need[9],
-                           beta=need[10], threshold=need[11], alpha=need[12])
+        wants = dict(input=need[7], weight=need[8], bias=need[9], rec_weight=need[10],
+                     beta=need[11], threshold=need[12], alpha=need[13])
         res, grad_in, grad_w = _backward(
-            cfg, ctx, ctx.record, ctx.inputs, params, needs, same_storage, out=ctx.outputs,
+            cfg, ctx, ctx.record, ctx.inputs, params, wants, same_storage, out=ctx.outputs,
             membrane=membrane, grad_out=grad_values, dense_membrane=dense_membrane,
             dense_synaptic=dense_synaptic, dropped_ids=dropped_ids,
             dropped_counts=dropped_counts)
         return (
-            None, None, None, None, None, None, grad_in, grad_w,
-            _tensor(res.grad_bias) if need[8] else None,
-            _as(res.grad_rec_weight, params.rec_weight) if need[9] else None,
-            _as(res.grad_beta, params.beta) if need[10] else None,
-            _as(res.grad_threshold, params.threshold) if need[11] else None,
-            _as(res.grad_alpha, params.alpha) if need[12] else None,
+            None, None, None, None, None, None, None, grad_in, grad_w,
+            _tensor(res.grad_bias) if need[9] else None,
+            _as(res.grad_rec_weight, params.rec_weight) if need[10] else None,
+            _as(res.grad_beta, params.beta) if need[11] else None,
+            _as(res.grad_threshold, params.threshold) if need[12] else None,
+            _as(res.grad_alpha, params.alpha) if need[13] else None,
             None,
         )
 
 
 class _ReadoutFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, cfg, split, record, in_ids, in_counts, in_values, weight, bias, beta,
-                initial):
+    def forward(ctx, cfg, split, record, cache, in_ids, in_counts, in_values, weight, bias,
+                beta, initial):
         ctx.cfg, ctx.split, ctx.record = cfg, split, record
         params = LayerParams(weight, bias, None, beta, None, None)
-        res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, False)
+        res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, False, cache)
         record.paths["path"] = "sparse" if dense_x is None else "dense"
         membrane = torch.from_numpy(res.membrane)
         record.membrane = membrane.detach() if cfg.record_membrane else None
@@ -391,14 +430,15 @@ class _ReadoutFn(torch.autograd.Function):
         params = LayerParams(weight, bias, None, beta, None, None)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
-        needs = grad_needs(input=need[5], weight=need[6], bias=need[7], beta=need[8])
-        res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, ctx.inputs, params, needs,
+        wants = dict(input=need[6], weight=need[7], bias=need[8], rec_weight=False,
+                     beta=need[9], threshold=False, alpha=False)
+        res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, ctx.inputs, params, wants,
                                          same_storage, membrane=membrane,
                                          grad_out=grad_membrane)
         return (
-            None, None, None, None, None, grad_in, grad_w,
-            _tensor(res.grad_bias) if need[7] else None,
-            _as(res.grad_beta, beta) if need[8] else None,
+            None, None, None, None, None, None, grad_in, grad_w,
+            _tensor(res.grad_bias) if need[8] else None,
+            _as(res.grad_beta, beta) if need[9] else None,
             None,
         )
 
@@ -438,7 +478,8 @@ def _preflight(cfg: LayerConfig, spikes: SparseSpikes, keep_dense: bool) -> None
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[SparseSpikes, CallRecord]:
     _check_inputs(cfg.name, spikes, params)
     split = _plan(cfg, spikes, params.weight)
     # Learned decays need the dense state history in backward; decided here because
@@ -449,21 +490,22 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
     with _named(cfg.name):
         values, ids, counts = _SpikingLayerFn.apply(
-            cfg, split, keep_dense, record, spikes.ids, spikes.counts, spikes.values, *params,
-            initial,
+            cfg, split, keep_dense, record, cache, spikes.ids, spikes.counts, spikes.values,
+            *params, initial,
         )
     return SparseSpikes._made(ids, counts, cfg.out_features, values), record
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[torch.Tensor, CallRecord]:
     _check_inputs(cfg.name, spikes, params)
     split = _plan(cfg, spikes, params.weight)
     _preflight(cfg, spikes, keep_dense=False)
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
     with _named(cfg.name):
-        out = _ReadoutFn.apply(cfg, split, record, spikes.ids, spikes.counts, spikes.values,
-                               params.weight, params.bias, params.beta, initial)
+        out = _ReadoutFn.apply(cfg, split, record, cache, spikes.ids, spikes.counts,
+                               spikes.values, params.weight, params.bias, params.beta, initial)
     return out, record
 
 

@@ -262,7 +262,8 @@ def _no_carried_state(cfg: LayerConfig, initial: Optional[LayerState]) -> None:
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[SparseSpikes, CallRecord]:
     _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()
@@ -352,7 +353,8 @@ def dense_on_device(readout, cfg: LayerConfig):
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[torch.Tensor, CallRecord]:
     _no_carried_state(cfg, initial)
     poptorch = _require_ipu()
     load_library()

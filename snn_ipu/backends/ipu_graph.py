@@ -248,7 +248,8 @@ def _readout_result(cfg: LayerConfig, membrane: torch.Tensor, attributes: dict
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[SparseSpikes, CallRecord]:
     _check(cfg, spikes, params, initial)
     attributes, inputs, capacity = _spiking_op(cfg, spikes, params)
     outputs = _OpFn.apply(cfg, "SnnSpikingLayer", attributes, *inputs)
@@ -256,7 +257,8 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[torch.Tensor, CallRecord]:
     _check(cfg, spikes, params, initial)
     attributes, inputs = _readout_op(cfg, spikes, params)
     (membrane,) = _OpFn.apply(cfg, "SnnReadoutLayer", attributes, *inputs)

@@ -87,6 +87,9 @@ def forward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torch
     return c
 
 
+# One object per set of flags: a call takes a copy (pybind11's field setter), so none
+# can change the cached one.
+@functools.lru_cache(maxsize=256)
 def grad_needs(**flags: bool) -> _C.GradNeeds:
     """``input``, ``weight``, ``bias``, ``rec_weight``, ``beta``, ``threshold``,
     ``alpha``: which gradients to compute; ``current``: also return dL/dI."""
@@ -127,9 +130,12 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
     c.grad_out = view(grad_out.float())
     c.needs = needs
     c.scan_lists = False
-    c.out_ids, c.out_counts = view(out_ids), view(out_counts)
-    c.dense_membrane, c.dense_synaptic = view(dense_membrane), view(dense_synaptic)
-    c.dropped_ids, c.dropped_counts = view(dropped_ids), view(dropped_counts)
+    # the optional arrays are None in a new call: set where given (each set converts)
+    for name, t in (("out_ids", out_ids), ("out_counts", out_counts),
+                    ("dense_membrane", dense_membrane), ("dense_synaptic", dense_synaptic),
+                    ("dropped_ids", dropped_ids), ("dropped_counts", dropped_counts)):
+        if t is not None:
+            setattr(c, name, numpy_view(t))
     if initial is not None and initial.spikes is not None:
         # S[-1] of every sample as ascending ids; under a capacity that drops, a
         # recurrent layer's step 0 took the lowest-numbered ``capacity`` of them as its

@@ -90,7 +90,8 @@ def _input_current(spikes: SparseSpikes, weight, bias, where: str) -> torch.Tens
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[SparseSpikes, CallRecord]:
     _preflight(cfg, spikes)
     T, B, _ = spikes.dense_shape
     N = cfg.out_features
@@ -174,7 +175,8 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[torch.Tensor, CallRecord]:
     _preflight(cfg, spikes)
     beta = params.beta
     current = _input_current(spikes, params.weight, params.bias, cfg.name)

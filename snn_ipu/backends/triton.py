@@ -438,7 +438,8 @@ def surrogate_constants(sg) -> Tuple[float, float]:
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[SparseSpikes, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[SparseSpikes, CallRecord]:
     device = _check_inputs(cfg.name, spikes, params, initial)
     if cfg.recurrent and device.type == "cuda" and not RECURRENT_ON_CUDA:
         raise NotImplementedError(
@@ -457,7 +458,8 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
 
 
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
-                  initial: Optional[LayerState]) -> Tuple[torch.Tensor, CallRecord]:
+                  initial: Optional[LayerState], cache: Optional[dict] = None,
+                  ) -> Tuple[torch.Tensor, CallRecord]:
     _check_inputs(cfg.name, spikes, params, initial)
     _check_list(cfg.name, spikes.ids, spikes.counts, cfg.in_features)
     record = CallRecord("triton", spikes.num_steps, spikes.batch_size, cfg.out_features)
