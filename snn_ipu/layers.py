@@ -230,7 +230,10 @@ class _Layer(nn.Module):
     def _call_config(self, *args) -> LayerConfig:
         """``config(*args)``, kept from call to call until a setting changes (each
         Setting counts its changes in ``_settings_version``) or one of the plain
-        attributes it reads is reassigned."""
+        attributes it reads is reassigned. A subclass's own ``config`` may read anything:
+        it is asked every call."""
+        if type(self).config not in _OWN_CONFIGS:
+            return self.config(*args)
         state = self.__dict__
         key = (args, state.get("_settings_version"), self.name, self.ipu_tiles,
                self.in_features, self.out_features, self.recurrent)
@@ -728,3 +731,7 @@ class ReadoutLayer(_Layer):
                                                     initial, self._backend_cache())
         self._keep(record)
         return out
+
+
+# The config methods whose inputs _call_config's key holds.
+_OWN_CONFIGS = (_SpikingLayer.config, ReadoutLayer.config)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from contextlib import contextmanager
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -340,10 +340,25 @@ def _tensor(array) -> Optional[torch.Tensor]:
     return None if array is None else torch.from_numpy(array)
 
 
+class _Call(NamedTuple):
+    """What a layer Function is called with besides the differentiable tensors, in one
+    argument: autograd looks at every argument of ``apply``, and the input list's ids
+    and counts are not differentiable (the lists' copies are the executor's)."""
+
+    cfg: LayerConfig
+    split: WorkSplit
+    keep_dense: bool
+    record: CallRecord
+    cache: Optional[dict]
+    in_ids: torch.Tensor
+    in_counts: torch.Tensor
+    initial: Optional[LayerState]
+
+
 class _SpikingLayerFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, cfg, split, keep_dense, record, cache, in_ids, in_counts, in_values,
-                weight, bias, rec_weight, beta, threshold, alpha, initial):
+    def forward(ctx, call: _Call, in_values, weight, bias, rec_weight, beta, threshold, alpha):
+        cfg, split, keep_dense, record, cache, in_ids, in_counts, initial = call
         ctx.cfg, ctx.split, ctx.record = cfg, split, record
         params = LayerParams(weight, bias, rec_weight, beta, threshold, alpha)
         res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, keep_dense,
@@ -368,11 +383,13 @@ class _SpikingLayerFn(torch.autograd.Function):
         # the executor's private copy (as the input's, _forward): the user can reach the
         # list returned
         ctx.outputs = _PrivateList.from_forward(res)
-        ctx.save_for_backward(
-            torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
-            # spikes past the capacity (overflow "drop"): they reset their neurons
-            _tensor(res.dropped_ids), _tensor(res.dropped_counts), *params,
-        )
+        # the executor's own arrays, which no one else holds, kept as they are; the
+        # dense state (record_membrane hands it out) and the parameters saved, so that
+        # an in-place change before the backward pass raises
+        ctx.private = (torch.from_numpy(res.membrane),
+                       # spikes past the capacity (overflow "drop"): they reset their neurons
+                       _tensor(res.dropped_ids), _tensor(res.dropped_counts))
+        ctx.save_for_backward(dense_membrane, _tensor(res.dense_synaptic), *params)
         ctx.mark_non_differentiable(ids, counts)
         # No zero "gradients" of ids and counts ([T, B, K] int32 each) for backward.
         ctx.set_materialize_grads(False)
@@ -383,34 +400,33 @@ class _SpikingLayerFn(torch.autograd.Function):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
         if grad_values is None:  # nothing downstream used the values
-            return (None,) * 15
-        (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
-         *tensors) = ctx.saved_tensors
+            return (None,) * 8
+        membrane, dropped_ids, dropped_counts = ctx.private
+        dense_membrane, dense_synaptic, *tensors = ctx.saved_tensors
         params = LayerParams(*tensors)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
-        wants = dict(input=need[7], weight=need[8], bias=need[9], rec_weight=need[10],
-                     beta=need[11], threshold=need[12], alpha=need[13])
+        wants = dict(input=need[1], weight=need[2], bias=need[3], rec_weight=need[4],
+                     beta=need[5], threshold=need[6], alpha=need[7])
         res, grad_in, grad_w = _backward(
             cfg, ctx, ctx.record, ctx.inputs, params, wants, same_storage, out=ctx.outputs,
             membrane=membrane, grad_out=grad_values, dense_membrane=dense_membrane,
             dense_synaptic=dense_synaptic, dropped_ids=dropped_ids,
             dropped_counts=dropped_counts)
         return (
-            None, None, None, None, None, None, None, grad_in, grad_w,
-            _tensor(res.grad_bias) if need[9] else None,
-            _as(res.grad_rec_weight, params.rec_weight) if need[10] else None,
-            _as(res.grad_beta, params.beta) if need[11] else None,
-            _as(res.grad_threshold, params.threshold) if need[12] else None,
-            _as(res.grad_alpha, params.alpha) if need[13] else None,
-            None,
+            None, grad_in, grad_w,
+            _tensor(res.grad_bias) if need[3] else None,
+            _as(res.grad_rec_weight, params.rec_weight) if need[4] else None,
+            _as(res.grad_beta, params.beta) if need[5] else None,
+            _as(res.grad_threshold, params.threshold) if need[6] else None,
+            _as(res.grad_alpha, params.alpha) if need[7] else None,
         )
 
 
 class _ReadoutFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, cfg, split, record, cache, in_ids, in_counts, in_values, weight, bias,
-                beta, initial):
+    def forward(ctx, call: _Call, in_values, weight, bias, beta):
+        cfg, split, _, record, cache, in_ids, in_counts, initial = call
         ctx.cfg, ctx.split, ctx.record = cfg, split, record
         params = LayerParams(weight, bias, None, beta, None, None)
         res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, False, cache)
@@ -430,16 +446,15 @@ class _ReadoutFn(torch.autograd.Function):
         params = LayerParams(weight, bias, None, beta, None, None)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
-        wants = dict(input=need[6], weight=need[7], bias=need[8], rec_weight=False,
-                     beta=need[9], threshold=False, alpha=False)
+        wants = dict(input=need[1], weight=need[2], bias=need[3], rec_weight=False,
+                     beta=need[4], threshold=False, alpha=False)
         res, grad_in, grad_w = _backward(cfg, ctx, ctx.record, ctx.inputs, params, wants,
                                          same_storage, membrane=membrane,
                                          grad_out=grad_membrane)
         return (
-            None, None, None, None, None, None, grad_in, grad_w,
-            _tensor(res.grad_bias) if need[8] else None,
-            _as(res.grad_beta, beta) if need[9] else None,
-            None,
+            None, grad_in, grad_w,
+            _tensor(res.grad_bias) if need[3] else None,
+            _as(res.grad_beta, beta) if need[4] else None,
         )
 
 
@@ -490,9 +505,8 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
     with _named(cfg.name):
         values, ids, counts = _SpikingLayerFn.apply(
-            cfg, split, keep_dense, record, cache, spikes.ids, spikes.counts, spikes.values,
-            *params, initial,
-        )
+            _Call(cfg, split, keep_dense, record, cache, spikes.ids, spikes.counts, initial),
+            spikes.values, *params)
     return SparseSpikes._made(ids, counts, cfg.out_features, values), record
 
 
@@ -504,8 +518,9 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     _preflight(cfg, spikes, keep_dense=False)
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
     with _named(cfg.name):
-        out = _ReadoutFn.apply(cfg, split, record, cache, spikes.ids, spikes.counts,
-                               spikes.values, params.weight, params.bias, params.beta, initial)
+        out = _ReadoutFn.apply(
+            _Call(cfg, split, False, record, cache, spikes.ids, spikes.counts, initial),
+            spikes.values, params.weight, params.bias, params.beta)
     return out, record
 
 
