@@ -642,10 +642,11 @@ def _check_against_reference(layer, x, what):
 
 
 def test_kept_call_follows_what_changes_between_calls():
-    """The emulator keeps a layer's call object (its settings and parameter views) from
-    one call to the next; whatever the next call is made with must reach it: the weights
-    changed in place, through ``.data``, or replaced, the settings, the thread count, a
-    copy of the layer. Each call checked against a fresh reference layer."""
+    """The emulator keeps a layer's call object (its settings and parameter views) and
+    plan from one call to the next; whatever the next call is made with must reach them:
+    the weights changed in place, through ``.data``, or replaced, the settings, the
+    thread count, the input's shape, a copy of the layer. Each call checked against a
+    fresh reference layer."""
     torch.manual_seed(0)
     layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=0.2, backend="emulator")
     with torch.no_grad():
@@ -673,6 +674,9 @@ def test_kept_call_follows_what_changes_between_calls():
         _check_against_reference(layer, x, "thread count changed")
     finally:
         emulator.set_num_threads(old)
+    _check_against_reference(layer, binary((2 * T, 2 * B + 1, IN), 0.3, seed=4),
+                             "more steps and samples")
+    _check_against_reference(layer, binary((3, 1, IN), 0.3, seed=5), "fewer steps and samples")
     twin = copy.deepcopy(layer)
     with torch.no_grad():
         twin.weight.mul_(2.0)
@@ -714,3 +718,30 @@ def test_thresholds_that_differ_in_one_neuron(window):
     # and a shared threshold, taken as one value
     layer.threshold.fill_(0.6)
     _check_against_reference(layer, x, "a shared threshold")
+
+
+def test_results_do_not_depend_on_the_calls_before():
+    """The plan a layer keeps between calls is its shape's: a call after calls of other
+    shapes gives the bits of the same call on a fresh copy (the plan of one sample, two
+    tiles, is not that of three samples, one tile in two sample groups)."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=0.5, backend="emulator")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    fresh = copy.deepcopy(layer)  # keeps nothing of the layer's calls
+
+    def grads(net, x):
+        xs = SparseSpikes.from_dense(x)
+        xs = SparseSpikes(xs.ids, xs.counts, xs.num_neurons, xs.values.clone().requires_grad_())
+        out = net(xs)
+        (out.values * torch.arange(out.values.numel()).reshape(out.values.shape).cos()).sum() \
+            .backward()
+        g = (out.ids, out.counts, xs.values.grad, net.weight.grad.clone())
+        net.weight.grad = None
+        return g
+
+    grads(layer, binary((T, 3, IN), 0.3, seed=6))
+    x = binary((T, 1, IN), 0.3, seed=7)
+    for got, want, what in zip(grads(layer, x), grads(fresh, x), ("ids", "counts", "dL/dx",
+                                                                  "dL/dW")):
+        assert torch.equal(got, want), what

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from contextlib import contextmanager
-from typing import Iterator, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -470,40 +469,65 @@ def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams) -> None
             )
 
 
-@contextmanager
-def _named(where: str) -> Iterator[None]:
+class _Named:
     """The executor's argument errors (a bad input list, ...) and its memory budget
-    name where they came from."""
-    try:
-        yield
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from exc
-    except _C.MemoryBudgetExceeded as exc:
-        raise MemoryError(f"{where}: {exc}; {MEMORY_ADVICE}") from None
+    name where they came from. (A class: contextlib's generator form costs several
+    times more, and this wraps every layer call.)"""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> bool:
+        if kind is not None and issubclass(kind, ValueError):
+            raise ValueError(f"{self.where}: {exc}") from exc
+        if kind is not None and issubclass(kind, _C.MemoryBudgetExceeded):
+            raise MemoryError(f"{self.where}: {exc}; {MEMORY_ADVICE}") from None
+        return False
 
 
-def _preflight(cfg: LayerConfig, spikes: SparseSpikes, keep_dense: bool) -> None:
+def _preflight_bytes(cfg: LayerConfig, spikes: SparseSpikes, keep_dense: bool) -> int:
+    """What the call allocates whatever its activity (_memory.layer_call_bytes)."""
     lists_everyone = cfg.spiking and math.isinf(cfg.window)
     dense_state = 0
     if keep_dense or not cfg.spiking:
         dense_state = 2 if cfg.model == "synaptic" else 1
-    _memory.require(cfg.name, _memory.layer_call_bytes(
+    return _memory.layer_call_bytes(
         spikes.num_steps, spikes.batch_size, cfg.out_features, cfg.capacity, lists_everyone,
-        dense_state), MEMORY_ADVICE)
+        dense_state)
+
+
+def _planned(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, keep_dense: bool,
+             cache: Optional[dict]) -> WorkSplit:
+    """The call's plan, after the memory pre-flight; the plan and the bytes the
+    pre-flight needs are kept in ``cache`` for the layer's next call of that config and
+    shape (the free memory is read again every time)."""
+    key = (cfg, spikes.ids.shape, weight.element_size(), keep_dense)
+    kept = None if cache is None else cache.get("plan")
+    if kept is not None and kept[0] == key:
+        split, needed = kept[1]
+    else:
+        split = _plan(cfg, spikes, weight)
+        needed = _preflight_bytes(cfg, spikes, keep_dense)
+        if cache is not None:
+            cache["plan"] = (key, (split, needed))
+    _memory.require(cfg.name, needed, MEMORY_ADVICE)
+    return split
 
 
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[SparseSpikes, CallRecord]:
     _check_inputs(cfg.name, spikes, params)
-    split = _plan(cfg, spikes, params.weight)
     # Learned decays need the dense state history in backward; decided here because
     # Function.forward always runs with grad disabled.
     keep_dense = cfg.record_membrane or (torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (params.beta, params.alpha)))
-    _preflight(cfg, spikes, keep_dense)
+    split = _planned(cfg, spikes, params.weight, keep_dense, cache)
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
-    with _named(cfg.name):
+    with _Named(cfg.name):
         values, ids, counts = _SpikingLayerFn.apply(
             _Call(cfg, split, keep_dense, record, cache, spikes.ids, spikes.counts, initial),
             spikes.values, *params)
@@ -514,10 +538,9 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[torch.Tensor, CallRecord]:
     _check_inputs(cfg.name, spikes, params)
-    split = _plan(cfg, spikes, params.weight)
-    _preflight(cfg, spikes, keep_dense=False)
+    split = _planned(cfg, spikes, params.weight, False, cache)
     record = CallRecord("emulator", spikes.num_steps, spikes.batch_size, cfg.out_features)
-    with _named(cfg.name):
+    with _Named(cfg.name):
         out = _ReadoutFn.apply(
             _Call(cfg, split, False, record, cache, spikes.ids, spikes.counts, initial),
             spikes.values, params.weight, params.bias, params.beta)
@@ -553,7 +576,7 @@ def spike_matmul(
         capacity_in=spikes.capacity, capacity_out=weight.shape[0],
         weight_bytes=weight.element_size(), target=plan_target,
     )
-    with _named("spike_matmul"):
+    with _Named("spike_matmul"):
         currents, seconds, adds = _C.spike_matmul(
             split.tile_starts, numpy_view(spikes.ids), numpy_view(spikes.counts),
             numpy_view(weight), get_num_threads(), split.sample_groups)
