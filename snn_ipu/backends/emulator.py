@@ -14,7 +14,10 @@ reads them without scanning them again: the user cannot reach them, so no edit
 can make the native backward index out of bounds or differentiate another
 batch. The parameters' shapes are checked again before the backward pass. The
 executor runs the tile plan that the planner makes for ``plan_target``
-(``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU).
+(``host`` by default, ``ipu2`` to run the IPU's tiling on the CPU). A layer's
+plan, memory pre-flight and native call object are kept in the ``cache`` it
+passes (the Backend contract's) for its next call, while nothing they were made
+from changes: on a small layer, building them cost as much as the native call.
 """
 
 from __future__ import annotations
@@ -382,13 +385,11 @@ class _SpikingLayerFn(torch.autograd.Function):
         # the executor's private copy (as the input's, _forward): the user can reach the
         # list returned
         ctx.outputs = _PrivateList.from_forward(res)
-        # the executor's own arrays, which no one else holds, kept as they are; the
-        # dense state (record_membrane hands it out) and the parameters saved, so that
-        # an in-place change before the backward pass raises
-        ctx.private = (torch.from_numpy(res.membrane),
-                       # spikes past the capacity (overflow "drop"): they reset their neurons
-                       _tensor(res.dropped_ids), _tensor(res.dropped_counts))
-        ctx.save_for_backward(dense_membrane, _tensor(res.dense_synaptic), *params)
+        ctx.save_for_backward(
+            torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
+            # spikes past the capacity (overflow "drop"): they reset their neurons
+            _tensor(res.dropped_ids), _tensor(res.dropped_counts), *params,
+        )
         ctx.mark_non_differentiable(ids, counts)
         # No zero "gradients" of ids and counts ([T, B, K] int32 each) for backward.
         ctx.set_materialize_grads(False)
@@ -400,8 +401,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         _first_order_only(cfg.name)
         if grad_values is None:  # nothing downstream used the values
             return (None,) * 8
-        membrane, dropped_ids, dropped_counts = ctx.private
-        dense_membrane, dense_synaptic, *tensors = ctx.saved_tensors
+        (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
+         *tensors) = ctx.saved_tensors
         params = LayerParams(*tensors)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
         need = ctx.needs_input_grad
