@@ -45,6 +45,7 @@ from ._codes import RESETS
 from ._devices import values_readable
 from ._finite import FINITE, POSITIVE, UNIT, first_nonfinite, first_out_of_range
 from ._numbers import ArgumentTypeError, flag, positive_size
+from .backends import select
 from .backends.contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .layer_input import as_sparse
 from .layer_settings import (
@@ -445,9 +446,10 @@ class _Layer(nn.Module):
         return state
 
     def _backend(self):
-        from .backends import select
-
-        return select(self.backend, self.weight.device, self.recurrent)
+        name = self.backend
+        if name != "auto":  # (the weights' device, a new object per read, decides "auto")
+            return select(name)
+        return select(name, self._tensor("weight").device, self.recurrent)
 
     def _keep(self, record: CallRecord) -> None:
         """Takes over a call's record: its state, membrane and stats, and the warnings
