@@ -409,6 +409,46 @@ def test_overflow_grow_equals_large_capacity():
     assert torch.equal(a.ids, b.ids[..., : a.capacity])
 
 
+@pytest.mark.parametrize("short_samples", [[1], [0, 1, 2]])
+def test_exact_lists_with_rows_short_of_every_neuron(short_samples):
+    """Exact gradients list every neuron, except one whose membrane is -inf (float32
+    sums of huge weights): such a row lists fewer than all. Against the reference, on a
+    layer of one tile (whose lists the executor writes in place, a row per neuron
+    width): rows short in some samples (K is still the width, and the compact copy of
+    the list is not where every row is full) and in every sample (K below the width)."""
+    n_in, n_hid = 12, 20
+    net = two_layer_net((T, B, n_in, n_hid, OUT), "leaky", "subtract", False, None,
+                        sg.ATan(2.0), seed=3)
+    with torch.no_grad():
+        net[0].weight[:5, :2] = -3e38  # two of these inputs sum to -inf
+    x = binary((T, B, n_in), 0.3, 3)
+    x[:, :, :2] = 0
+    x[0, short_samples, :2] = 1  # from step 0 on, the short samples' neurons 0-4 sit at -inf
+    emu = emulated(net)
+    readout = torch.randn(T, B, OUT)
+    gx_ref, ref_outs = run(net, x, readout)
+    gx_emu, emu_outs = run(emu, x, readout)
+    listed = ref_outs[0].counts[..., 1]
+    assert int(listed.min()) == n_hid - 5
+    assert int(listed.max()) == (n_hid - 5 if len(short_samples) == B else n_hid)
+    assert emu[0].stats["tiles"] == 1
+    for r, e in zip(ref_outs, emu_outs):
+        assert torch.equal(r.counts, e.counts)
+        assert torch.equal(r.ids, e.ids)
+        assert torch.equal(r.values.detach(), e.values.detach())
+    membrane_ref, membrane_emu = net[0].last_membrane, emu[0].last_membrane
+    finite = torch.isfinite(membrane_ref)
+    assert torch.equal(finite, torch.isfinite(membrane_emu)) and not finite.all()
+    assert_rel_close(membrane_emu[finite], membrane_ref[finite], 1e-6, "membrane")
+    for (name, p_ref), (_, p_emu) in zip(net.named_parameters(), emu.named_parameters()):
+        assert torch.isfinite(p_ref.grad).all() and float(p_ref.grad.abs().max()) > 0, name
+        assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
+    # the huge weights' inputs have an infinite gradient on both
+    finite = torch.isfinite(gx_ref)
+    assert torch.equal(gx_emu[~finite], gx_ref[~finite])
+    assert_rel_close(gx_emu[finite], gx_ref[finite], 1e-4, "input grad")
+
+
 def test_deterministic_across_threads_and_runs():
     net, x, readout = tie_free("leaky", "subtract", True, 0.3, "host", sg.ATan(2.0))
     results = []

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -122,6 +124,21 @@ struct LayerArgs {
 template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions &options) {
   const Shape &s = a.shape;
   const py::ssize_t T = s.steps, B = s.batch, N = s.outFeatures;
+  // Lists written in place (before the layer takes its options) are [T, B, out], with
+  // their compact copy: K is out.
+  const bool direct = directRows(a.neuron, a.layout->numTiles(), a.recurrent, options.capacity);
+  std::optional<IntArray> ids, directCompact;
+  std::optional<FloatArray> membrane;
+  if (direct) {
+    options.budget->take(std::uint64_t(T * B * N) * (2 * sizeof(int32_t) + sizeof(float)),
+                         "the output lists [T, B, out]");
+    ids.emplace(std::vector<py::ssize_t>{T, B, N});
+    membrane.emplace(std::vector<py::ssize_t>{T, B, N});
+    directCompact.emplace(std::vector<py::ssize_t>{T * B * N});
+    options.directIds = ids->mutable_data();
+    options.directMembrane = membrane->mutable_data();
+    options.directCompact = directCompact->mutable_data();
+  }
   LayerForward<WT> layer(s, a.neuron, *a.layout, listView(a.call.inIds, a.call.inCounts),
                          a.weightData<WT>(), a.recWeightData<WT>(), options);
   ForwardResult result;
@@ -165,15 +182,34 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
     stats = layer.decideCapacity();
   }
   const py::ssize_t K = stats.capacity;
-  options.budget->take(std::uint64_t(T * B * K) * (sizeof(int32_t) + 2 * sizeof(float)),
-                       "the output lists [T, B, K]");
-  IntArray ids({T, B, K}), counts({T, B, py::ssize_t(2)});
-  FloatArray membrane({T, B, K}), values({T, B, K});
-  int32_t *idsPtr = ids.mutable_data(), *countsPtr = counts.mutable_data();
-  float *membranePtr = membrane.mutable_data(), *valuesPtr = values.mutable_data();
-  // The backward's private copy of the list (emulator.py's _PrivateList), compact.
+  if (direct && K != N) {
+    // no row listed every neuron (NaN membranes): each row's first K entries
+    IntArray cut({T, B, K});
+    FloatArray cutMembrane({T, B, K});
+    for (py::ssize_t row = 0; row < T * B; ++row) {
+      std::memcpy(cut.mutable_data() + row * K, ids->data() + row * N, K * sizeof(int32_t));
+      std::memcpy(cutMembrane.mutable_data() + row * K, membrane->data() + row * N,
+                  K * sizeof(float));
+    }
+    ids = std::move(cut);
+    membrane = std::move(cutMembrane);
+  }
+  if (!direct) {
+    options.budget->take(std::uint64_t(T * B * K) * (sizeof(int32_t) + 2 * sizeof(float)),
+                         "the output lists [T, B, K]");
+    ids.emplace(std::vector<py::ssize_t>{T, B, K});
+    membrane.emplace(std::vector<py::ssize_t>{T, B, K});
+  }
+  IntArray counts({T, B, py::ssize_t(2)});
+  FloatArray values({T, B, K});
+  int32_t *idsPtr = ids->mutable_data(), *countsPtr = counts.mutable_data();
+  float *membranePtr = membrane->mutable_data(), *valuesPtr = values.mutable_data();
+  // The backward's private copy of the list (emulator.py's _PrivateList), compact:
+  // written in place where every row lists every neuron.
   const std::vector<std::size_t> compactStart = layer.compactRowStarts();
-  IntArray privateIds({py::ssize_t(compactStart.back())});
+  IntArray privateIds = direct && py::ssize_t(compactStart.back()) == T * B * N
+                            ? *directCompact
+                            : IntArray({py::ssize_t(compactStart.back())});
   {
     int32_t *privatePtr = privateIds.mutable_data();
     py::gil_scoped_release release;
@@ -199,9 +235,9 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   result.privateIds = std::move(privateIds);
   result.privateCounts = std::move(privateCounts);
   result.privateSpikes = stats.listedSpikes;
-  result.ids = ids;
+  result.ids = *ids;
   result.counts = counts;
-  result.membrane = membrane;
+  result.membrane = *membrane;
   result.values = values;
   result.totalSpikes = stats.totalSpikes;
   result.eligibleListed = stats.eligibleListed;

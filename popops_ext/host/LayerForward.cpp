@@ -16,6 +16,12 @@
 
 namespace snn {
 
+bool directRows(const NeuronSpec &neuron, unsigned numTiles, bool recurrent, unsigned capacity) {
+  const bool allEligible = std::isinf(neuron.gradWindow) && neuron.gradWindow > 0;
+  return numTiles == 1 && !recurrent && neuron.model != MODEL_READOUT && allEligible &&
+         capacity == 0;
+}
+
 template <typename WT>
 LayerForward<WT>::LayerForward(const Shape &shape, const NeuronSpec &neuron,
                                const TileLayout &layout, const SpikeListView &input,
@@ -68,8 +74,16 @@ template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g
   initial(s.spiked, options_.initialSpikes);
   const std::size_t rows = std::size_t(shape_.steps) * B, dense = rows * width;
   const bool allEligible = std::isinf(neuron_.gradWindow) && neuron_.gradWindow > 0;
-  s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width,
-                 options_.budget ? *options_.budget : MemoryBudget::unlimited());
+  MemoryBudget &budget = options_.budget ? *options_.budget : MemoryBudget::unlimited();
+  if (options_.directIds) {
+    // the history keeps only the counts; the lists go to their rows
+    s.history.init(rows, 0, 0, budget);
+    s.eligibleIds.resize(width);
+    s.eligibleMembrane.resize(width);
+  } else {
+    s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width,
+                   budget);
+  }
   if (recWeight_) {
     s.recentIds.assign(2 * std::size_t(B) * width, 0);
     s.recentCounts.assign(2 * std::size_t(B), 0);
@@ -197,8 +211,23 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
     }
 
     TileListHistory &h = s.history;
-    h.reserveRow(row, width);
-    const std::size_t sp = h.spikeStart[row], el = h.eligibleStart[row];
+    // In place, the spikes go to the front of the row's list and the
+    // eligible-only entries to the unit's scratch, then after the spikes.
+    const std::size_t outRow = (rowOfStep + b) * N;
+    int *spikeIds, *eligibleIds;
+    float *spikeMembrane, *eligibleMembrane;
+    if (options_.directIds) {
+      spikeIds = options_.directIds + outRow;
+      spikeMembrane = options_.directMembrane + outRow;
+      eligibleIds = s.eligibleIds.data();
+      eligibleMembrane = s.eligibleMembrane.data();
+    } else {
+      h.reserveRow(row, width);
+      spikeIds = h.spikeIds.data() + h.spikeStart[row];
+      spikeMembrane = h.spikeMembrane.data() + h.spikeStart[row];
+      eligibleIds = h.eligibleIds.data() + h.eligibleStart[row];
+      eligibleMembrane = h.eligibleMembrane.data() + h.eligibleStart[row];
+    }
     auto bindCommon = [&](auto &v) {
       v.currents.bind(currents, width);
       v.bias.bind(bias, biasSize);
@@ -206,10 +235,10 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
       v.threshold.bind(neuron_.threshold + first, width);
       v.membrane.bind(membrane, width);
       v.spiked.bind(s.spiked.data() + std::size_t(b) * len, width);
-      v.spikeIds.bind(h.spikeIds.data() + sp, width);
-      v.spikeMembrane.bind(h.spikeMembrane.data() + sp, width);
-      v.eligibleIds.bind(h.eligibleIds.data() + el, width);
-      v.eligibleMembrane.bind(h.eligibleMembrane.data() + el, width);
+      v.spikeIds.bind(spikeIds, width);
+      v.spikeMembrane.bind(spikeMembrane, width);
+      v.eligibleIds.bind(eligibleIds, width);
+      v.eligibleMembrane.bind(eligibleMembrane, width);
       v.counts.bind(h.counts.data() + 2 * row, 2);
       v.numNeurons = width;
       v.firstNeuron = first;
@@ -232,6 +261,14 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
       v.compute();
     }
     h.closeRow(row);
+    if (options_.directIds) {
+      const unsigned ns = h.counts[2 * row], ne = h.counts[2 * row + 1];
+      std::memcpy(spikeIds + ns, eligibleIds, ne * sizeof(int));
+      std::memcpy(spikeMembrane + ns, eligibleMembrane, ne * sizeof(float));
+      // a neuron at a NaN or -inf membrane is not eligible: the rest of the row reads 0
+      std::fill(spikeIds + ns + ne, spikeIds + N, 0);
+      std::memcpy(options_.directCompact + outRow, spikeIds, (ns + ne) * sizeof(int));
+    }
     if (denseU)
       std::memcpy(denseU, membrane, width * sizeof(float));
     if (recWeight_)
@@ -331,9 +368,45 @@ template <typename WT> std::vector<std::size_t> LayerForward<WT>::compactRowStar
   return start;
 }
 
+// The lists are in their rows already (directIds): the counts, the values and,
+// where some row lists fewer than all neurons (so that the rows of directCompact
+// are not where the compact copy has them), the compact copy. Nothing is
+// dropped: the capacity is automatic.
+template <typename WT>
+void LayerForward<WT>::combineDirect(const int32_t *ids, int32_t *counts, float *values,
+                                     int32_t *compactIds, const std::size_t *compactStart) {
+  const unsigned K = stats_.capacity;
+  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
+  const bool copyCompact = compactIds != options_.directCompact;
+  std::vector<unsigned> spikes(rows);
+  ThreadPool::instance().run(effectiveThreads(options_.numThreads, rows), [&](unsigned thread,
+                                                                            unsigned team) {
+    const auto share = threadShare(rows, thread, team);
+    for (std::size_t row = share.first; row < share.second; ++row) {
+      const auto [g, local] = localRow(row);
+      const unsigned *c = unit(0, g).history.counts.data() + 2 * local;
+      const unsigned ns = c[0], listed = c[0] + c[1];
+      spikes[row] = ns;
+      counts[2 * row] = int32_t(ns);
+      counts[2 * row + 1] = int32_t(listed);
+      float *v = values + row * K;
+      std::fill(v, v + ns, 1.0f);
+      std::fill(v + ns, v + K, 0.0f);
+      if (copyCompact)
+        std::memcpy(compactIds + compactStart[row], ids + row * K, listed * sizeof(int32_t));
+    }
+  });
+  for (std::size_t row = 0; row < rows; ++row) {
+    stats_.listedSpikes += spikes[row];
+    stats_.eligibleListed += rowNeeded_[row] - spikes[row];
+  }
+}
+
 template <typename WT>
 void LayerForward<WT>::combine(int32_t *ids, int32_t *counts, float *membrane, float *values,
                                int32_t *compactIds, const std::size_t *compactStart) {
+  if (options_.directIds)
+    return combineDirect(ids, counts, values, compactIds, compactStart);
   const unsigned B = shape_.batch, K = stats_.capacity, numTiles = layout_.numTiles();
   const std::size_t rows = std::size_t(shape_.steps) * B;
   std::vector<unsigned> rowCounts(4 * rows);

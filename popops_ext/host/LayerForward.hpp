@@ -44,7 +44,22 @@ struct ForwardOptions {
   unsigned sampleGroups = 1; // see SampleGroups; results do not depend on it
   // What the list histories may take (MemoryBudget.hpp); outlives the call.
   MemoryBudget *budget = nullptr;
+  // Where a layer of one tile that lists every neuron (exact gradients, automatic
+  // capacity; see directRows) writes each row's list, [T x B x out] ids and
+  // membrane, and the compact copy of the ids, [T x B x out] too: straight from
+  // the neuron update rather than through the history and combine(), which
+  // moved every entry twice more. Null: the history.
+  int32_t *directIds = nullptr;
+  float *directMembrane = nullptr;
+  int32_t *directCompact = nullptr;
 };
+
+// Whether a layer call can write its lists in place (ForwardOptions::directIds):
+// one tile, so each row's list is that tile's own; every neuron listed (a
+// spiking layer with an infinite gradient window), so K is the layer's width
+// and every row starts at row * out; feed-forward, since a recurrent layer
+// reads its last lists from the history; and the automatic capacity.
+bool directRows(const NeuronSpec &neuron, unsigned numTiles, bool recurrent, unsigned capacity);
 
 struct OverflowAt {
   bool happened = false;
@@ -80,7 +95,10 @@ public:
   std::vector<std::size_t> compactRowStarts() const;
   // ... then writes ids/membrane [T x B x K], counts [T x B x 2], the spike
   // values [T x B x K] (1 at the spike entries, 0 elsewhere) and the compact
-  // copy of the ids at compactIds (compactRowStarts()'s offsets).
+  // copy of the ids at compactIds (compactRowStarts()'s offsets). Where run()
+  // wrote the lists in place (directIds), ids and membrane hold them already
+  // (ids [T x B x K]), and compactIds is written only where it is not
+  // directCompact.
   void combine(int32_t *ids, int32_t *counts, float *membrane, float *values,
                int32_t *compactIds, const std::size_t *compactStart);
   // ... and where the capacity dropped spikes, each row's dropped spike ids
@@ -106,6 +124,10 @@ private:
     std::vector<int> recentIds;
     std::vector<unsigned> recentCounts;
     std::vector<int> recurrentIds; // the layer's spikes of t-1 gathered for one sample
+    // In place (directIds): a row's eligible-only entries, until the row's spike
+    // count says where they go.
+    AlignedVector<int> eligibleIds;
+    AlignedVector<float> eligibleMembrane;
   };
 
   TileState &unit(unsigned j, unsigned g) { return units_[std::size_t(g) * layout_.numTiles() + j]; }
@@ -119,6 +141,8 @@ private:
   void stepUnit(unsigned j, unsigned g, unsigned t, float *denseMembrane, float *denseSynaptic);
   void addRecurrentInput(unsigned j, unsigned g, unsigned t, unsigned b, float *currents);
   void emitRecent(unsigned j, unsigned g, unsigned t, unsigned b);
+  void combineDirect(const int32_t *ids, int32_t *counts, float *values, int32_t *compactIds,
+                     const std::size_t *compactStart);
 
   Shape shape_;
   NeuronSpec neuron_;
