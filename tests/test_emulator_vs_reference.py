@@ -135,6 +135,23 @@ def test_dense_backward_paths(monkeypatch, model, recurrent, window):
     assert all(p.grad.is_contiguous() for p in emu.parameters())
 
 
+@pytest.mark.parametrize("model, recurrent, window", [
+    ("leaky", False, None), ("synaptic", True, 0.3),
+])
+def test_dense_backward_paths_on_whole_vector_widths(monkeypatch, model, recurrent, window):
+    """As test_dense_backward_paths, on widths that are multiples of 8 (HID 24, OUT 16),
+    where a layer of one tile keeps its dL/dI in the GEMMs' input itself, each sample
+    group at its own rows."""
+    monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (0.0, 0.0))
+    net, x, readout = tie_free_net((T, B, IN, 24, 16), model, "subtract", recurrent, window,
+                                   sg.ATan(2.0), plan_target="host")
+    emu = emulated(net)
+    compare(net, emu, x, readout)
+    for layer in emu:
+        assert layer.stats["input_grad_path"] == "dense" and layer.stats["tiles"] == 1
+    assert max(layer.stats["sample_groups"] for layer in emu) > 1
+
+
 @pytest.mark.parametrize("model, reset, recurrent, window", [
     ("leaky", "subtract", False, 0.3), ("leaky", "zero", True, None),
     ("synaptic", "subtract", True, 0.3), ("synaptic", "none", False, None),

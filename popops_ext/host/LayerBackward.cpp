@@ -66,11 +66,13 @@ template <typename WT> void LayerBackward<WT>::prepareUnit(unsigned j, unsigned 
   s.notSpiked.assign(len, 1.0f);
   // The state-grad vertices write every neuron of a slot before it is read;
   // only the padding (read by the whole-row kernels) must be zero.
-  s.currentGrad.resize(std::size_t(depth_) * B * len);
-  if (len != width)
-    for (std::size_t r = 0; r < std::size_t(depth_) * B; ++r)
-      std::fill(s.currentGrad.data() + r * len + width, s.currentGrad.data() + (r + 1) * len,
-                0.0f);
+  if (!currentOut_) {
+    s.currentGrad.resize(std::size_t(depth_) * B * len);
+    if (len != width)
+      for (std::size_t r = 0; r < std::size_t(depth_) * B; ++r)
+        std::fill(s.currentGrad.data() + r * len + width, s.currentGrad.data() + (r + 1) * len,
+                  0.0f);
+  }
   if (recWeight_)
     s.partials.assign(std::size_t(layout_.numTiles()) * width, 0.0f);
   s.betaGrad.assign(len, 0.0f);
@@ -81,6 +83,10 @@ template <typename WT> void LayerBackward<WT>::prepareUnit(unsigned j, unsigned 
 
 template <typename WT>
 float *LayerBackward<WT>::currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b) {
+  if (currentOut_)
+    return currentOut_ +
+           (std::size_t(t) * shape_.batch + groups_.first(g) + b) * shape_.outFeatures +
+           layout_.first(j);
   const std::size_t slot = t % depth_;
   return unit(j, g).currentGrad.data() +
          (slot * groups_.size(g) + b) * std::size_t(layout_.rowLength(j));
@@ -501,7 +507,7 @@ void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
   write(out.gradBeta, &TileState::betaGrad);
   write(out.gradThreshold, &TileState::thresholdGrad);
   write(out.gradAlpha, &TileState::alphaGrad);
-  if (out.gradCurrent) {
+  if (out.gradCurrent && !currentOut_) {
     const unsigned B = shape_.batch, N = shape_.outFeatures;
     for (std::size_t row = 0; row < std::size_t(shape_.steps) * B; ++row)
       std::memcpy(out.gradCurrent + row * N + first, currentGradOfRow(j, row),
@@ -511,6 +517,8 @@ void LayerBackward<WT>::writeOutputs(unsigned j, const BackwardOutputs &out) {
 
 template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps, G = groups_.count();
+  if (out.gradCurrent && depth_ == T && numTiles == 1 && layout_.rowLength(0) == layout_.width(0))
+    currentOut_ = out.gradCurrent; // its rows are the tile's, unpadded
   const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
   ThreadPool &pool = ThreadPool::instance();
   tileMajor_ = neuron_.model != MODEL_READOUT && (numTiles > 1 || recWeight_);

@@ -119,6 +119,10 @@ private:
   unsigned numThreads_;
   SampleGroups groups_;
   unsigned depth_; // steps of dL/dI kept per unit
+  // Where a layer of one tile whose rows need no padding keeps every step's
+  // dL/dI when the caller wants it (needs.current): in the caller's
+  // [T x B x out] itself, rather than in the units, copied out at the end.
+  float *currentOut_ = nullptr;
   TileBlocks<WT> blocks_, recBlocks_;
   std::vector<GradBlocks> weightGrad_, recWeightGrad_; // [groups], each over the tiles
   std::vector<TileState> units_;                       // [groups x tiles]
