@@ -183,7 +183,7 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   }
   const py::ssize_t K = stats.capacity;
   if (direct && K != N) {
-    // no row listed every neuron (NaN membranes): each row's first K entries
+    // no row listed every neuron (NaN or -inf membranes): each row's first K entries
     IntArray cut({T, B, K});
     FloatArray cutMembrane({T, B, K});
     for (py::ssize_t row = 0; row < T * B; ++row) {
