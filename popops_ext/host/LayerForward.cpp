@@ -16,10 +16,17 @@
 
 namespace snn {
 
+namespace {
+// An infinite gradient window: every neuron of a spiking layer is listed (exact
+// gradients), short only where a membrane is NaN or -inf.
+bool listsEveryNeuron(const NeuronSpec &neuron) {
+  return std::isinf(neuron.gradWindow) && neuron.gradWindow > 0;
+}
+} // namespace
+
 bool directRows(const NeuronSpec &neuron, unsigned numTiles, bool recurrent, unsigned capacity) {
-  const bool allEligible = std::isinf(neuron.gradWindow) && neuron.gradWindow > 0;
-  return numTiles == 1 && !recurrent && neuron.model != MODEL_READOUT && allEligible &&
-         capacity == 0;
+  return numTiles == 1 && !recurrent && neuron.model != MODEL_READOUT &&
+         listsEveryNeuron(neuron) && capacity == 0;
 }
 
 template <typename WT>
@@ -73,7 +80,6 @@ template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g
     return;
   initial(s.spiked, options_.initialSpikes);
   const std::size_t rows = std::size_t(shape_.steps) * B, dense = rows * width;
-  const bool allEligible = std::isinf(neuron_.gradWindow) && neuron_.gradWindow > 0;
   MemoryBudget &budget = options_.budget ? *options_.budget : MemoryBudget::unlimited();
   if (options_.directIds) {
     // the history keeps only the counts; the lists go to their rows
@@ -81,8 +87,8 @@ template <typename WT> void LayerForward<WT>::prepareUnit(unsigned j, unsigned g
     s.eligibleIds.resize(width);
     s.eligibleMembrane.resize(width);
   } else {
-    s.history.init(rows, dense / 16 + width, allEligible ? dense + width : dense / 8 + width,
-                   budget);
+    s.history.init(rows, dense / 16 + width,
+                   listsEveryNeuron(neuron_) ? dense + width : dense / 8 + width, budget);
   }
   if (recWeight_) {
     s.recentIds.assign(2 * std::size_t(B) * width, 0);
