@@ -42,9 +42,14 @@ def first_out_of_range(tensors: Sequence[torch.Tensor], ranges: Sequence[int]) -
     if len(ranges) != len(tensors):
         raise ValueError(f"one range per tensor: got {len(ranges)} for {len(tensors)}")
     if all(t.is_cpu and t.dtype in _NATIVE_DTYPES for t in tensors):
+        # (imported here: the executor's thread count reads its environment variable,
+        # whose error belongs to the first call that runs, not to `import snn_ipu`)
+        from .backends.emulator_threads import get_num_threads
+
         # numpy(force=True): detached; a non-contiguous tensor comes back strided and
         # the native pass takes it made contiguous
-        return _C.first_out_of_range([t.numpy(force=True) for t in tensors], list(ranges))
+        return _C.first_out_of_range([t.numpy(force=True) for t in tensors], list(ranges),
+                                     get_num_threads())
     for i, (t, value_range) in enumerate(zip(tensors, ranges)):
         if _outside(t, value_range):
             return i

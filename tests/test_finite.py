@@ -3,6 +3,7 @@ torch.isfinite, first_out_of_range's ranges against their definitions, on every 
 and layout a parameter can have, at every position a value can take in a vector pass."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -102,3 +103,29 @@ def test_the_native_pass_refuses_an_unknown_range_code():
         _C.first_out_of_range([np.zeros(2, np.float32)], [3])
     with pytest.raises(ValueError, match="one range per array"):
         _C.first_out_of_range([np.zeros(2, np.float32)], [])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+@pytest.mark.parametrize("value_range", [FINITE, UNIT, POSITIVE])
+def test_large_tensors_checked_by_several_threads_find_a_fault_anywhere(dtype, value_range):
+    """Arrays of 1 MB and more are split between the executor's threads: a fault in any
+    thread's share is found, at either end of a share, with one thread or three."""
+    from snn_ipu.backends.emulator_threads import get_num_threads, set_num_threads
+
+    n = (1 << 20) // torch.finfo(dtype).bits * 8 + 5  # just over 1 MB, not a multiple of 3
+    before = get_num_threads()
+    try:
+        for threads in (1, 2, 3):
+            with warnings.catch_warnings():  # more threads than this machine's cores
+                warnings.simplefilter("ignore", RuntimeWarning)
+                set_num_threads(threads)
+            for pos in sorted({0, n // 3 - 1, n // 3, n // 2, n - 1}):
+                for value in (math.nan, -1.0, math.inf):
+                    t = torch.full((n,), 0.25, dtype=dtype)
+                    t[pos] = value
+                    expected = 1 if not bool(_IN_RANGE[value_range](t).all()) else -1
+                    got = first_out_of_range([torch.ones(3, dtype=dtype), t],
+                                             [value_range, value_range])
+                    assert got == expected, (threads, pos, value)
+    finally:
+        set_num_threads(before)

@@ -210,10 +210,14 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
                           "weight": want_w and not dense_w, "current": dense_in or dense_w})
     if out is not None:
         call_args.update(out_ids=out.ids, out_counts=out.counts)
+    # The input gradient writes all T*B*K of its [T, B, K] values (the padding's
+    # zeros too): a readout of few neurons behind a wide list has that much work
+    # whatever its width.
+    width = max(cfg.out_features, inputs.capacity if needs.input else 0)
     # The forward's settings and parameter views, where the parameters are on the
     # same storage (not assigned through .data since).
     res = _C.layer_backward(backward_call(
-        cfg, ctx.split, threads_for(T, B, cfg.out_features), in_ids, in_counts, params,
+        cfg, ctx.split, threads_for(T, B, width), in_ids, in_counts, params,
         ctx.initial, needs=needs, in_capacity=inputs.capacity,
         layer=ctx.layer_call if same_storage else None, **call_args))
     grad_in = torch.from_numpy(res.grad_in_values) if want_in and not dense_in else None
