@@ -108,13 +108,13 @@ void LayerBackward<WT>::splitRows(std::size_t firstRow, std::size_t endRow) {
   const unsigned numTiles = layout_.numTiles();
   for (std::size_t row = firstRow; row < endRow; ++row) {
     const int32_t *ids = in_.output.idsAt(row);
+    // Each part of the row ascends: a binary search per tile boundary (a row of
+    // exact gradients lists every neuron, and a scan read them all).
     auto split = [&](unsigned begin, unsigned end, unsigned *out) {
-      unsigned k = begin;
+      const int32_t *k = ids + begin;
       for (unsigned j = 0; j < numTiles; ++j) {
-        const int lo = int(layout_.first(j));
-        while (k < end && ids[k] < lo)
-          ++k;
-        out[j] = k;
+        k = std::lower_bound(k, ids + end, int32_t(layout_.first(j)));
+        out[j] = unsigned(k - ids);
       }
       out[numTiles] = end;
     };

@@ -130,7 +130,7 @@ private:
   // Where each tile's run starts in each row of the output list, spike part
   // and eligible part: [rows x (numTiles + 1)] each (spiking layers of
   // several tiles, or recurrent).
-  std::vector<unsigned> spikeSplit_, eligibleSplit_;
+  RawVector<unsigned> spikeSplit_, eligibleSplit_;
   // The output list's entries tile-major: tile j's entries of row r (spikes,
   // then eligible-only) at [tileStart_[j * (rows + 1) + r], .. + 1). A tile
   // reads its runs of all rows in order from here, not a few entries from
@@ -138,8 +138,10 @@ private:
   bool tileMajor_ = false;
   bool commonThreshold_ = false; // every neuron's threshold the same bits
   std::vector<std::size_t> tileStart_;
-  std::vector<int32_t> tileIds_;
-  std::vector<float> tileMembrane_, tileGrad_;
+  // Written whole by copyTileRuns: not cleared first (with exact gradients they
+  // hold every neuron of every row, and clearing them took a serial pass).
+  RawVector<int32_t> tileIds_;
+  RawVector<float> tileMembrane_, tileGrad_;
 };
 
 } // namespace snn
