@@ -274,7 +274,10 @@ inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
 }
 
 // rowDot of n listed rows into out[0, n): eight rows at a time, then four, then
-// one (each row's sum is the same whichever of them computes it).
+// one. The three associate a row's products differently (one accumulator per
+// row; even and odd vectors; four accumulators), so a row's sum depends, in its
+// last bits, on whether its entry falls in a group of eight, four or one: fixed
+// for a given list, but not the same for an entry at another position.
 template <typename WT>
 inline void rowDots(const WT *rows, const int *ids, const float *g, unsigned rowLength,
                     float *out, unsigned n) {
