@@ -86,13 +86,15 @@ def get_num_threads() -> int:
     return _requested_threads if _requested_threads is not None else torch.get_num_threads()
 
 
-# Layers with less work than this (steps x samples x neurons) run on one thread: a
+# Calls with less work than this (steps x samples x width) run on one thread: a
 # fork/join of the thread team costs more than it saves there, and on a loaded machine
 # a descheduled worker would stall every such call for a whole scheduler time slice.
 MIN_PARALLEL_WORK = 1 << 16
 
 
-def threads_for(steps: int, batch: int, out_features: int) -> int:
-    return get_num_threads() if steps * batch * out_features >= MIN_PARALLEL_WORK else 1
+def threads_for(steps: int, batch: int, width: int) -> int:
+    """The threads of a layer call whose rows are ``width`` values wide: its neurons,
+    or the K of a [T, B, K] array it writes whole where that is wider."""
+    return get_num_threads() if steps * batch * width >= MIN_PARALLEL_WORK else 1
 
 
