@@ -109,17 +109,17 @@ def test_the_native_pass_refuses_an_unknown_range_code():
 @pytest.mark.parametrize("value_range", [FINITE, UNIT, POSITIVE])
 def test_large_tensors_checked_by_several_threads_find_a_fault_anywhere(dtype, value_range):
     """Arrays of 1 MB and more are split between the executor's threads: a fault in any
-    thread's share is found, at either end of a share, with one thread or three."""
+    thread's share is found, at either end of a share, with one, two and three threads."""
     from snn_ipu.backends.emulator_threads import get_num_threads, set_num_threads
 
-    n = (1 << 20) // torch.finfo(dtype).bits * 8 + 5  # just over 1 MB, not a multiple of 3
+    n = (1 << 20) // torch.finfo(dtype).bits * 8 + 5  # just over 1 MB, an odd length
     before = get_num_threads()
     try:
         for threads in (1, 2, 3):
             with warnings.catch_warnings():  # more threads than this machine's cores
                 warnings.simplefilter("ignore", RuntimeWarning)
                 set_num_threads(threads)
-            for pos in sorted({0, n // 3 - 1, n // 3, n // 2, n - 1}):
+            for pos in sorted({0, n // 3 - 1, n // 3, n // 2 - 1, n // 2, n - 1}):
                 for value in (math.nan, -1.0, math.inf):
                     t = torch.full((n,), 0.25, dtype=dtype)
                     t[pos] = value
