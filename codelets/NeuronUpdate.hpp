@@ -9,6 +9,9 @@
 #include "NeuronTerms.hpp"
 #include "SpikeEmission.hpp"
 
+// beta and threshold: each the tile's, or one value, every neuron's (a scalar
+// parameter filled per neuron): the update then reads one array fewer per
+// neuron for each.
 class LifUpdate : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<float>> currents;
@@ -29,34 +32,47 @@ public:
   float gradWindow;
 
   bool compute() {
-    // The restrict pointers live in this block only: emitSpikeLists below writes
-    // S[t] into `spiked`, which `s` reads as S[t-1], and restrict promises the
-    // compiler that nothing else touches an object while its pointer is in scope.
-    {
-      const float *__restrict cur = &currents[0];
-      float *__restrict u = &membrane[0];
-      const float *__restrict s = &spiked[0];
-      const float *__restrict b = &beta[0];
-      const float *__restrict thr = &threshold[0];
-      // The next step's SpikeMatmul sets the currents anew (no clearing here).
-      const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
-      if (reset == snn::RESET_SUBTRACT) {
-        for (unsigned n = 0; n < numNeurons; ++n)
-          u[n] = b[n] * u[n] + snn::input(cur, bi, n) - s[n] * thr[n];
-      } else if (reset == snn::RESET_ZERO) {
-        for (unsigned n = 0; n < numNeurons; ++n)
-          u[n] = b[n] * (1.0f - s[n]) * u[n] + snn::input(cur, bi, n);
-      } else {
-        for (unsigned n = 0; n < numNeurons; ++n)
-          u[n] = b[n] * u[n] + snn::input(cur, bi, n);
-      }
-    }
+    const bool oneBeta = beta.size() == 1, oneThreshold = threshold.size() == 1;
+    if (oneBeta && oneThreshold)
+      update<true, true>();
+    else if (oneBeta)
+      update<true, false>();
+    else if (oneThreshold)
+      update<false, true>();
+    else
+      update<false, false>();
     const snn::EmittedCounts c = snn::emitSpikeLists(
-        &membrane[0], &threshold[0], &spiked[0], numNeurons, firstNeuron, gradWindow,
-        &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+        &membrane[0], &threshold[0], oneThreshold, &spiked[0], numNeurons, firstNeuron,
+        gradWindow, &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
     counts[0] = c.spikes;
     counts[1] = c.eligible;
     return true;
+  }
+
+private:
+  // The restrict pointers live in this function only: emitSpikeLists writes
+  // S[t] into `spiked`, which `s` reads as S[t-1], and restrict promises the
+  // compiler that nothing else touches an object while its pointer is in scope.
+  template <bool OneBeta, bool OneThreshold> void update() {
+    const float *__restrict cur = &currents[0];
+    float *__restrict u = &membrane[0];
+    const float *__restrict s = &spiked[0];
+    const float *__restrict b = &beta[0];
+    const float *__restrict thr = &threshold[0];
+    const float b0 = b[0], t0 = thr[0];
+    // The next step's SpikeMatmul sets the currents anew (no clearing here).
+    const float *__restrict bi = bias.size() != 0 ? &bias[0] : nullptr;
+    if (reset == snn::RESET_SUBTRACT) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = (OneBeta ? b0 : b[n]) * u[n] + snn::input(cur, bi, n) -
+               s[n] * (OneThreshold ? t0 : thr[n]);
+    } else if (reset == snn::RESET_ZERO) {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = (OneBeta ? b0 : b[n]) * (1.0f - s[n]) * u[n] + snn::input(cur, bi, n);
+    } else {
+      for (unsigned n = 0; n < numNeurons; ++n)
+        u[n] = (OneBeta ? b0 : b[n]) * u[n] + snn::input(cur, bi, n);
+    }
   }
 };
 
@@ -105,7 +121,7 @@ public:
       }
     }
     const snn::EmittedCounts c = snn::emitSpikeLists(
-        &membrane[0], &threshold[0], &spiked[0], numNeurons, firstNeuron, gradWindow,
+        &membrane[0], &threshold[0], threshold.size() == 1, &spiked[0], numNeurons, firstNeuron, gradWindow,
         &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
     counts[0] = c.spikes;
     counts[1] = c.eligible;

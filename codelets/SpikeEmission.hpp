@@ -7,7 +7,8 @@
 // with nothing to list are skipped after one vector test, and within a group
 // every neuron is written at the current end of both lists, which only
 // advance when it belongs there. Either way each list needs capacity for all
-// numNeurons entries.
+// numNeurons entries. commonThreshold: threshold holds one value, every
+// neuron's.
 #pragma once
 #include "VectorOps.hpp"
 
@@ -40,7 +41,7 @@ struct EmittedCounts {
 };
 
 inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
-                                    const float *__restrict threshold,
+                                    const float *__restrict threshold, bool commonThreshold,
                                     float *__restrict spiked, unsigned numNeurons,
                                     unsigned firstNeuron, float gradWindow,
                                     int *__restrict spikeIds,
@@ -50,8 +51,9 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   unsigned ns = 0, ne = 0;
   auto emit = [&](unsigned n) {
     const float u = membrane[n];
-    const bool s = u > threshold[n];
-    const bool e = u > threshold[n] - gradWindow;
+    const float thr = threshold[commonThreshold ? 0 : n];
+    const bool s = u > thr;
+    const bool e = u > thr - gradWindow;
     spikeIds[ns] = int(firstNeuron + n);
     spikeMembrane[ns] = u;
     ns += s;
@@ -76,10 +78,11 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   while (n + 8 <= numNeurons) {
     const unsigned groups = (numNeurons - n) / 8 < 64 ? (numNeurons - n) / 8 : 64;
     unsigned long long busy = 0;
+    const __m256 thr0 = _mm256_set1_ps(threshold[0]);
     for (unsigned g = 0; g < groups; ++g) {
       const unsigned at = n + 8 * g;
       const __m256 u = (__m256)load8(membrane + at);
-      const __m256 thr = (__m256)load8(threshold + at);
+      const __m256 thr = commonThreshold ? thr0 : (__m256)load8(threshold + at);
       const __m256 sGt = _mm256_cmp_ps(u, thr, _CMP_GT_OQ);
       const __m256 eGt = _mm256_cmp_ps(u, _mm256_sub_ps(thr, window), _CMP_GT_OQ);
       store8(spiked + at, (f32x8)_mm256_and_ps(sGt, one));
@@ -109,7 +112,8 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   }
 #else
   for (; n + 8 <= numNeurons; n += 8) {
-    if (anyGreater(load8(membrane + n), load8(threshold + n) - gradWindow)) {
+    const f32x8 thr = commonThreshold ? f32x8{} + threshold[0] : load8(threshold + n);
+    if (anyGreater(load8(membrane + n), thr - gradWindow)) {
       for (unsigned j = 0; j < 8; ++j)
         emit(n + j);
     } else {

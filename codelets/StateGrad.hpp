@@ -132,42 +132,58 @@ inline void withPrevSpikesCleared(float *notSpiked, const int *prevSpikeIds,
 // per (reset, wanted gradients), so that each loop is branch-free and
 // vectorises. Kept one pass: g++ would otherwise split the copy into dL/dI
 // off into a library memmove per call and walk the tile twice.
-template <unsigned Reset, bool ThresholdGrad, bool BetaGrad>
+template <unsigned Reset, bool ThresholdGrad, bool BetaGrad, bool CommonBeta>
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
 inline void resetGradPass(float *__restrict gU, float *__restrict c, float *__restrict gthr,
                           float *__restrict gb, const float *__restrict keep,
-                          const float *__restrict up, const float *__restrict b,
+                          const float *__restrict up, const float *__restrict beta,
                           unsigned numNeurons) {
+  const float b0 = beta[0];
   for (unsigned n = 0; n < numNeurons; ++n) {
+    const float bn = CommonBeta ? b0 : beta[n];
     const float g = c[n];
     gU[n] = g;
     if (Reset == RESET_ZERO) { // the zeroed membrane keeps none of U[t-1]
       if (BetaGrad)
         gb[n] += g * keep[n] * up[n];
-      c[n] = b[n] * g * keep[n];
+      c[n] = bn * g * keep[n];
     } else {
       if (Reset == RESET_SUBTRACT && ThresholdGrad)
         gthr[n] -= (1.0f - keep[n]) * g;
       if (BetaGrad)
         gb[n] += g * up[n];
-      c[n] = b[n] * g;
+      c[n] = bn * g;
     }
   }
 }
 
+template <unsigned Reset, bool CommonBeta>
+inline void resetGradOf(float *gU, float *c, float *gthr, float *gb, const float *keep,
+                        const float *up, const float *b, unsigned numNeurons) {
+  if (up)
+    gthr ? resetGradPass<Reset, true, true, CommonBeta>(gU, c, gthr, gb, keep, up, b,
+                                                        numNeurons)
+         : resetGradPass<Reset, false, true, CommonBeta>(gU, c, gthr, gb, keep, up, b,
+                                                         numNeurons);
+  else
+    gthr ? resetGradPass<Reset, true, false, CommonBeta>(gU, c, gthr, gb, keep, up, b,
+                                                         numNeurons)
+         : resetGradPass<Reset, false, false, CommonBeta>(gU, c, gthr, gb, keep, up, b,
+                                                          numNeurons);
+}
+
 // resetGradPass for the reset mode, and for the gradients wanted: dL/dthreshold
-// where gthr is set, dL/dbeta where up (U[t-1]) is.
+// where gthr is set, dL/dbeta where up (U[t-1]) is. commonBeta: b holds one
+// value, every neuron's (one load fewer per neuron than the filled vector).
 template <unsigned Reset>
 inline void resetGrad(float *gU, float *c, float *gthr, float *gb, const float *keep,
-                      const float *up, const float *b, unsigned numNeurons) {
-  if (up)
-    gthr ? resetGradPass<Reset, true, true>(gU, c, gthr, gb, keep, up, b, numNeurons)
-         : resetGradPass<Reset, false, true>(gU, c, gthr, gb, keep, up, b, numNeurons);
+                      const float *up, const float *b, bool commonBeta, unsigned numNeurons) {
+  if (commonBeta)
+    resetGradOf<Reset, true>(gU, c, gthr, gb, keep, up, b, numNeurons);
   else
-    gthr ? resetGradPass<Reset, true, false>(gU, c, gthr, gb, keep, up, b, numNeurons)
-         : resetGradPass<Reset, false, false>(gU, c, gthr, gb, keep, up, b, numNeurons);
+    resetGradOf<Reset, false>(gU, c, gthr, gb, keep, up, b, numNeurons);
 }
 
 } // namespace snn
@@ -180,7 +196,7 @@ public:
   poplar::Input<unsigned> numListed;
   poplar::Input<poplar::Vector<int>> prevSpikeIds; // all spikes of step t-1
   poplar::Input<unsigned> numPrevSpikes;
-  poplar::Input<poplar::Vector<float>> beta;
+  poplar::Input<poplar::Vector<float>> beta;      // the tile's, or one: every neuron's
   poplar::Input<poplar::Vector<float>> threshold; // the tile's, or one: every neuron's
   poplar::Input<poplar::Vector<float>> prevMembrane; // U[t-1]; empty: no beta grad
   poplar::InOut<poplar::Vector<float>> carry;        // dL/dU[t] flowing into step t-1
@@ -217,12 +233,14 @@ private:
     const float *__restrict keep = &notSpiked[0];
     const float *__restrict up = prevMembrane.size() != 0 ? &prevMembrane[0] : nullptr;
     float *__restrict gb = &betaGrad[0];
+    const bool commonBeta = beta.size() == 1;
     if (reset == snn::RESET_SUBTRACT)
-      snn::resetGrad<snn::RESET_SUBTRACT>(gU, c, gthr, gb, keep, up, b, numNeurons);
+      snn::resetGrad<snn::RESET_SUBTRACT>(gU, c, gthr, gb, keep, up, b, commonBeta,
+                                          numNeurons);
     else if (reset == snn::RESET_ZERO) // (no reset term in dL/dthreshold)
-      snn::resetGrad<snn::RESET_ZERO>(gU, c, nullptr, gb, keep, up, b, numNeurons);
+      snn::resetGrad<snn::RESET_ZERO>(gU, c, nullptr, gb, keep, up, b, commonBeta, numNeurons);
     else
-      snn::resetGrad<snn::RESET_NONE>(gU, c, nullptr, gb, keep, up, b, numNeurons);
+      snn::resetGrad<snn::RESET_NONE>(gU, c, nullptr, gb, keep, up, b, commonBeta, numNeurons);
   }
 };
 

@@ -759,22 +759,25 @@ def test_layer_called_twice_in_one_graph():
 
 
 @pytest.mark.parametrize("window", [None, 0.3])
-def test_thresholds_that_differ_in_one_neuron(window):
-    """The state gradient takes a threshold shared by every neuron as one value; a layer
-    whose thresholds are all the same but one (in the last tile) must not be taken for
-    one: its gradients against the reference's."""
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("name, shared, other", [("threshold", 1.0, 0.6), ("beta", 0.9, 0.5)])
+def test_parameters_that_differ_in_one_neuron(window, reset, name, shared, other):
+    """The neuron update and the state gradient take a threshold or beta shared by every
+    neuron as one value; a layer whose values are all the same but one (in the last
+    tile) must not be taken for one: its outputs and gradients against the
+    reference's, with each reset."""
     torch.manual_seed(0)
-    threshold = torch.ones(HID)
-    threshold[-1] = 0.6
-    layer = LIFLayer(IN, HID, beta=0.9, threshold=threshold, grad_window=window,
-                     backend="emulator")
+    values = torch.full((HID,), shared)
+    values[-1] = other
+    kw = {"beta": 0.9, "threshold": 1.0, name: values}
+    layer = LIFLayer(IN, HID, grad_window=window, reset=reset, backend="emulator", **kw)
     with torch.no_grad():
         layer.weight.mul_(4.0)
     x = binary((T, B, IN), 0.3, seed=3)
-    _check_against_reference(layer, x, "one threshold apart")
-    # and a shared threshold, taken as one value
-    layer.threshold.fill_(0.6)
-    _check_against_reference(layer, x, "a shared threshold")
+    _check_against_reference(layer, x, f"one {name} apart")
+    # and a shared value, taken as one
+    getattr(layer, name).fill_(other)
+    _check_against_reference(layer, x, f"a shared {name}")
 
 
 def test_results_do_not_depend_on_the_calls_before():

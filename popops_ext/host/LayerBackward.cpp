@@ -36,14 +36,11 @@ LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
   }
   units_.resize(std::size_t(numTiles) * G);
   zeros_.assign(layout.maxRowLength(), 0.0f);
-  // A scalar threshold, filled per neuron: the state-grad vertices take it as
-  // one value (bit for bit every neuron's, so the results are the same).
-  if (neuron.model != MODEL_READOUT) {
-    const float *thr = neuron.threshold;
-    commonThreshold_ = std::all_of(thr, thr + shape.outFeatures, [&](float v) {
-      return std::memcmp(&v, thr, sizeof(float)) == 0;
-    });
-  }
+  // A scalar threshold or beta, filled per neuron: the state-grad vertices take
+  // it as one value (bit for bit every neuron's, so the results are the same).
+  commonThreshold_ = neuron.model != MODEL_READOUT && sameEverywhere(neuron.threshold,
+                                                                      shape.outFeatures);
+  commonBeta_ = sameEverywhere(neuron.beta, shape.outFeatures);
 }
 
 template <typename WT> void LayerBackward<WT>::buildBlocks(unsigned j) {
@@ -377,6 +374,8 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       } else {
         LifStateGrad v;
         bindCommon(v);
+        if (commonBeta_)
+          v.beta.bind(neuron_.beta, 1);
         v.compute();
       }
     }

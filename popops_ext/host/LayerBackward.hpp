@@ -137,6 +137,7 @@ private:
   // each kilobytes-long row; a recurrent layer adds dL/dS into tileGrad_.
   bool tileMajor_ = false;
   bool commonThreshold_ = false; // every neuron's threshold the same bits
+  bool commonBeta_ = false;      // every neuron's beta the same bits (LIF)
   std::vector<std::size_t> tileStart_;
   // Written whole by copyTileRuns: not cleared first (with exact gradients they
   // hold every neuron of every row, and clearing them took a serial pass).

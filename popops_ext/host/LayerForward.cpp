@@ -42,6 +42,9 @@ LayerForward<WT>::LayerForward(const Shape &shape, const NeuronSpec &neuron,
   blocks_.resize(numTiles);
   recBlocks_.resize(numTiles);
   units_.resize(std::size_t(numTiles) * groups_.count());
+  commonBeta_ = sameEverywhere(neuron.beta, shape.outFeatures);
+  commonThreshold_ = neuron.model != MODEL_READOUT &&
+                     sameEverywhere(neuron.threshold, shape.outFeatures);
 }
 
 template <typename WT> void LayerForward<WT>::buildBlocks(unsigned j) {
@@ -264,6 +267,10 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
     } else {
       LifUpdate v;
       bindCommon(v);
+      if (commonBeta_)
+        v.beta.bind(neuron_.beta, 1);
+      if (commonThreshold_)
+        v.threshold.bind(neuron_.threshold, 1);
       v.compute();
     }
     h.closeRow(row);

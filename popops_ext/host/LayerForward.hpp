@@ -158,6 +158,9 @@ private:
   std::vector<TileState> units_; // [groups x tiles]
   std::vector<unsigned> rowNeeded_; // each row's spikes + eligible-only, by decideCapacity
   ForwardStats stats_;
+  // A scalar beta or threshold, filled per neuron: LifUpdate takes it as one
+  // value (bit for bit every neuron's, so the results are the same).
+  bool commonBeta_ = false, commonThreshold_ = false;
 };
 
 } // namespace snn

@@ -23,6 +23,16 @@ struct NeuronSpec {
   const float *bias;      // [out] or null
 };
 
+// Whether values[0, n) all hold the same bits as values[0] (false for null): a
+// parameter given as one number and filled per neuron, which the vertices can
+// then take as one value with the same results.
+inline bool sameEverywhere(const float *values, unsigned n) {
+  for (unsigned i = 1; values && i < n; ++i)
+    if (__builtin_memcmp(values + i, values, sizeof(float)) != 0)
+      return false;
+  return values != nullptr;
+}
+
 // ids[T, B, capacity] with counts[T, B, 2] = {spikes, listed}; or, where
 // rowStart is set, compact: every row's listed entries one after another,
 // row r's at ids[rowStart[r] .. rowStart[r + 1]) (the backward pass's private
