@@ -766,9 +766,10 @@ def test_compact_lists_are_checked():
     grad_out = np.zeros_like(fwd["values"])
     K = p["in_ids"].shape[2]
 
-    def backward(in_ids, out_ids, capacity=K):
+    def backward(in_ids, out_ids, capacity=K, in_counts=p["in_counts"], scan=True):
         c = _C.BackwardCall()
-        c.layer = layer_call(dict(p, in_ids=in_ids), [0, 13], 1)
+        c.scan_lists = scan
+        c.layer = layer_call(dict(p, in_ids=in_ids, in_counts=in_counts), [0, 13], 1)
         c.layer.in_capacity = capacity
         c.out_ids, c.out_counts = out_ids, fwd["counts"]
         c.membrane, c.grad_out = fwd["membrane"], grad_out
@@ -784,6 +785,18 @@ def test_compact_lists_are_checked():
         backward(in_ids, np.append(out_ids, 0).astype(np.int32))
     with pytest.raises(ValueError, match="exceed capacity"):
         backward(in_ids, out_ids, capacity=int(p["in_counts"][..., 1].max()) - 1)
+    # each fault of a row's counts, at a row past the first, named by its step and sample,
+    # with the entries scanned and without (the emulator's private copies)
+    t, b = np.argwhere(p["in_counts"][..., 1] >= 1)[-1]
+    listed = int(p["in_counts"][t, b, 1])
+    for faulty in ((listed + 1, listed), (-1, listed), (0, -1), (0, K + 1)):
+        counts = p["in_counts"].copy()
+        counts[t, b] = faulty
+        for scan in (True, False):
+            with pytest.raises(ValueError, match=rf"input list counts \({faulty[0]}, "
+                                                 rf"{faulty[1]}\) at t={t}, b={b} are "
+                                                 "inconsistent"):
+                backward(in_ids, out_ids, in_counts=counts, scan=scan)
     bad = in_ids.copy()
     bad[0] = 20
     with pytest.raises(ValueError, match=r"input list id 20 .* out of range \[0, 20\)"):
