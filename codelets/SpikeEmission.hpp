@@ -65,26 +65,28 @@ inline EmittedCounts emitSpikeLists(const float *__restrict membrane,
   unsigned n = 0;
 #if defined(__AVX2__) && !defined(__IPU__)
   // Two passes per block of 64 groups of 8 neurons. The first compares every
-  // group with threshold - gradWindow only (a spike is above it too: gradWindow
-  // >= 0), stores S[t] = 0, and notes the groups with anything above it in a bit
-  // mask (branch-free, no dependence between groups); the second takes only
-  // those: both compares, S[t], and the packing (a lane mask selects a
-  // permutation that moves the listed lanes, ascending, to the front; all 8
-  // lanes are stored at the end of the list, which advances by the popcount).
-  // At a few percent activity most groups list nothing.
+  // group with min(threshold - gradWindow, threshold) only (a spike is above it
+  // too, whatever the window), stores S[t] = 0, and notes the groups with
+  // anything above it in a bit mask (branch-free, no dependence between
+  // groups); the second takes only those: both compares, S[t], and the packing
+  // (a lane mask selects a permutation that moves the listed lanes, ascending,
+  // to the front; all 8 lanes are stored at the end of the list, which
+  // advances by the popcount). At a few percent activity most groups list
+  // nothing.
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 window = _mm256_set1_ps(gradWindow);
   const __m256 thr0 = _mm256_set1_ps(threshold[0]);
-  const __m256 floor0 = _mm256_sub_ps(thr0, window);
+  const __m256 floor0 = _mm256_min_ps(_mm256_sub_ps(thr0, window), thr0);
   const int *table = compressTable();
   while (n + 8 <= numNeurons) {
     const unsigned groups = (numNeurons - n) / 8 < 64 ? (numNeurons - n) / 8 : 64;
     unsigned long long busy = 0;
     for (unsigned g = 0; g < groups; ++g) {
       const unsigned at = n + 8 * g;
+      const __m256 thr = commonThreshold ? thr0 : (__m256)load8(threshold + at);
       const __m256 floor =
-          commonThreshold ? floor0 : _mm256_sub_ps((__m256)load8(threshold + at), window);
+          commonThreshold ? floor0 : _mm256_min_ps(_mm256_sub_ps(thr, window), thr);
       const __m256 eGt = _mm256_cmp_ps((__m256)load8(membrane + at), floor, _CMP_GT_OQ);
       store8(spiked + at, f32x8{});
       busy |= (unsigned long long)(_mm256_movemask_ps(eGt) != 0) << g;
