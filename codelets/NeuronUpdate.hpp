@@ -121,8 +121,9 @@ public:
       }
     }
     const snn::EmittedCounts c = snn::emitSpikeLists(
-        &membrane[0], &threshold[0], threshold.size() == 1, &spiked[0], numNeurons, firstNeuron, gradWindow,
-        &spikeIds[0], &spikeMembrane[0], &eligibleIds[0], &eligibleMembrane[0]);
+        &membrane[0], &threshold[0], threshold.size() == 1, &spiked[0], numNeurons,
+        firstNeuron, gradWindow, &spikeIds[0], &spikeMembrane[0], &eligibleIds[0],
+        &eligibleMembrane[0]);
     counts[0] = c.spikes;
     counts[1] = c.eligible;
     return true;
