@@ -96,7 +96,7 @@ std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigne
   };
   auto checkCounts = [&](std::size_t row) {
     const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
-    if (spikes < 0 || spikes > listed || std::size_t(listed) > K)
+    if (countsOutside(spikes, listed, K))
       throw std::invalid_argument(std::string(name) + " counts (" + std::to_string(spikes) +
                                   ", " + std::to_string(listed) + ")" + at(row) +
                                   " are inconsistent or exceed capacity " + std::to_string(K));
@@ -109,11 +109,10 @@ std::int64_t checkSpikeList(const IntArray &ids, const IntArray &counts, unsigne
     std::size_t *starts = rowStart->data();
     // Branch-free over the rows (every backward call runs it over two lists); the
     // slow loop only names the fault.
-    unsigned bad = 0;
+    bool bad = false;
     for (std::size_t row = 0; row < rows; ++row) {
-      const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
-      // (a negative count is above K as a std::size_t)
-      bad |= unsigned(spikes < 0) | unsigned(spikes > listed) | unsigned(std::size_t(listed) > K);
+      const int32_t listed = c[2 * row + 1];
+      bad |= countsOutside(c[2 * row], listed, K);
       starts[row] = start;
       start += std::size_t(listed);
     }

@@ -38,6 +38,14 @@ bool optionalShape(const py::array &a, std::initializer_list<py::ssize_t> shape,
                    const char *name);
 void requireCode(int value, int count, const char *name);
 
+// Whether a row's counts break 0 <= spikes <= listed <= K; branch-free, so that
+// a pass over many rows can OR it up and name the row only when it is set (a
+// negative listed is above K as a std::size_t).
+inline bool countsOutside(std::int32_t spikes, std::int32_t listed, std::size_t K) {
+  return bool(unsigned(spikes < 0) | unsigned(spikes > listed) |
+              unsigned(std::size_t(listed) > K));
+}
+
 // counts[T,B,2] with 0 <= spikes <= listed <= K and every listed id in
 // [0, numIds); with `sorted`, also ascending within the spike part and
 // within the eligible part, and no id in both (the executor relies on it to

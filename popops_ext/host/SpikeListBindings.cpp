@@ -142,7 +142,7 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
   std::size_t total = 0;
   for (std::size_t row = 0; row < rows; ++row) {
     const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
-    if (spikes < 0 || spikes > listed || std::size_t(listed) > K) {
+    if (countsOutside(spikes, listed, K)) {
       if (numIds != 0) // an input list: the scan's error, which names the step and sample
         checkWholeList(ids, counts, numIds, "input list");
       throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
