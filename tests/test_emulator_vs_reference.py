@@ -758,6 +758,34 @@ def test_layer_called_twice_in_one_graph():
     assert_rel_close(layer.bias.grad, ref.bias.grad, 1e-4, "dL/db of two calls")
 
 
+@pytest.mark.parametrize("what", ["learned beta", "learned threshold", "transposed weight"])
+def test_kept_call_follows_parameters_it_copies(what):
+    """A parameter that is not contiguous reaches the native call as a copy: a learned
+    scalar beta or threshold (expanded to every neuron, a new tensor each call) or a
+    weight stored transposed. A call kept from the last one must not read the last
+    call's copy: each call after an in-place change (an optimizer's step) against a
+    fresh reference layer, forward-only (where the last call's temporaries are freed at
+    once and their addresses come back) and then with gradients."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=0.3, backend="emulator",
+                     learn_beta=what == "learned beta",
+                     learn_threshold=what == "learned threshold")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    if what == "transposed weight":
+        layer.weight = torch.nn.Parameter(layer.weight.detach().t().contiguous().t())
+        assert not layer.weight.is_contiguous()
+    x = binary((T, B, IN), 0.3, seed=6)
+    param = {"learned beta": layer.beta, "learned threshold": layer.threshold,
+             "transposed weight": layer.weight}[what]
+    for call in range(12):
+        with torch.no_grad():
+            param.mul_(0.97)
+            out, want = layer(x), _reference_twin(layer)(x)
+        assert torch.equal(out.to_dense(), want.to_dense()), f"{what}: call {call}"
+    _check_against_reference(layer, x, what)
+
+
 @pytest.mark.parametrize("window", [None, 0.3])
 @pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
 @pytest.mark.parametrize("name, shared, other", [("threshold", 1.0, 0.6), ("beta", 0.9, 0.5)])

@@ -283,6 +283,17 @@ def _check_unchanged(where: str, storage: tuple, params: LayerParams) -> bool:
     return False
 
 
+def _views_all(layer: _C.LayerCall, params: LayerParams) -> bool:
+    """Whether ``layer`` reads every parameter through a view of its storage. A tensor
+    that is not contiguous (a learned scalar expanded to every neuron, a transposed
+    weight) or not of the dtype its field takes is copied instead: the copy does not
+    follow the tensor's later changes, and the tensor's storage can be freed and its
+    address reused by another tensor, so a call holding a copy cannot be kept."""
+    return all(t is None
+               or getattr(layer, name).__array_interface__["data"][0] == t.data_ptr()
+               for name, t in zip(params._fields, params))
+
+
 def _kept_call(cache: Optional[dict], key: tuple) -> Optional[_C.ForwardCall]:
     """The layer's forward call object of an earlier call made with ``key`` (its
     settings, plan, threads and parameter storage), taken out of ``cache`` while it is
@@ -314,9 +325,11 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     threads, storage = threads_for(T, B, cfg.out_features), _storage_of(params)
     # A call's settings and parameter views (a dozen fields, each a conversion) are
     # those of the layer's last call where nothing they were made from changed: the
-    # storage holds the parameters' addresses, which the kept views keep in use.
+    # storage holds the parameters' addresses, which the kept views keep in use (a
+    # call is kept only where it views every parameter: see _views_all).
     key = (cfg, ctx.split, threads, storage, keep_dense)
     call = None if initial is not None else _kept_call(cache, key)
+    kept = call is not None
     budget = _memory.available_bytes() or 0
     if call is None:
         call = forward_call(cfg, ctx.split, threads, in_ids, in_counts, params, initial,
@@ -332,7 +345,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     layer = call.layer
     layer.in_ids = layer.in_counts = _NO_IDS
     call.input_currents = None
-    if cache is not None and initial is None:
+    if cache is not None and initial is None and (kept or _views_all(layer, params)):
         cache["forward_call"] = (key, call)
     ctx.layer_call, ctx.param_storage = layer, storage
     ctx.initial = initial
