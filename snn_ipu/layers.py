@@ -35,7 +35,7 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -334,9 +334,7 @@ class _Layer(nn.Module):
                     self._check_shape(bname, b, shapes[bname])
                 constants.append((bname, b))
         checked, ranges, names = [], [], []
-        for pname, t in self._parameters.items():
-            if t is None:
-                continue
+        for pname, t in self._checked_tensors():
             want = shapes.get(pname)
             if want is not None and t.shape != want:
                 self._check_shape(pname, t, want)
@@ -373,10 +371,20 @@ class _Layer(nn.Module):
                              f"needs [{want[0]}] (out_features)"
                              + ("" if vector else " or a scalar"))
 
+    def _checked_tensors(self) -> List[Tuple[str, torch.Tensor]]:
+        """(name, tensor) of the parameters a call reads: the module's own, and those a
+        parametrization (``torch.nn.utils.parametrize``, ``weight_norm``) computes in
+        place of a parameter it took over, as the call reads them."""
+        out = [(k, p) for k, p in self._parameters.items() if p is not None]
+        parametrized = self._modules.get("parametrizations")
+        if parametrized is not None:
+            out += [(k, getattr(self, k)) for k in parametrized.keys()]
+        return out
+
     def _name_bad_value(self) -> None:
         """The checks of the parameters' values and the constants, one at a time, each
         with its own message."""
-        params = [(k, p) for k, p in self._parameters.items() if p is not None]
+        params = self._checked_tensors()
         bad = first_nonfinite([p for _, p in params])
         if bad >= 0:
             pname, p = params[bad]
@@ -553,10 +561,11 @@ class _SpikingLayer(_Layer):
         """Runs the layer over all timesteps; returns its output spikes."""
         spikes = self._input(x)
         self._check_parameters()
-        records_grad = self._records_grad(spikes.values.requires_grad)
+        params = self._params()
+        records_grad = self._records_grad(spikes.values.requires_grad, params)
         config = self._call_config(records_grad)
         out, record = self._backend().spiking_layer(
-            config, spikes, self._params(), self._initial_spiking_state(spikes),
+            config, spikes, params, self._initial_spiking_state(spikes),
             self._backend_cache())
         self._apply_overflow_policy(record, stacklevel=6)  # past it, forward(), nn.Module's call
         self._keep(record)
@@ -564,13 +573,13 @@ class _SpikingLayer(_Layer):
             self._warn_if_no_gradient_passes()
         return out
 
-    def _records_grad(self, input_requires_grad: bool) -> bool:
-        """Whether autograd records this call (its window lists eligible entries)."""
+    def _records_grad(self, input_requires_grad: bool, params: LayerParams) -> bool:
+        """Whether autograd records this call (its window lists eligible entries): from
+        the tensors the call takes (``params``, :meth:`_params`), not the module's
+        parameters, which a parametrized weight (``torch.nn.utils.parametrize``,
+        ``weight_norm``) has left."""
         return torch.is_grad_enabled() and (
-            input_requires_grad
-            # the module's own dict: parameters() builds a generator chain per call
-            or any(p is not None and p.requires_grad for p in self._parameters.values())
-        )
+            input_requires_grad or any(t is not None and t.requires_grad for t in params))
 
     def _apply_overflow_policy(self, record: CallRecord, stacklevel: int) -> None:
         """Raises or warns for what the call's capacity cut (also for a fused network's

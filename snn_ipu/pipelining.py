@@ -125,15 +125,16 @@ def run_fused(model: torch.nn.Module, x: Union[SparseSpikes, torch.Tensor]):
     input_grad = spikes.values.requires_grad
     for layer in layers:
         layer._check_parameters()
+        layer_params = layer._params()
         if layer.neuron_model == "readout":
             configs.append(layer.config())
             records_grad.append(False)
         else:
             # a layer's list carries a gradient where autograd records its call
-            input_grad = layer._records_grad(input_grad)
+            input_grad = layer._records_grad(input_grad, layer_params)
             records_grad.append(input_grad)
             configs.append(layer.config(input_grad))
-        params.append(layer._params())
+        params.append(layer_params)
     results = ipu_graph.pipelined_network(configs, spikes, params,
                                           name=type(model).__name__)
     for layer, grad, (_out, record) in zip(layers, records_grad, results):

@@ -22,6 +22,7 @@ from conftest import (
     tie_free_net,
     two_layer_net,
 )
+from torch.nn.utils import parametrize
 
 from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError
 from snn_ipu import surrogate as sg
@@ -784,6 +785,47 @@ def test_kept_call_follows_parameters_it_copies(what):
             out, want = layer(x), _reference_twin(layer)(x)
         assert torch.equal(out.to_dense(), want.to_dense()), f"{what}: call {call}"
     _check_against_reference(layer, x, what)
+
+
+class _Scaled(torch.nn.Module):
+    """A parametrization: the weight a call reads is twice the stored one."""
+
+    def forward(self, w):
+        return 2.0 * w
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("window", [None, 0.3])
+def test_a_parametrized_weight_is_trained_like_a_plain_one(backend, window):
+    """A parametrized weight (``torch.nn.utils.parametrize``, as ``weight_norm`` uses)
+    leaves the module's own parameters for the parametrization's. With an input that
+    needs no gradient (a first layer), the call must still be recorded, listing its
+    eligible entries: spikes, and dL/dW through the parametrization, against a plain
+    reference layer holding the weight the call reads (dL/dW_stored = 2 dL/dW)."""
+    torch.manual_seed(0)
+    layer = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=window, bias=False,
+                     backend=backend)
+    with torch.no_grad():
+        layer.weight.mul_(2.0)
+    plain = LIFLayer(IN, HID, beta=0.9, threshold=1.0, grad_window=window, bias=False,
+                     backend="reference")
+    with torch.no_grad():
+        plain.weight.copy_(2.0 * layer.weight)
+    parametrize.register_parametrization(layer, "weight", _Scaled())
+    assert "weight" not in layer._parameters
+    x = binary((T, B, IN), 0.3, seed=7)
+    out, want = layer(x), plain(x)
+    assert torch.equal(out.to_dense(), want.to_dense())
+    assert layer.last_call.eligible_listed == plain.last_call.eligible_listed > 0
+    for o in (out, want):
+        d = o.to_dense()
+        (d * torch.arange(d.numel()).reshape(d.shape).sin()).sum().backward()
+    assert_rel_close(layer.parametrizations.weight.original.grad, 2.0 * plain.weight.grad,
+                     1e-4, "dL/dW through the parametrization")
+    with torch.no_grad():
+        layer.parametrizations.weight.original[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="weight contains NaN or inf"):
+        layer(x)
 
 
 @pytest.mark.parametrize("window", [None, 0.3])
