@@ -54,8 +54,8 @@ class SparseSpikes:
     were replaced, is checked in full by the first layer that takes it (the same
     checks as ``validate``, on every backend): layers take spikes as 1s, and refuse
     graded values (to drop spikes, see :class:`snn_ipu.SpikeDropout`).
-    ``values_checked`` says whether that has happened (an edit through ``.data`` after
-    it is not seen).
+    ``values_checked`` says whether that has happened since the tensors were last
+    set or edited in place (an edit through ``.data`` or ``.numpy()`` is not seen).
     """
 
     def __init__(
@@ -85,15 +85,32 @@ class SparseSpikes:
 
     # Whether the list was checked (``validate``, or the first layer that took it): its
     # counts, ids (in range, each at most once per (t, b)) and values (1 at spikes, 0 at
-    # eligible-only entries). Replacing ``ids``, ``counts`` or ``values`` clears it, so
-    # that the next layer checks the list again, on every backend. An in-place edit
-    # (``.data``, ``.numpy()``) is not seen here: every layer call still scans the counts
-    # and ids (the emulator natively, the other backends in torch).
-    _checked = False
+    # eligible-only entries). Held as the three tensors' version counters at the check:
+    # replacing ``ids``, ``counts`` or ``values``, or editing one in place with a torch
+    # op, clears it, so that the next layer checks the list again, on every backend. An
+    # edit that bypasses the counters (``.data``, ``.numpy()``) is not seen here: every
+    # layer call still scans the counts and ids (the emulator natively, the other
+    # backends in torch).
+    _checked_at: Optional[tuple] = None
+
+    @property
+    def _checked(self) -> bool:
+        return self._checked_at is not None and self._checked_at == self._versions()
+
+    @_checked.setter
+    def _checked(self, value: bool) -> None:
+        self._checked_at = self._versions() if value else None
+
+    def _versions(self) -> tuple:
+        """The version counters of ids, counts and values (None for a tensor made under
+        ``torch.inference_mode``, which has none: its edits cannot be seen)."""
+        return tuple(None if not isinstance(t, torch.Tensor) or t.is_inference()
+                     else t._version for t in (self._ids, self._counts, self._values))
 
     @property
     def values_checked(self) -> bool:
-        """Whether the list was checked since its ids, counts and values were set."""
+        """Whether the list was checked since its ids, counts and values were set or
+        edited in place."""
         return self._checked
 
     @property

@@ -28,14 +28,15 @@ def assert_rel_close(actual, expected, rtol, what):
 
 def check_out_of_range_ids_refused(layer, spikes):
     """Ids out of ``[0, num_neurons)`` edited into a copy of ``spikes`` at (t=3, b=1, k=0)
-    after the list's own check, so that the layer's backend scan meets them: each is
-    refused with the step, sample and slot named."""
+    after the list's own check, through ``.data`` (which the list's check does not see),
+    so that the layer's backend scan meets them: each is refused with the step, sample
+    and slot named."""
     from snn_ipu import SparseSpikes
 
     n = spikes.num_neurons
     for bad in (10**6, -5, n):
         edited = SparseSpikes(spikes.ids.clone(), spikes.counts, n, spikes.values)
-        edited.ids[3, 1, 0] = bad
+        edited.ids.data[3, 1, 0] = bad
         with pytest.raises(ValueError, match=re.escape(
                 f"{layer.name}: input list id {bad} at t=3, b=1, k=0 out of range [0, {n})")):
             layer(edited)

@@ -256,11 +256,11 @@ def test_corrupted_ids_raise_not_crash():
     layer = LIFLayer(IN, HID, backend="triton")
     s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
     assert int(s.counts[3, 1, 0]) > 0
-    # Edited in place after the list's check, so that the backend's own scan meets them
+    # Edited through .data after the list's check, so that the backend's own scan meets them
     # (a replaced or unchecked list is refused before, by the layers' common check).
     check_out_of_range_ids_refused(layer, s)
     edited = SparseSpikes(s.ids, s.counts.clone(), IN, s.values)
-    edited.counts[0, 0, 1] = s.capacity + 7
+    edited.counts.data[0, 0, 1] = s.capacity + 7
     with pytest.raises(ValueError, match="exceed capacity"):
         layer(edited)
 

@@ -41,6 +41,39 @@ def test_nan_in_weights(backend, param, bad):
         layer(binary((3, 2, 5), 0.5, 0))
 
 
+@pytest.mark.parametrize("edit", ["values masked", "counts moved"])
+def test_a_checked_list_edited_in_place_is_checked_again(backend, edit):
+    """A layer marks the list it checked; an in-place edit afterwards (a torch op, which
+    moves the tensor's version counter) must make the next layer check it again, and
+    refuse it as it refuses the same tensors in a list never checked, not read its
+    spikes as 1s (the emulator) or scale by the values (the reference)."""
+    x = binary((4, 3, 6), 0.5, 1)
+    xs = SparseSpikes.from_dense(x, eligible=torch.ones_like(x, dtype=torch.bool))
+    layer = LIFLayer(6, 4, backend=backend)
+    layer(xs)
+    assert xs.values_checked
+    if edit == "values masked":
+        xs.values.mul_((torch.arange(xs.values.numel()) % 2).reshape(xs.values.shape))
+    else:  # the first eligible-only entry of each row becomes a "spike" of value 0
+        xs.counts[..., 0] += (xs.counts[..., 0] < xs.counts[..., 1]).int()
+    assert not xs.values_checked
+    with pytest.raises(ValueError, match="spikes must have value 1"):
+        layer(xs)
+    with pytest.raises(ValueError, match="values must be 1 at spike entries"):
+        SparseSpikes(xs.ids, xs.counts, 6, xs.values)
+
+
+def test_a_list_made_in_inference_mode_stays_checked(backend):
+    """Tensors made under torch.inference_mode have no version counter: such a list is
+    checked once, as before, and runs."""
+    layer = LIFLayer(6, 4, backend=backend)
+    with torch.inference_mode():
+        xs = SparseSpikes.from_dense(binary((4, 3, 6), 0.5, 1))
+        assert xs.values_checked
+        out = layer(xs)
+    assert xs.values_checked and out.values_checked
+
+
 def test_huge_finite_weights_are_not_reported_as_inf(backend):
     # Their sum overflows to inf; the finiteness check must not mistake that for inf.
     layer = LIFLayer(5, 4, backend=backend)

@@ -334,9 +334,11 @@ def dense_on_device(readout, cfg: LayerConfig):
     which is the gradient of ``to_dense()``. Computed once per list (a loss and the
     prediction share it). ``readout``: the backend's readout_layer."""
     def to_dense(spikes: SparseSpikes) -> torch.Tensor:
+        # kept with the list's version counters: an in-place edit of the list since
+        # makes another dense view
         cached = getattr(spikes, "_dense_cache", None)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[0] == spikes._versions():
+            return cached[1]
         n = spikes.num_neurons
         device = spikes.values.device
         dense_cfg = LayerConfig(name=f"{cfg.name}.to_dense", model="readout", in_features=n,
@@ -346,7 +348,7 @@ def dense_on_device(readout, cfg: LayerConfig):
                              beta=_zeros(n, dtype=torch.float32, device=device),
                              threshold=None, alpha=None)
         dense, _ = readout(dense_cfg, spikes, params, None)
-        spikes._dense_cache = dense
+        spikes._dense_cache = (spikes._versions(), dense)
         return dense
 
     return to_dense
