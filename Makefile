@@ -42,7 +42,7 @@ build: $(EDITABLE)
 
 # The default task is scikit-learn's bundled digits: real data that needs no download.
 train: build
-	$(BIN)/python -m snn_ipu train --save runs/train/model.pt
+	$(BIN)/python -m snn_ipu train --save runs/train/model.pt --overwrite
 
 test: build
 	$(BIN)/python -m pytest -q tests

@@ -92,6 +92,21 @@ def distinct_files(named: Sequence[Tuple[str, Optional[PathLike]]],
             seen.setdefault(key, (option, path))
 
 
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether two paths name one file (an existing one by its inode)."""
+    return bool({_identity(Path(a)), ("path", str(Path(a).resolve()))}
+                & {_identity(Path(b)), ("path", str(Path(b).resolve()))})
+
+
+def refuse_replacing(named: Sequence[Tuple[str, Optional[PathLike]]], advice: str) -> None:
+    """A ValueError for the first of ``named`` (``(option, path)``; None skipped) that
+    exists already: a run would replace another run's file."""
+    for option, path in named:
+        if path is not None and Path(path).exists():
+            raise ValueError(f"{option} {path} exists (another run's?): this run would replace "
+                             f"it; {advice}")
+
+
 def lock_path(path: PathLike) -> Path:
     path = Path(path)
     return path.with_name(f".{path.name}.lock")

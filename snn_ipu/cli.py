@@ -141,10 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_training_options(train)
     run = train.add_argument_group("run")
     run.add_argument("--save", metavar="PATH", help="checkpoint file, written after every "
-                     "epoch (default: none)")
+                     "epoch (default: the --resume file, else none)")
     run.add_argument("--resume", metavar="PATH", help="continue from a checkpoint, with its "
                      "config (only --epochs, --data-dir and --backend may change) "
                      "(default: none)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="let the run replace an existing --save or --log file (without "
+                          "it, only a checkpoint resumed in place and its log) (default: off)")
     run.add_argument("--log", metavar="PATH", help="metrics log, JSON lines (default: next to "
                      "--save, as NAME.metrics.jsonl)")
     run.add_argument("--device", help=DEVICE_HELP)
@@ -212,11 +215,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _unused_options(config, given) -> list:
+    """The options given on the command line that ``config``'s data, neuron or readout
+    does not read (each would be accepted and change nothing)."""
+    event_data = config.data in ("shd", "ssc") or config.data.startswith("tonic:")
+    applies = {
+        "data_dir": (event_data, "event data (shd, ssc, tonic:NAME)"),
+        "duration": (event_data, "event data (shd, ssc, tonic:NAME)"),
+        "dt": (event_data, "event data (shd, ssc, tonic:NAME)"),
+        "outside": (event_data, "event data (shd, ssc, tonic:NAME)"),
+        "tonic_pool": (config.data.startswith("tonic:"), "--data tonic:NAME"),
+        "merge_polarity": (config.data.startswith("tonic:"), "--data tonic:NAME"),
+        "alpha": (config.neuron == "synaptic", "--neuron synaptic"),
+        "time_reduction": (config.readout == "membrane", "--readout membrane"),
+    }
+    for name in given:
+        if name.startswith("randman_"):
+            applies[name] = (config.data == "randman", "--data randman")
+    return [f"--{name.replace('_', '-')} (only for {needs})"
+            for name, (used, needs) in applies.items() if name in given and not used]
+
+
+def _ipu_defaults(config, given):
+    """A new run on the IPU: the defaults that PopTorch's loop does not implement (a
+    cosine schedule, the dataset's augmentation) replaced by what it does, so that its
+    checkpoints record what ran (and the run says so on stderr); options given for
+    them are refused by poptorch_training.check_ipu_config."""
+    changes = {}
+    if "lr_schedule" not in given:
+        changes["lr_schedule"] = "constant"
+    if "augment_jitter" not in given:
+        changes["augment_jitter"] = 0
+    if "augment_drop" not in given:
+        changes["augment_drop"] = 0.0
+    return dataclasses.replace(config, **changes)
+
+
 def _run_train(args: argparse.Namespace) -> int:
     from .checkpoint import load_checkpoint, require_entries
     from .training import TrainConfig, train
 
     if args.resume:
+        if args.quick:
+            print(f"{PROG} train: error: --quick sets a new run's length; --resume continues "
+                  "a run to --epochs", file=sys.stderr)
+            return 2
+        if args.save is None:  # the resumed epochs go where the run was
+            args.save = args.resume
         state = load_checkpoint(args.resume)
         require_entries(state, args.resume, ("config",), "resume training")
         saved = TrainConfig.from_dict(state["config"])
@@ -232,16 +277,24 @@ def _run_train(args: argparse.Namespace) -> int:
             return 2
     else:
         config, given = _config_from(args)
+        if config.backend == "ipu":
+            config = _ipu_defaults(config, given)
         if args.quick:
             if "epochs" not in given:
                 config.epochs = 2
             if "randman_samples_per_class" not in given:
                 config.randman_samples_per_class = 50
+    unused = _unused_options(config, given)
+    if unused:
+        print(f"{PROG} train: error: {', '.join(unused)}: not read by this run "
+              f"(--data {config.data}, --neuron {config.neuron}, --readout {config.readout})",
+              file=sys.stderr)
+        return 2
     if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
+        from . import poptorch_training
         from ._paths import FileLocks, writable_file
         from .data.tasks import load_task
-        from .poptorch_training import train_config
-        from .training import training_device
+        from .training import check_not_replacing, training_device
 
         training_device(args.device, config.backend)  # refuses --device
         unused = [flag for flag, given in (("--log", args.log is not None),
@@ -252,13 +305,21 @@ def _run_train(args: argparse.Namespace) -> int:
                              "prints a line per epoch and reads the data itself)")
         if args.save is not None:
             writable_file(args.save, "--save")
+        if not args.overwrite:
+            check_not_replacing(args.save, None, args.resume)
+        poptorch_training._poptorch()  # without PopTorch, that error alone
+        if not args.resume:
+            print(f"{PROG} train: --backend ipu trains at a constant learning rate without "
+                  "augmentation (PopTorch's loop)", file=sys.stderr)
         with FileLocks([args.save]):
-            train_config(config, load_task(config, download=args.download),
-                         checkpoint=args.save, resume=args.resume)
+            poptorch_training.train_config(
+                config, load_task(config, download=args.download), checkpoint=args.save,
+                resume=args.resume)
         return 0
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     train(config, save=args.save, resume=args.resume, log_path=args.log, progress=progress,
-          workers=args.workers, download=args.download, device=args.device)
+          workers=args.workers, download=args.download, device=args.device,
+          overwrite=args.overwrite)
     return 0
 
 

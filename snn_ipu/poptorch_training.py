@@ -326,6 +326,31 @@ def size_lists(net: nn.Module, x: torch.Tensor, headroom: float = 2.0) -> Dict[s
     return sizes
 
 
+def check_ipu_config(config) -> None:
+    """PopTorch's loop (:func:`train`) trains at a constant learning rate, without
+    regularizers and without augmenting the training batches: a config that asks for
+    any of them (a checkpoint of the CPU loop resumed on the IPU too) is refused rather
+    than trained otherwise than it says."""
+    from .data.tasks import default_augmentation
+
+    jitter, drop = default_augmentation(config.data)
+    jitter = jitter if config.augment_jitter is None else config.augment_jitter
+    drop = drop if config.augment_drop is None else config.augment_drop
+    asked = [what for what, on in (
+        (f"lr_schedule={config.lr_schedule!r} (--lr-schedule constant)",
+         config.lr_schedule != "constant"),
+        ("reg_l1 (--reg-l1)", bool(config.reg_l1)),
+        ("reg_lower (--reg-lower)", bool(config.reg_lower)),
+        ("reg_upper (--reg-upper)", bool(config.reg_upper)),
+        (f"augmentation (jitter {jitter}, drop {drop}: --augment-jitter 0 --augment-drop 0)",
+         bool(jitter) or bool(drop))) if on]
+    if asked:
+        raise ValueError(
+            "--backend ipu: PopTorch's loop trains at a constant learning rate, without "
+            f"regularizers or augmentation; this config asks for {'; '.join(asked)}. Train "
+            "it on a CPU or GPU backend, or leave those out")
+
+
 def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
                  log: Callable[[str], None] = print,
                  resume: Optional[Union[str, Path]] = None) -> Dict[str, float]:
@@ -342,10 +367,19 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
     from .training import build_model
 
     _poptorch()  # without PopTorch, say so before anything else
+    check_ipu_config(config)
+    torch.manual_seed(config.seed)  # the weights, as the CPU loop draws them
     net = build_model(config, task.num_inputs, task.num_classes)
+    predict = predict_class
     if config.readout == "membrane":
         def loss_fn(out, labels):
             return losses.ce_membrane_loss(out, labels, config.time_reduction)
+
+        # the class the CPU loop's accuracy takes (training._objective)
+        over_time = "mean" if config.time_reduction == "per_step" else config.time_reduction
+
+        def predict(out):
+            return losses._reduce_time(out, over_time).argmax(-1)
     else:
         loss_fn = losses.ce_count_loss
     train_set = SpikeLists(task.train, task.collate, datasets=(task.test,))
@@ -369,5 +403,5 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
         f"{config.batch_size} (on the IPUModel where there is no IPU)")
     return train(net, train_set, test_set, loss_fn, epochs=config.epochs,
                  batch_size=config.batch_size, lr=config.lr, config=pconfig,
-                 checkpoint=checkpoint, num_inputs=task.num_inputs, log=log, resume=resume,
-                 checkpoint_extra={"config": config.to_dict()})
+                 predict=predict, checkpoint=checkpoint, num_inputs=task.num_inputs, log=log,
+                 resume=resume, checkpoint_extra={"config": config.to_dict()})

@@ -493,6 +493,7 @@ def train(
     task=None,
     download: bool = False,
     device: Union[str, torch.device, None] = None,
+    overwrite: bool = False,
 ) -> Dict[str, Any]:
     """Trains as ``config`` says; returns the last epoch's metrics (with the model).
 
@@ -505,6 +506,8 @@ def train(
     :param download: let a tonic dataset download its missing files
     :param device: where the model trains (:func:`training_device`; default: the CPU);
         checkpoints hold CPU tensors whatever it is
+    :param overwrite: let the run replace files that exist at ``save`` and ``log_path``
+        (without it, only a checkpoint resumed in place and its log are replaced)
 
     Before any work: the seed, the checkpoint to resume (its entries, its config, an
     ``epochs`` beyond the epochs it holds), the paths written (files, not folders; no
@@ -527,6 +530,8 @@ def train(
         writable_file(log_path, "--log")
     distinct_files([("--resume", resume), ("--save", save), ("--log", log_path)],
                    allowed=[("--resume", "--save")])  # resuming in place is fine
+    if not overwrite:
+        check_not_replacing(save, log_path, resume)
     dist = Distributed()
     # one writer per checkpoint and log: a second run is refused, not interleaved
     with FileLocks([save, log_path] if dist.main else []):
@@ -535,6 +540,20 @@ def train(
     # not on an error: a failed process does not wait at a barrier for the others
     dist.close()
     return result
+
+
+def check_not_replacing(save: Optional[os.PathLike], log_path: Optional[os.PathLike],
+                        resume: Optional[os.PathLike]) -> None:
+    """Refuses a run that would replace a checkpoint or a metrics log of another run: a
+    file at ``save`` or ``log_path``, but for the checkpoint a resumed run continues in
+    place, and the log of a resumed run (rewritten from the checkpoint's history)."""
+    from ._paths import refuse_replacing, same_file
+
+    advice = ("continue that run with --resume, or give another path, or --overwrite "
+              "(overwrite=True) to replace it")
+    in_place = save is not None and resume is not None and same_file(save, resume)
+    refuse_replacing([("--save", None if in_place else save),
+                      ("--log", None if resume is not None else log_path)], advice)
 
 
 def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:

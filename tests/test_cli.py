@@ -133,6 +133,56 @@ def test_resume_refuses_to_change_the_run(tmp_path, capsys):
     assert "epoch   2/2" in out
 
 
+def test_resume_without_save_writes_where_the_run_was(tmp_path, capsys):
+    """`train --resume m.pt --epochs 3`: the resumed epochs are saved to m.pt (and its
+    log), not trained and thrown away."""
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    run(capsys, ["train", "--resume", str(path), "--epochs", "2", "--progress", "off"])
+    assert load_checkpoint(path)["epoch"] == 2
+    log = [json.loads(x) for x in (tmp_path / "model.metrics.jsonl").read_text().splitlines()]
+    assert [r.get("epoch") for r in log] == [None, 1, 2]
+
+
+def test_a_new_run_does_not_replace_another_runs_files(tmp_path, capsys):
+    """A new run (no --resume) refuses a --save or --log that exists, before any work
+    (the file unchanged), unless --overwrite; the log of m.pt is not taken over by a
+    run saving m.ckpt either."""
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    before = path.read_bytes()
+    err = run(capsys, TINY + ["--epochs", "2", "--save", str(path)], 2).err
+    assert f"--save {path} exists" in err and "--resume" in err and "--overwrite" in err
+    assert path.read_bytes() == before
+    other = tmp_path / "model.ckpt"  # its default log is model.metrics.jsonl too
+    err = run(capsys, TINY + ["--epochs", "2", "--save", str(other)], 2).err
+    assert "--log" in err and "model.metrics.jsonl exists" in err and not other.exists()
+    run(capsys, TINY + ["--epochs", "2", "--save", str(path), "--overwrite"])
+    assert load_checkpoint(path)["epoch"] == 2
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--dt", "0.01"], "--dt (only for event data"),
+    (["--data-dir", "/nonexistent"], "--data-dir (only for event data"),
+    (["--tonic-pool", "2", "2"], "--tonic-pool (only for --data tonic:NAME)"),
+    (["--alpha", "0.5"], "--alpha (only for --neuron synaptic)"),
+    (["--readout", "spikes", "--time-reduction", "max"],
+     "--time-reduction (only for --readout membrane)"),
+])
+def test_options_the_run_does_not_read_are_refused(capsys, extra, message):
+    err = run(capsys, TINY + ["--epochs", "1"] + extra, 2).err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_randman_options_with_other_data_and_quick_with_resume_are_refused(tmp_path, capsys):
+    err = run(capsys, ["train", "--data", "digits", "--randman-classes", "3"], 2).err
+    assert "--randman-classes (only for --data randman)" in err
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    err = run(capsys, ["train", "--resume", str(path), "--epochs", "3", "--quick"], 2).err
+    assert "--quick" in err and load_checkpoint(path)["epoch"] == 1
+
+
 def test_shd_file_in_the_official_layout_trains(tmp_path, capsys):
     labels = [c for c in range(20) for _ in range(4)]
     write_heidelberg(tmp_path / "shd_train.h5", labels, seed=0)

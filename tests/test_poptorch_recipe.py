@@ -330,3 +330,85 @@ def test_cli_resumes_an_ipu_run_from_its_checkpoint(monkeypatch, capsys, tmp_pat
     assert "already trained 2 epochs" in capsys.readouterr().err
     assert cli_main(resume[:-2] + ["--epochs", "3", "--log", str(tmp_path / "m.jsonl")]) == 2
     assert "--log: not with --backend ipu" in capsys.readouterr().err
+
+
+IPU_RUN = ["train", "--data", "randman", "--backend", "ipu", "--epochs", "1", "--hidden", "16",
+           "--steps", "8", "--randman-classes", "3", "--randman-inputs", "12",
+           "--randman-samples-per-class", "20", "--batch-size", "8", "--grad-window", "0.5",
+           "--progress", "off"]
+
+
+def test_cli_ipu_run_is_seeded_and_records_what_it_trains(monkeypatch, capsys, tmp_path):
+    """--seed gives the IPU run the CPU run's initial weights (two runs, the same ones);
+    its checkpoint records the constant rate and no augmentation that PopTorch's loop
+    trains with, not the CPU loop's defaults."""
+    install(monkeypatch)
+    nets = built_nets(monkeypatch)
+    for name in ("a.pt", "b.pt"):
+        torch.manual_seed(len(name) * 7 + ord(name[0]))  # whatever the global RNG holds
+        assert cli_main(IPU_RUN + ["--seed", "5", "--save", str(tmp_path / name)]) == 0
+    assert "constant learning rate without augmentation" in capsys.readouterr().err
+    (_, first), (_, second) = nets
+    for key in first:
+        assert torch.equal(first[key], second[key]), key
+    config = load_checkpoint(tmp_path / "a.pt")["config"]
+    assert config["lr_schedule"] == "constant"
+    assert (config["augment_jitter"], config["augment_drop"]) == (0, 0.0)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--lr-schedule", "cosine"], "lr_schedule='cosine'"),
+    (["--reg-l1", "0.01"], "reg_l1"),
+    (["--reg-lower", "0.01", "1.0"], "reg_lower"),
+    (["--augment-drop", "0.2"], "augmentation"),
+])
+def test_cli_ipu_refuses_what_poptorchs_loop_does_not_train(monkeypatch, capsys, extra,
+                                                             message):
+    install(monkeypatch)
+    assert cli_main(IPU_RUN + extra) == 2
+    err = capsys.readouterr().err
+    assert "PopTorch's loop trains at a constant learning rate" in err and message in err
+
+
+def test_cli_ipu_refuses_to_resume_a_cpu_run_it_would_train_otherwise(monkeypatch, capsys,
+                                                                      tmp_path):
+    """A CPU run's checkpoint (cosine schedule) resumed with --backend ipu: refused, not
+    continued at the rate the finished schedule left (0)."""
+    save = tmp_path / "cpu.pt"
+    cpu_run = [a for a in IPU_RUN if a not in ("--backend", "ipu")]
+    assert cli_main(cpu_run + ["--save", str(save)]) == 0
+    install(monkeypatch)
+    capsys.readouterr()
+    assert cli_main(["train", "--resume", str(save), "--epochs", "2", "--backend", "ipu"]) == 2
+    assert "lr_schedule='cosine'" in capsys.readouterr().err
+    assert load_checkpoint(save)["epoch"] == 1
+
+
+def test_ipu_accuracy_takes_the_cpu_loops_time_reduction(monkeypatch):
+    """The IPU loop's predicted class is the CPU loop's (losses.accuracy with the
+    readout's time reduction: per_step -> mean over time), not the max over time."""
+    from snn_ipu import poptorch_training
+    from snn_ipu.losses import accuracy
+    from snn_ipu.training import TrainConfig
+
+    captured = {}
+    monkeypatch.setattr(poptorch_training, "train", lambda *a, **kw: captured.update(kw))
+    monkeypatch.setattr(poptorch_training, "_poptorch", lambda: None)
+    monkeypatch.setattr(poptorch_training, "size_lists", lambda net, x: {})
+    from snn_ipu.data.tasks import load_task
+
+    for reduction in ("per_step", "max", "last"):
+        config = TrainConfig(data="randman", randman_classes=3, randman_inputs=12,
+                             randman_samples_per_class=20, num_steps=8, hidden=[16],
+                             backend="ipu", lr_schedule="constant", time_reduction=reduction)
+        poptorch_training.train_config(config, load_task(config), log=lambda _: None)
+        # membranes whose max-over-time and mean-over-time winners differ
+        membrane = torch.zeros(4, 2, 3)
+        membrane[0, :, 0] = 5.0  # class 0: one high step
+        membrane[1:, :, 1] = 2.0  # class 1: high on average and last
+        labels = torch.tensor([1, 0])
+        over_time = "mean" if reduction == "per_step" else reduction
+        predicted = captured["predict"](membrane)
+        assert float((predicted == labels).float().mean()) == accuracy(
+            membrane, labels, time_reduction=over_time), reduction
+
