@@ -24,10 +24,12 @@ class SpikeDropout(nn.Module):
     """Drops each input spike with probability ``p`` in training (``model.train()``);
     passes the input unchanged in evaluation (``model.eval()``).
 
-    Takes a :class:`~snn_ipu.SparseSpikes` (the dropped spikes leave its list: the
-    kept spikes come first, then its gradient-eligible entries, as a layer lists them)
-    or dense binary spikes ``[T, B, N]`` (multiplied by a 0/1 mask). The gradient is
-    ``nn.Dropout``'s: 0 at a dropped spike, passed on at a kept one.
+    Takes a :class:`~snn_ipu.SparseSpikes` or dense binary spikes ``[T, B, N]``
+    (multiplied by a 0/1 mask). The mask is ``nn.Dropout``'s, over input units: each
+    listed entry, spike or gradient-eligible, is dropped with probability ``p`` (the
+    dropped ones leave the list: kept spikes first, then kept eligible entries, as a
+    layer lists them), so the gradient is 0 at a dropped unit and passed on at a kept
+    one, as the dense mask's.
 
     Unlike ``nn.Dropout`` the kept spikes are not scaled by ``1/(1-p)`` (a spike is 1),
     so in training the next layer receives ``(1 - p)`` of the spikes it receives in
@@ -54,18 +56,17 @@ class SpikeDropout(nn.Module):
             x.validate()  # the entries are reordered below: only a valid list may be
         K = x.capacity
         counts = x.counts.long()
-        spike = listed_mask(counts, K, 0)
-        kept = spike & (torch.rand(x.ids.shape, device=x.ids.device) >= self.p)
-        dropped = spike & ~kept
-        # Order of each (t, b)'s entries: kept spikes, eligible-only entries, dropped
-        # spikes, padding; a stable sort keeps each part's order.
-        eligible = listed_mask(counts, K, 1) & ~spike
+        spike, listed = listed_mask(counts, K, 0), listed_mask(counts, K, 1)
+        keep = listed & (torch.rand(x.ids.shape, device=x.ids.device) >= self.p)
+        kept, kept_eligible = spike & keep, keep & ~spike
+        # Order of each (t, b)'s entries: kept spikes, kept eligible-only entries,
+        # dropped entries, padding; a stable sort keeps each part's order.
         key = torch.full(x.ids.shape, 3, dtype=torch.int8, device=x.ids.device)
-        key[kept], key[eligible], key[dropped] = 0, 1, 2
+        key[listed & ~keep], key[kept], key[kept_eligible] = 2, 0, 1
         order = torch.sort(key, dim=-1, stable=True).indices
         n_kept = kept.sum(-1, dtype=torch.int32)
-        n_dropped = dropped.sum(-1, dtype=torch.int32)
-        new_counts = torch.stack([n_kept, x.counts[..., 1] - n_dropped], -1)
+        new_counts = torch.stack([n_kept, n_kept + kept_eligible.sum(-1, dtype=torch.int32)],
+                                 -1)
         ids = torch.gather(x.ids, -1, order)
         values = listed_only(torch.gather(x.values, -1, order), new_counts)
         return SparseSpikes._made(ids, new_counts, x.num_neurons, values)

@@ -203,6 +203,9 @@ def delta(
         # at or below 0 an unchanged input spikes, and off_spike cancels every spike
         raise ValueError(f"delta's threshold must be finite and > 0, got {threshold}")
     _finite("delta's data", data)
+    if not data.is_floating_point():
+        # integer frames (uint8 pixels): their differences wrap around in their dtype
+        data = data.to(torch.float64 if data.element_size() > 2 else torch.float32)
     first = data[:1] if padding else torch.zeros_like(data[:1])
     previous = torch.cat((first, data[:-1]))
     change = data - previous

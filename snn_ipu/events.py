@@ -242,6 +242,10 @@ def events_to_spikes(
     num_events = sum(int(t.size) for t, _ in per_sample)
     _require_memory(num_steps, len(per_sample), num_events)
     edges = t_start + np.arange(num_steps + 1, dtype=np.float64) * dt
+    if duration is not None:
+        # the grid covers the duration asked for, also where num_steps * dt rounds
+        # below it (duration=2.9 in 9 steps: the last edge one ulp short)
+        edges[-1] = max(edges[-1], t_start + duration)
 
     batch = len(per_sample)
     keys, dropped_outside = [], 0

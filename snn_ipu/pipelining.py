@@ -33,7 +33,18 @@ import torch
 from ._numbers import whole_number
 from .spikes import SparseSpikes
 
-__all__ = ["check_input_delay", "delayed", "pipeline", "run_fused"]
+__all__ = ["check_input_delay", "delayed", "pipeline", "require_no_input_delay", "run_fused"]
+
+
+def require_no_input_delay(layer, where: str) -> None:
+    """Refuses to export a layer of a pipelined model (:func:`pipeline`): it reads its
+    input ``input_delay`` steps late, and a model exported without that delay would
+    compute another network."""
+    delay = getattr(layer, "input_delay", 0)
+    if delay:
+        raise ValueError(f"{where}: {layer.name} reads its input {delay} step(s) late "
+                         "(input_delay, set by snn_ipu.pipeline), which the exported model "
+                         "cannot express; export the model as it was before pipeline()")
 
 
 def check_input_delay(value) -> int:

@@ -108,6 +108,21 @@ def test_delta_matches_snntorch(padding, off_spike):
     assert torch.equal(ours, ref)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32, torch.bool])
+def test_delta_of_integer_data_does_not_wrap_around(dtype):
+    """Integer frames (uint8 pixels): the change is taken in floats, not in the dtype,
+    where 100 - 200 wraps to 156 (a decrease firing an ON spike)."""
+    values = [[1], [0], [0], [1]] if dtype == torch.bool else [[100], [20], [20], [75]]
+    x = torch.tensor(values, dtype=dtype)
+    for padding in (False, True):
+        want = delta(x.float(), 10 if dtype != torch.bool else 0.5, padding=padding,
+                     off_spike=True)
+        got = delta(x, 10 if dtype != torch.bool else 0.5, padding=padding, off_spike=True)
+        assert torch.equal(got, want), (dtype, padding)
+    assert delta(x.float(), 10, padding=True, off_spike=True).flatten().tolist() == (
+        [0.0, -1.0, 0.0, 1.0] if dtype != torch.bool else [0.0, 0.0, 0.0, 0.0])
+
+
 def test_delta_multidimensional():
     data = torch.rand(8, 2, 3, generator=torch.Generator().manual_seed(5))
     assert torch.equal(delta(data, 0.2, off_spike=True), spikegen.delta(data, 0.2, off_spike=True))

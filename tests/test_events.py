@@ -71,6 +71,16 @@ def test_shd_pairs_with_a_duration_and_the_bin_edges():
     assert spikes.batch_size == 2 and int(spikes.counts[:, 1].sum()) == 0
 
 
+@pytest.mark.parametrize("duration, num_steps", [(2.9, 9), (0.7, 3), (1e6, 7)])
+def test_an_event_just_before_the_duration_is_in_the_last_bin(duration, num_steps):
+    """The grid covers [0, duration) also where num_steps * (duration / num_steps) rounds
+    one ulp below the duration."""
+    t = np.nextafter(duration, 0.0)
+    spikes = SparseSpikes.from_events([(np.array([t]), np.array([0]))], 1,
+                                      num_steps=num_steps, duration=duration)
+    assert spikes.to_dense()[:, 0, 0].nonzero().flatten().tolist() == [num_steps - 1]
+
+
 def test_dt_alone_covers_the_latest_event_and_t_start_shifts_the_grid():
     ev = (np.array([10.0, 15.0, 39.0]), np.array([0, 1, 0]))
     spikes = SparseSpikes.from_events(ev, 2, dt=10.0, t_start=10.0)

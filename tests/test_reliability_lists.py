@@ -244,11 +244,18 @@ def test_spike_dropout_drops_spikes_with_dropouts_gradient(backend):
     kept, before = out.to_dense().detach(), x.to_dense().detach()
     assert torch.all(kept <= before)  # only spikes, and only the input's
     assert 0.35 < float(kept.sum() / before.sum()) < 0.65
-    assert torch.equal(out.counts[..., 1] - out.counts[..., 0],
-                       x.counts[..., 1] - x.counts[..., 0])  # eligible entries kept
+    # eligible-only entries are units too: dropped with the same probability
+    eligible_in = int((x.counts[..., 1] - x.counts[..., 0]).sum())
+    eligible_out = int((out.counts[..., 1] - out.counts[..., 0]).sum())
+    assert eligible_in > 100 and 0.35 < eligible_out / eligible_in < 0.65
     out.to_dense().sum().backward()
-    # dL/d(value): 1 at a kept spike, 0 at a dropped one, as nn.Dropout's (unscaled) mask
+    # dL/d(value): 1 at a kept unit, 0 at a dropped one, as nn.Dropout's (unscaled) mask
+    # on the dense spikes: at spikes and at eligible-only entries alike
     assert torch.equal(dense.grad * before, kept)
+    listed_in = SparseSpikes._made(x.ids, x.counts, IN, torch.ones_like(x.values)).to_dense()
+    listed_out = SparseSpikes._made(out.ids, out.counts, IN,
+                                    torch.ones_like(out.values)).to_dense()
+    assert torch.equal(dense.grad * listed_in, listed_out)
     layer = layer_on(backend)
     layer(out)  # a list every backend takes
     drop.eval()

@@ -6,7 +6,7 @@ import snntorch as snn
 import torch
 from torch import nn
 
-from snn_ipu import LIFLayer, SynapticLayer, from_snntorch, to_snntorch
+from snn_ipu import LIFLayer, SynapticLayer, export_to_nir, from_snntorch, pipeline, to_snntorch
 
 IN, HID, OUT = 8, 6, 4
 
@@ -50,6 +50,31 @@ def test_from_snntorch_carries_frozen_decays_and_thresholds():
     layer = from_snntorch(nn.Sequential(nn.Linear(IN, HID), neuron))[0]
     assert isinstance(layer.beta, nn.Parameter) and not layer.beta.requires_grad
     assert layer.threshold.requires_grad
+
+
+def test_a_subclass_of_a_supported_neuron_is_refused():
+    """snnTorch's DeltaLeaky is a Leaky whose model differs (it fires on a change of
+    the membrane and never resets): converting it as a Leaky would give other spikes."""
+    with pytest.raises(ValueError, match=r"1 \(DeltaLeaky\).*DeltaLeaky is a subclass"):
+        from_snntorch(nn.Sequential(nn.Linear(IN, HID), snn.DeltaLeaky(beta=0.9)))
+
+    class MyLeaky(snn.Leaky):
+        pass
+
+    with pytest.raises(ValueError, match=r"MyLeaky is a subclass"):
+        from_snntorch(nn.Sequential(nn.Linear(IN, HID), MyLeaky(beta=0.9)))
+
+
+def test_a_pipelined_model_is_not_exported_without_its_delays():
+    """snn_ipu.pipeline makes each layer after the first read its input a step late;
+    to_snntorch and export_to_nir cannot express that and refuse, naming the layer."""
+    model = nn.Sequential(LIFLayer(IN, HID), LIFLayer(HID, OUT))
+    pipeline(model)
+    assert model[1].input_delay == 1
+    with pytest.raises(ValueError, match=r"to_snntorch: .*input 1 step\(s\) late"):
+        to_snntorch(model)
+    with pytest.raises(ValueError, match=r"export_to_nir: .*input 1 step\(s\) late"):
+        export_to_nir(model)
 
 
 def test_messages_say_what_to_do():

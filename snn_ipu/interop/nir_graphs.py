@@ -51,6 +51,7 @@ from torch import nn
 
 from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
+from ..pipelining import require_no_input_delay
 
 __all__ = ["export_to_nir", "import_from_nir", "DEFAULT_DT"]
 
@@ -125,6 +126,7 @@ def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
     for layer in layers:
         if not isinstance(layer, (LIFLayer, SynapticLayer, ReadoutLayer)):
             raise ValueError(f"export_to_nir: {type(layer).__name__} is not an snn_ipu layer")
+        require_no_input_delay(layer, "export_to_nir")
     if sample_data is not None and int(sample_data.shape[-1]) != layers[0].in_features:
         raise ValueError(f"export_to_nir: sample_data has {int(sample_data.shape[-1])} "
                          f"features, the model takes {layers[0].in_features}")

@@ -45,6 +45,7 @@ from torch import nn
 from .. import surrogate as surrogate_mod
 from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
+from ..pipelining import require_no_input_delay
 
 __all__ = ["from_snntorch", "to_snntorch"]
 
@@ -200,9 +201,15 @@ def from_snntorch(
 def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, options):
     where = f"{name} ({type(neuron).__name__})"
     kinds = (snn.RLeaky, snn.RSynaptic, snn.Leaky, snn.Synaptic)
-    if not isinstance(neuron, kinds):
-        raise ValueError(f"from_snntorch: {where} after an nn.Linear; supported neurons are "
-                         "Leaky, Synaptic, RLeaky and RSynaptic")
+    # the classes themselves: a subclass (snnTorch's DeltaLeaky, a user's neuron) keeps
+    # the parameters and changes the model
+    if type(neuron) not in kinds:
+        subclass = isinstance(neuron, kinds)
+        raise ValueError(
+            f"from_snntorch: {where} after an nn.Linear; supported neurons are Leaky, "
+            "Synaptic, RLeaky and RSynaptic" + (
+                f" themselves ({type(neuron).__name__} is a subclass, whose model may differ)"
+                if subclass else ""))
     _check_neuron_options(neuron, where)
     n_in, n_out = linear.in_features, linear.out_features
     has_bias = linear.bias is not None
@@ -289,6 +296,7 @@ def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
         if not isinstance(layer, (LIFLayer, SynapticLayer, ReadoutLayer)):
             raise ValueError(f"to_snntorch: {where} is a {type(layer).__name__}, not an "
                              "snn_ipu layer")
+        require_no_input_delay(layer, "to_snntorch")
         if layer.weight.dtype != torch.float32:
             raise ValueError(f"to_snntorch: {where} has {layer.weight.dtype} weights; "
                              "convert the model to float32 first")
