@@ -13,7 +13,7 @@ differentiable part, its gradient is dL/dS at exactly the listed positions.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 
@@ -106,6 +106,18 @@ class SparseSpikes:
         ``torch.inference_mode``, which has none: its edits cannot be seen)."""
         return tuple(None if not isinstance(t, torch.Tensor) or t.is_inference()
                      else t._version for t in (self._ids, self._counts, self._values))
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # the check's mark as a flag: unpickled tensors (a DataLoader worker's lists, a
+        # deep copy) hold the same values under other version counters
+        state = dict(self.__dict__)
+        state["_checked_at"] = self._checked
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        checked = state.pop("_checked_at", False)
+        self.__dict__.update(state)
+        self._checked = bool(checked)
 
     @property
     def values_checked(self) -> bool:

@@ -63,6 +63,23 @@ def test_a_checked_list_edited_in_place_is_checked_again(backend, edit):
         SparseSpikes(xs.ids, xs.counts, 6, xs.values)
 
 
+def test_a_checked_list_stays_checked_through_pickling():
+    """A DataLoader worker's lists reach the main process pickled (and a deep copy goes
+    the same way): the tensors come back under new version counters, and the check's
+    mark with them, so a layer does not check every batch again; an unchecked list stays
+    unchecked."""
+    import copy
+    import pickle
+
+    x = SparseSpikes.from_dense(binary((4, 3, 6), 0.5, 1))
+    unchecked = SparseSpikes(x.ids, x.counts, 6, x.values, validate=False)
+    for copied in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+        assert copied.values_checked and torch.equal(copied.ids, x.ids)
+        copied.values.mul_(0)
+        assert not copied.values_checked
+    assert not pickle.loads(pickle.dumps(unchecked)).values_checked
+
+
 def test_a_list_made_in_inference_mode_stays_checked(backend):
     """Tensors made under torch.inference_mode have no version counter: such a list is
     checked once, as before, and runs."""
