@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -86,6 +87,10 @@ def _load_run(source: Path) -> Dict[str, Any]:
     if source.suffix == ".jsonl":
         log = read_metrics(source)
         checkpoint = log["start"].get("checkpoint")
+        if checkpoint and not Path(checkpoint).is_absolute():
+            # a log written before paths were stored absolute: relative to a folder no
+            # longer known, so taken where the default log sits, beside its checkpoint
+            checkpoint = source.parent / Path(checkpoint).name
         return {"epochs": log["epochs"], "config": log["start"]["config"],
                 "checkpoint": Path(checkpoint) if checkpoint else None}
     state = load_checkpoint(source)
@@ -132,10 +137,15 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
     written.append(_save(fig, out / f"{stem}_activity.png", plt))
 
     checkpoint = run["checkpoint"]
-    if checkpoint is not None and Path(checkpoint).is_file():
-        written.append(_raster_of_sample(Path(checkpoint), out / f"{stem}_raster.png", sample,
-                                         data_dir, plt))
-    return written
+    if checkpoint is None:
+        return written
+    if not Path(checkpoint).is_file():
+        warnings.warn(f"plot: no spike raster: the run's checkpoint {checkpoint} is not there",
+                      stacklevel=2)
+        return written
+    raster = _raster_of_sample(Path(checkpoint), out / f"{stem}_raster.png", sample, data_dir,
+                               plt, run["config"])
+    return written if raster is None else written + [raster]
 
 
 def _save(fig, path: Path, plt) -> Path:
@@ -144,15 +154,26 @@ def _save(fig, path: Path, plt) -> Path:
     return path
 
 
-def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt) -> Path:
+def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt,
+                      run_config: Dict[str, Any]) -> Optional[Path]:
     import dataclasses
 
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, require_entries
     from .data.tasks import load_task
     from .training import TrainConfig, build_model, load_weights
 
     state = load_checkpoint(checkpoint)
+    require_entries(state, checkpoint, ("config",), "draw its spike raster")
     config = TrainConfig.from_dict(state["config"])
+    # another run's checkpoint at that path (a later run saved there) would draw another
+    # network; a longer run resumed from this one differs in its epochs alone
+    if dataclasses.replace(config, epochs=0, data_dir=None, backend="auto") != \
+            dataclasses.replace(TrainConfig.from_dict(run_config), epochs=0, data_dir=None,
+                                backend="auto"):
+        warnings.warn(f"plot: no spike raster: {checkpoint} holds another run than the log "
+                      "(its config differs); plot that checkpoint or its own log for its "
+                      "raster", stacklevel=3)
+        return None
     if data_dir is not None:
         config = dataclasses.replace(config, data_dir=data_dir)
     task = load_task(config)

@@ -439,9 +439,15 @@ class SparseSpikes:
         out = SparseSpikes(self.ids.to(device), self.counts.to(device), self.num_neurons,
                            self.values.to(device), False)
         out._checked = self.values_checked
-        return out
+        return self._with_dropped(out)
 
     def detach(self) -> SparseSpikes:
         out = SparseSpikes(self.ids, self.counts, self.num_neurons, self.values.detach(), False)
         out._checked = self.values_checked
+        return self._with_dropped(out)
+
+    def _with_dropped(self, out: SparseSpikes) -> SparseSpikes:
+        """``out`` with this list's ``dropped`` count (:meth:`from_dense`), where it has one."""
+        if "dropped" in self.__dict__:
+            out.dropped = self.dropped
         return out

@@ -756,7 +756,8 @@ class _MetricsLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "w") as f:
             f.write(json.dumps({"event": "start", "config": config.to_dict(),
-                                "checkpoint": None if checkpoint is None else str(checkpoint),
+                                "checkpoint": None if checkpoint is None
+                                else os.path.abspath(checkpoint),
                                 "world_size": world}) + "\n")
             for record in history:
                 f.write(json.dumps({"event": "epoch", **record}) + "\n")

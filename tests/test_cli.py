@@ -233,6 +233,37 @@ def test_plot_writes_curves_activity_and_rasters(tmp_path, capsys):
     assert out.count(".png") == 3
 
 
+def test_plot_of_a_log_finds_its_own_checkpoint_only(tmp_path, capsys, monkeypatch):
+    """A log names its checkpoint by an absolute path, so plotting it from another folder
+    draws that run's raster; where another run's checkpoint now sits at that path, no
+    raster of that other network is drawn, and the plot says why."""
+    monkeypatch.chdir(tmp_path)
+    run(capsys, TINY + ["--epochs", "1", "--save", "run/m.pt"])
+    log = tmp_path / "run" / "m.metrics.jsonl"
+    assert json.loads(log.read_text().splitlines()[0])["checkpoint"] == str(
+        tmp_path / "run" / "m.pt")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = run(capsys, ["plot", str(log), "--out", str(tmp_path / "png1")]).out
+    assert out.count(".png") == 3
+    monkeypatch.chdir(tmp_path)
+    run(capsys, TINY + ["--epochs", "1", "--hidden", "8", "--save", "run/m.pt", "--log",
+                        "other.jsonl", "--overwrite"])
+    with pytest.warns(UserWarning, match="holds another run than the log"):
+        out = run(capsys, ["plot", str(log), "--out", str(tmp_path / "png2")]).out
+    assert out.count(".png") == 2
+
+
+def test_steps_that_disagree_with_dt_and_duration_are_refused(tmp_path, capsys):
+    labels = [c for c in range(20) for _ in range(2)]
+    write_heidelberg(tmp_path / "shd_train.h5", labels, seed=0)
+    write_heidelberg(tmp_path / "shd_test.h5", labels[::2], seed=1)
+    err = run(capsys, ["train", "--data", "shd", "--data-dir", str(tmp_path), "--dt", "0.01",
+                       "--duration", "1.4", "--steps", "100", "--epochs", "1"], 2).err
+    assert "--steps 100 disagrees with --duration 1.4 / --dt 0.01 (140 bins)" in err
+
+
 def test_plan_prints_the_report_of_the_configured_network(capsys):
     from snn_ipu import plan
     from snn_ipu.training import TrainConfig, build_model

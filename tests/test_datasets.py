@@ -99,6 +99,36 @@ def test_broken_files_are_named(tmp_path):
         SSC(tmp_path, "train")[0]
 
 
+def test_a_file_that_is_not_hdf5_is_named(tmp_path):
+    """A download still gzipped (or cut short) at shd_train.h5: the error names the file
+    and says what it likely is, not h5py's bare "file signature not found"."""
+    (tmp_path / "shd_train.h5").write_bytes(b"\x1f\x8b\x08\x00 not hdf5")
+    with pytest.raises(OSError, match=r"shd_train.h5 is not a readable HDF5 file .*gunzip"):
+        SHD(tmp_path, "train")
+
+
+def test_labels_must_be_whole_class_indices():
+    """int() would truncate a label 2.7 to class 2, and take True as class 1."""
+    x = torch.zeros(3, 4)
+    spikes, labels = collate_dense([(x, 3), (x, np.int64(1)), (x, torch.tensor(2)), (x, 4.0)])
+    assert labels.tolist() == [3, 1, 2, 4]
+    for bad in (2.7, -0.5, True, torch.tensor(1.5), "a"):
+        with pytest.raises(TypeError, match="labels must be integer class indices"):
+            collate_dense([(x, 0), (x, bad)])
+
+
+def test_tonic_audio_datasets_have_their_class_counts():
+    """tonic's SHD, SSC and N-TIDIGITS18 classes list their classes only on an instance
+    (read from the files); the task's shape must not need the files."""
+    pytest.importorskip("tonic")
+    from snn_ipu.data.tasks import task_shape
+    from snn_ipu.training import TrainConfig
+
+    for name, classes in (("SHD", 20), ("SSC", 35), ("NTIDIGITS18", 11)):
+        shape = task_shape(TrainConfig(data=f"tonic:{name}", duration=1e6))
+        assert shape.num_classes == classes, name
+
+
 def test_collate_dense_is_time_major():
     samples = [(torch.eye(4)[:3], 1), (torch.zeros(3, 4), 0)]  # [T=3, N=4] each
     spikes, labels = collate_dense(samples)

@@ -45,6 +45,7 @@ def test_overflow_policies():
     with pytest.warns(RuntimeWarning, match="dropped 1 spikes"):
         s = SparseSpikes.from_dense(x, max_spikes=3, overflow="drop")
     assert s.ids[1, 1].tolist() == [0, 2, 3] and s.dropped == 1
+    assert s.to("cpu").dropped == 1 and s.detach().dropped == 1  # the count goes along
     g = SparseSpikes.from_dense(x, max_spikes=3, overflow="grow")
     assert g.capacity == 4 and torch.equal(g.to_dense(), x)
 

@@ -12,6 +12,7 @@ labels [B])`` instead::
 
 from __future__ import annotations
 
+import numbers
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -23,14 +24,22 @@ from ..spikes import SparseSpikes
 __all__ = ["EventCollate", "SpikeLists", "busiest_step", "collate_dense", "collate_labels"]
 
 
+def _class_index(y) -> int:
+    """A label as an int: an integer, or a float holding a whole number (``int()`` would
+    truncate 2.7 to class 2); bools are refused."""
+    if isinstance(y, torch.Tensor) and y.numel() == 1 or (
+            isinstance(y, (np.ndarray, np.generic)) and y.size == 1):
+        y = y.item()
+    if isinstance(y, numbers.Integral) and not isinstance(y, bool):
+        return int(y)
+    if isinstance(y, numbers.Real) and not isinstance(y, bool) and float(y).is_integer():
+        return int(y)
+    raise TypeError(f"labels must be integer class indices, got {y!r}")
+
+
 def collate_labels(labels: Sequence) -> torch.Tensor:
     """int64 ``[B]`` from a batch's labels (ints, numpy or 0-d tensors)."""
-    try:
-        out = torch.as_tensor([int(y) for y in labels], dtype=torch.int64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"labels must be integer class indices, got {list(labels)[:3]}...") \
-            from exc
-    return out
+    return torch.as_tensor([_class_index(y) for y in labels], dtype=torch.int64)
 
 
 class EventCollate:

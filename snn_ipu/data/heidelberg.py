@@ -76,7 +76,12 @@ class HeidelbergDataset(torch.utils.data.Dataset):
     # -- file access ------------------------------------------------------------------
     def _handle(self):
         if self._file is None or self._pid != os.getpid():
-            self._file = _h5py().File(self.path, "r")
+            try:
+                self._file = _h5py().File(self.path, "r")
+            except OSError as exc:  # h5py's message does not name the file
+                raise OSError(f"{type(self).__name__}: {self.path} is not a readable HDF5 "
+                              f"file ({exc}); a download still gzipped or cut short? (the "
+                              "files are .h5.gz: gunzip them)") from None
             self._pid = os.getpid()
         return self._file
 

@@ -85,12 +85,17 @@ def task_shape(config) -> TaskShape:
         cls = _tonic_class(name[len("tonic:"):])
         sensor = TonicEvents(_SizeOnly(cls.sensor_size), pool=config.tonic_pool,
                              merge_polarity=config.merge_polarity).sensor_size
-        classes = len(getattr(cls, "classes", ())) or None
+        classes = len(getattr(cls, "classes", ())) or _TONIC_CLASSES.get(cls.__name__)
         if classes is None:
             raise ValueError(f"tonic.datasets.{cls.__name__} lists no classes")
         w, h, p = sensor
         return TaskShape(w * h * p, classes, _event_steps(config, name))
     raise ValueError(f"unknown dataset {name!r}; choose one of {DATA_CHOICES}")
+
+
+# tonic's audio datasets set `classes` on the instance only (from the files), where the
+# shape is needed before any data is read
+_TONIC_CLASSES = {"SHD": 20, "SSC": 35, "NTIDIGITS18": 11}
 
 
 class _SizeOnly:
@@ -107,7 +112,15 @@ def _event_grid(config, name: str) -> dict:
             raise ValueError(f"{name}: give the time grid with --duration or --dt, in the "
                              "unit of the event times (tonic: microseconds)")
     steps = config.num_steps
-    if config.dt is not None and duration is not None and steps is None:
+    if config.dt is not None and duration is not None:
+        if steps is not None:
+            from ..events import _num_steps_of
+
+            fitted = _num_steps_of(config.dt, duration)
+            if fitted != steps:
+                raise ValueError(f"{name}: --steps {steps} disagrees with --duration "
+                                 f"{duration} / --dt {config.dt} ({fitted} bins); give two "
+                                 "of the three")
         return {"dt": config.dt, "duration": duration}
     if config.dt is not None and duration is None:
         if steps is None:
