@@ -142,6 +142,9 @@ def test_bench_arguments():
     assert command.parse_args(["--backends", "torch_compile"]).backends == ["torch_compile"]
     assert command.parse_args(["--configs", "S-trained", "digits-trained"]).configs == \
         ["S-trained", "digits-trained"]
+    # Adam at rate 0 (the same cost): the weights stay where they were calibrated, so
+    # every backend's forward is the same step in every round
+    assert command.parse_args([]).lr == 0.0
     for bad in (["--activities", "0"], ["--activities", "1.5"], ["--repeats", "0"],
                 ["--steps", "0"], ["--thread-configs", "XL"], ["--backends", "brian2"],
                 ["--max-seconds", "0"], ["--lr", "-1"]):

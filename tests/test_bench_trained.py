@@ -76,6 +76,24 @@ def test_the_run_folders_copy_is_reused_for_the_same_settings(trained):
         cache_path("tiny", train_config(TINY, 3, "reference"), folder)
 
 
+def test_the_copy_reused_with_another_batch_times_that_batch(trained):
+    """The copy is keyed by the training's settings, which leave out the timed batch B:
+    reused with another B, the problem holds B samples (the first B test samples, as a
+    new run would take), not the B it was saved with."""
+    folder, problem = trained
+    for b in (4, 8):
+        other = trained_problem("tiny", dict(TINY, B=b), 3, "reference", folder,
+                                log=lambda m: None)
+        assert other["B"] == b and other["x"].shape == (12, b, 24) and other["y"].shape == (b,)
+        n = min(b, 6)
+        assert torch.equal(other["x"][:, :n], problem["x"][:, :n])
+        assert torch.equal(other["y"][:n], problem["y"][:n])
+        for a, w in zip(other["w0"], problem["w0"]):
+            assert torch.equal(a, w)
+    with pytest.raises(ValueError, match="--batch 9: the task's test set has 8 samples"):
+        trained_problem("tiny", dict(TINY, B=9), 3, "reference", folder, log=lambda m: None)
+
+
 def test_a_batch_larger_than_the_test_set_is_refused(tmp_path):
     with pytest.raises(ValueError, match="--batch 500: the task's test set has 8 samples"):
         trained_problem("tiny", dict(TINY, B=500), 3, "reference", tmp_path,

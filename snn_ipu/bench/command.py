@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .._arg_types import at_least, fraction, positive
+from .._arg_types import at_least, fraction, non_negative, positive
 from .._paths import output_folder
 from .configs import (
     BACKENDS,
@@ -79,9 +79,11 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
     p.add_argument("--memory-timeout", type=positive, default=300.0)
     p.add_argument("--steps", type=at_least(1), default=None, help="override T")
     p.add_argument("--batch", type=at_least(1), default=None, help="override B")
-    p.add_argument("--lr", type=positive, default=1e-5,
-                   help="tiny, so that the weights and the activity stay at the calibrated "
-                        "point over the repeats (an Adam step's cost does not depend on it)")
+    p.add_argument("--lr", type=non_negative, default=0.0,
+                   help="Adam's learning rate (default 0: the weights, and with them every "
+                        "entry's activity, stay at the calibrated point over the repeats, so "
+                        "that every backend takes the same step; an Adam step's cost does "
+                        "not depend on it)")
     p.add_argument("--adam", choices=("fused", "default"), default="fused",
                    help="Adam implementation, the same for every backend (fused: PyTorch's "
                         "fused CPU kernel where the installed torch has it)")

@@ -86,7 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 description="peak memory of one training step (worker)")
     p.add_argument("problem")
     p.add_argument("backend")
-    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--lr", type=float, default=0.0)
     p.add_argument("--adam", choices=("fused", "default"), default="fused")
     args = p.parse_args(argv)
     print(json.dumps(peak_of_one_step(args.problem, args.backend, args.lr, args.adam)))

@@ -60,6 +60,17 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
         saved = torch.load(path, weights_only=True)
         saved["training"]["cached"] = str(path)
         log(f"  [{name}] trained network from {path}")
+        # the key is the training's settings: the timed batch B may differ from the one
+        # saved with it
+        if saved["x"].shape[1] > cfg["B"]:
+            saved["x"], saved["y"] = saved["x"][:, :cfg["B"]], saved["y"][:cfg["B"]]
+        elif saved["x"].shape[1] < cfg["B"]:
+            task = load_task(config)
+            if cfg["B"] > len(task.test):
+                raise ValueError(f"--batch {cfg['B']}: the task's test set has "
+                                 f"{len(task.test)} samples")
+            x, saved["y"] = _test_batch(task, cfg["B"])
+            saved["x"] = x.bool()
         return saved
     task = load_task(config)
     if (task.num_inputs, task.num_classes) != (cfg["sizes"][0], cfg["sizes"][-1]):
