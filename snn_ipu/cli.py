@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from typing import List, Optional, Sequence
 
@@ -349,10 +350,11 @@ def _run_eval(args: argparse.Namespace) -> int:
     model.to(device).eval()
     dataset = task.test if args.split == "test" else task.train
     result = evaluate(model, task, config, workers=args.workers, dataset=dataset)
-    print(f"{args.checkpoint} (epoch {state['epoch']}) on {config.data} {args.split}: "
-          f"accuracy {result['accuracy']:.4f}  loss {result['loss']:.4f}  "
-          f"({result['samples']} samples)")
-    print(_layer_text(result["layers"]))
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun, one report (as train's)
+        print(f"{args.checkpoint} (epoch {state['epoch']}) on {config.data} {args.split}: "
+              f"accuracy {result['accuracy']:.4f}  loss {result['loss']:.4f}  "
+              f"({result['samples']} samples)")
+        print(_layer_text(result["layers"]))
     return 0
 
 

@@ -54,6 +54,9 @@ def test_two_processes_with_half_batches_make_the_full_batch_update(tmp_path):
     assert mb["test_acc"] == ma["test_acc"] and mb["train_acc"] == ma["train_acc"]
     assert mb["layers"]["hidden1"]["activity"] == pytest.approx(
         ma["layers"]["hidden1"]["activity"], rel=1e-6)
+    # eval under torchrun: the one-process report, printed once
+    report = run(["eval", str(tmp_path / "one.pt")], 1)
+    assert run(["eval", str(tmp_path / "one.pt")], 2) == report and report.count("accuracy") == 1
 
 
 CLOSES = """
