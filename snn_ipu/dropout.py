@@ -52,6 +52,15 @@ class SpikeDropout(nn.Module):
         if not isinstance(x, SparseSpikes):
             raise TypeError(f"SpikeDropout takes SparseSpikes or a torch.Tensor, got "
                             f"{type(x).__name__}")
+        if x._dense_on_device is not None:
+            # the ids and counts below come from the op's through integer ops alone,
+            # which PopART's autodiff gives no gradient: the op's gradient would fail,
+            # and every layer before it would be left untrained without a word
+            raise ValueError(
+                "SpikeDropout: this list was made by an IPU op (backend 'ipu' or "
+                "'ipu_graph'); dropping its entries in torch would leave the layers before "
+                "it without gradients under PopART. Dropout between IPU layers is not "
+                "supported; on the input data it is")
         if not x.values_checked:
             x.validate()  # the entries are reordered below: only a valid list may be
         K = x.capacity

@@ -217,11 +217,12 @@ def record(model: nn.Module, counts: torch.Tensor) -> None:
                 layer.name, f["capacity"], call.overflow, "drop",
                 warn=not layer.overflow_warned,
                 note=" on the IPU (warned once per layer; see the layer's stats for running "
-                     "totals)")
+                     "totals)", planned=layer.max_spikes is None)
             layer.overflow_warned = True
         else:
             try:
-                raise_or_warn_overflow(layer.name, f["capacity"], call.overflow, "error")
+                raise_or_warn_overflow(layer.name, f["capacity"], call.overflow, "error",
+                                       planned=layer.max_spikes is None)
             except SpikeOverflowError as exc:
                 grow = (" (overflow='grow' cannot grow a compiled capacity: raise max_spikes "
                         "and compile again)" if layer.overflow == "grow" else "")

@@ -143,7 +143,10 @@ class WithLoss(nn.Module):
         else:
             ids, counts, labels = inputs[0], inputs[1], inputs[2:]
             x = SparseSpikes(ids.transpose(0, 1), counts.transpose(0, 1), self.num_inputs)
-        with ipu_overflow.OverflowCounts(self.net) as overflow:
+        # the inference model (no labels) is traced without autograd, so that its
+        # layers list spikes alone, as the CPU loop's evaluation does
+        with torch.set_grad_enabled(bool(labels) and torch.is_grad_enabled()), \
+                ipu_overflow.OverflowCounts(self.net) as overflow:
             out = self.net(x)
         predictions = self.predict(out).to(torch.int32)
         if not labels:
@@ -253,6 +256,8 @@ def train(
         load_weights(net, state, resume)
         optimizer.load_state_dict(state["optimizer"])
         first_epoch = state["epoch"] + 1
+    # A model's mode (dropout on or off) is fixed when it compiles, and PopTorch's
+    # inferenceModel does not switch it: each model is compiled in its own.
     training_model = poptorch.trainingModel(model, options=train_opts, optimizer=optimizer)
     inference_model = poptorch.inferenceModel(model, options=eval_opts)
     # Ahead of time, on one batch's shapes: compilation errors (and the time it takes)
@@ -261,9 +266,11 @@ def train(
     # not to be started for one batch.)
     start = time.perf_counter()
     *example, y = _first_batch(train_set, train_loader.combinedBatchSize)
+    net.train()
     training_model.compile(*example, y)
     training_model.detachFromDevice()
     *example, _ = _first_batch(train_set, test_loader.combinedBatchSize)
+    net.eval()
     inference_model.compile(*example)
     inference_model.detachFromDevice()
     log(f"compiled the training and inference models ({time.perf_counter() - start:.1f}s)")
@@ -271,6 +278,7 @@ def train(
     start = time.perf_counter()
     for epoch in range(first_epoch, epochs + 1):
         losses, correct, seen = [], 0, 0
+        net.train()
         for *inputs, y in train_loader:
             predictions, loss, counts = training_model(*inputs, y)
             ipu_overflow.record(net, counts)  # raises for overflow="error" layers
@@ -287,6 +295,7 @@ def train(
         training_model.detachFromDevice()  # free the IPU(s) for the inference model
         test_acc = math.nan
         if len(test_set):
+            net.eval()
             test_acc = evaluate(inference_model, test_loader, net)
             inference_model.detachFromDevice()  # (PopTorch refuses to detach twice)
         metrics = {"loss": sum(losses) / len(losses), "train_acc": correct / max(seen, 1),

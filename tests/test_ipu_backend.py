@@ -102,6 +102,15 @@ def test_spiking_layer_emits_the_custom_op(fake_poptorch):
     assert isinstance(out, SparseSpikes) and out.ids.shape == (3, 2, 4)
 
 
+def test_record_membrane_is_refused_not_ignored(fake_poptorch):
+    """The op returns no membrane: last_membrane would stay None without a word."""
+    layer = LIFLayer(8, 6, max_spikes=4)
+    layer.record_membrane = True
+    with pytest.raises(ValueError, match="record_membrane is not supported on the ipu"):
+        call_spiking(layer, spikes())
+    assert not fake_poptorch.custom_op_calls
+
+
 def test_learned_decay_keeps_dense_state(fake_poptorch):
     layer = SynapticLayer(8, 6, max_spikes=4)
     beta = torch.full((6,), 0.9, requires_grad=True)

@@ -412,3 +412,61 @@ def test_ipu_accuracy_takes_the_cpu_loops_time_reduction(monkeypatch):
         assert float((predicted == labels).float().mean()) == accuracy(
             membrane, labels, time_reduction=over_time), reduction
 
+
+class _Modes(torch.nn.Module):
+    """Passes its input on and records the mode (train/eval) of every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.modes = []
+
+    def forward(self, x):
+        self.modes.append(self.training)
+        return x
+
+
+def test_evaluation_compiles_in_eval_mode_and_training_in_train_mode(monkeypatch):
+    """A model's mode is fixed when PopTorch compiles (traces) it, and its inferenceModel
+    does not switch it: the training model is traced in train mode and the inference
+    model in eval mode (dropout off), and the net is left in eval mode after testing."""
+    install(monkeypatch)
+    train_set, test_set = small_task()
+    modes = _Modes()
+    net = torch.nn.Sequential(modes, *small_net())
+    train(net, train_set, test_set, loss_fn, epochs=1, batch_size=6, lr=1e-2,
+          log=lambda _: None)
+    assert modes.modes == [True, False]  # the two traces: training, then inference
+
+
+def test_a_frozen_layer_after_a_trainable_one_traces_its_window(monkeypatch):
+    """While PopTorch traces, an op's outputs do not require grad: the next layer's
+    call must still be recorded (its window listed), or a frozen layer behind a trainable
+    one would compile with grad_window 0 and the first layer's dL/dW would be cut."""
+    poptorch = install(monkeypatch)
+    train_set, test_set = small_task()
+    torch.manual_seed(3)
+    net = torch.nn.Sequential(LIFLayer(20, 16, grad_window=0.5, max_spikes=12),
+                              LIFLayer(16, 16, grad_window=0.3, max_spikes=12),
+                              ReadoutLayer(16, 3))
+    for p in net[1].parameters():
+        p.requires_grad_(False)
+    train(net, train_set, test_set, loss_fn, epochs=1, batch_size=6, lr=1e-2,
+          log=lambda _: None)
+    traced = [c["attributes"]["grad_window"] for c in poptorch.custom_op_calls
+              if c["phase"] == "trace" and c["name"] == "SnnSpikingLayer"]
+    assert traced[:2] == pytest.approx([0.5, 0.3])
+
+
+def test_spike_dropout_refuses_an_ipu_ops_list():
+    """Its ids and counts come from the op's through integer ops, which PopART does not
+    differentiate: every layer before it would be left untrained without a word."""
+    from snn_ipu import SpikeDropout
+
+    layer = LIFLayer(20, 16, backend="ipu_graph", max_spikes=16)
+    x = torch.zeros(4, 2, 20)
+    x[:, :, :5] = 1.0
+    out = layer(x)
+    with pytest.raises(ValueError, match="SpikeDropout: this list was made by an IPU op"):
+        SpikeDropout(0.3)(out)
+    SpikeDropout(0.3)(x)  # on the data: fine
+

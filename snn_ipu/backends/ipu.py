@@ -265,6 +265,11 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[SparseSpikes, CallRecord]:
     _no_carried_state(cfg, initial)
+    if cfg.record_membrane:
+        # the op returns no membrane: last_membrane would stay None without a word
+        raise ValueError(f"{cfg.name}: record_membrane is not supported on the ipu backend "
+                         "(the membrane stays on the device); record it on the emulator or "
+                         "the ipu_graph backend")
     poptorch = _require_ipu()
     load_library()
     _check_input_capacity(cfg, spikes)
