@@ -252,6 +252,30 @@ def test_three_layers_train_like_the_emulator():
     assert moved > 1e-3  # the steps changed the weights
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_gradients_under_autocast_are_float32_on_either_path(monkeypatch, dense):
+    """The kernels sum in float32 whatever autocast says; the dense paths' GEMMs (taken
+    where the lists are full: exact gradients) must too, or the gradient's precision
+    would follow the path (bfloat16: ~3e-3 off)."""
+    monkeypatch.setattr(tbackend, "DENSE_FRACTION", 0.0 if dense else 2.0)
+    torch.manual_seed(0)
+    base = LIFLayer(IN, HID + 4, backend="triton", grad_window=None)
+    with torch.no_grad():
+        base.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.4, 0)
+    probe = torch.randn(T, B, HID + 4)
+    grads = []
+    for autocast in (False, True):
+        layer = copy.deepcopy(base)
+        xg = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            (layer(xg).to_dense() * probe).sum().backward()
+        assert layer.stats["weight_grad_path"] == ("dense" if dense else "sparse")
+        grads.append((layer.weight.grad, xg.grad))
+    for plain, cast in zip(*grads):
+        assert_rel_close(cast, plain, 1e-6, "gradient under autocast")
+
+
 def test_corrupted_ids_raise_not_crash():
     layer = LIFLayer(IN, HID, backend="triton")
     s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))

@@ -266,6 +266,31 @@ def test_three_layers_train_like_the_reference():
     assert moved > 1e-3
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_layer_on_the_second_gpu_runs_its_kernels_there():
+    """Triton launches on the current device's stream: a layer on cuda:1 while cuda:0 is
+    current must still run on cuda:1 (ordered with torch's ops there), matching the
+    reference on the same device."""
+    second = torch.device("cuda", 1)
+    torch.cuda.set_device(0)
+    torch.manual_seed(0)
+    # small, with weights of multiples of 1/8: every current is an exact float, so the
+    # order the kernels sum a step's rows in cannot move a spike
+    layer = LIFLayer(20, 13, backend="triton", grad_window=0.3).to(second)
+    with torch.no_grad():
+        layer.weight.copy_(torch.randint(-8, 9, (13, 20)) / 8.0)
+        layer.bias.zero_()
+    ref = copy.deepcopy(layer)
+    ref.backend = "reference"
+    x = binary((T, B, 20), 0.3, 0).to(second)
+    probe = torch.randn(T, B, 13, device=second)
+    out, want = layer(x), ref(x)
+    assert torch.equal(out.to_dense(), want.to_dense())
+    (out.to_dense() * probe).sum().backward()
+    (want.to_dense() * probe).sum().backward()
+    assert_rel_close(layer.weight.grad, ref.weight.grad, 1e-4, "dL/dW on cuda:1")
+
+
 def test_corrupted_ids_raise_not_crash():
     layer = LIFLayer(IN, HID, backend="triton").to(CUDA)
     s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0)).to(CUDA)

@@ -20,6 +20,7 @@ entry a list needed, so an overflow is known, never silent) and the same state.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -147,6 +148,18 @@ def _currents(in_ids, in_counts, wt: torch.Tensor, bias: Optional[torch.Tensor])
     return out
 
 
+@contextlib.contextmanager
+def _float32_matmuls():
+    """Autocast off: the dense paths' and the carried state's matmuls in float32, as the
+    kernels sum (under a user's autocast they would run in bfloat16/float16, and the
+    gradient's precision would depend on which path the list's density takes)."""
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+            stack.enter_context(torch.autocast(device_type=device, enabled=False))
+        yield
+
+
+@_float32_matmuls()
 def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: torch.dtype,
                  di: torch.Tensor, weight: torch.Tensor, paths: dict):
     """dL/d(input values) at the listed inputs, and dL/dW from the input spikes, from
@@ -236,7 +249,8 @@ class _SpikingLayerFn(torch.autograd.Function):
 
                 r_init, _ = _keep_first(r_init, torch.zeros_like(r_init), cfg.capacity)
             r_init = r_init.float()
-            cur[0] += r_init @ vt.float()
+            with _float32_matmuls():
+                cur[0] += r_init @ vt.float()
         flags = torch.empty(T, B, N, dtype=torch.uint8, device=dev)
         dense_syn = torch.empty(T, B, N, device=dev) if keep_dense and alpha is not None \
             else zeros
@@ -357,7 +371,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         if need[8]:
             dvt = _outer(ids[:-1], counts[:-1], di[1:], N)
             if ctx.r_init is not None:
-                dvt += ctx.r_init.t() @ di[0]
+                with _float32_matmuls():
+                    dvt += ctx.r_init.t() @ di[0]
             grad_v = dvt.t().to(params.rec_weight.dtype)
         return (
             None, None, None, None, None, grad_in, grad_w,

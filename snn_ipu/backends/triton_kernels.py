@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Tuple
 
+import torch
 import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
@@ -78,10 +79,14 @@ class Kernel:
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            on_cpu = args[0].device.type == "cpu"
-            if on_cpu:
+            device = args[0].device
+            if device.type == "cpu":
                 kwargs.pop("num_warps", None)
-            return (self.interpreted if on_cpu else self.jit)[grid](*args, **kwargs)
+                return self.interpreted[grid](*args, **kwargs)
+            # Triton launches on the current device's stream: a layer on cuda:1 while
+            # cuda:0 is current would run there, unordered with torch's ops on cuda:1
+            with torch.cuda.device(device):
+                return self.jit[grid](*args, **kwargs)
 
         return launch
 
