@@ -219,6 +219,27 @@ def test_a_cycle_that_is_not_a_recurrent_projection_is_refused_by_name(tmp_path)
     assert "the graph has a cycle a -> l1 -> b -> l2 -> a" in result.stdout
 
 
+@pytest.mark.parametrize("kind", ["Affine", "Linear"])
+def test_a_projection_fed_back_by_its_own_neuron_is_refused(kind):
+    """input -> a1 -> lif -> output with lif -> a1: NIR sums a1's two inputs before it,
+    I = W (x + s) + b. Taking a1 as both the forward and the recurrent projection added
+    its bias twice (an Affine: 106 spikes where NIR's equations give 84)."""
+    n, dt = 5, 1e-4
+    w = np.random.default_rng(3).normal(size=(n, n)).astype(np.float32)
+    a1 = nir.Affine(weight=w, bias=np.full(n, 0.4, np.float32)) if kind == "Affine" \
+        else nir.Linear(weight=w)
+    tau = np.full(n, 4e-4, np.float32)
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input(np.array([n])), "a1": a1,
+               "lif": nir.LIF(tau=tau, r=tau / dt, v_leak=np.zeros(n, np.float32),
+                              v_threshold=np.ones(n, np.float32),
+                              v_reset=np.zeros(n, np.float32)),
+               "output": nir.Output(np.array([n]))},
+        edges=[("input", "a1"), ("a1", "lif"), ("lif", "a1"), ("lif", "output")])
+    with pytest.raises(ValueError, match=r"'lif' leads to \['a1', 'output'\]"):
+        import_from_nir(graph, dt=dt)
+
+
 def test_nodes_off_the_chain_are_refused():
     graph = cycle_graph(chain_to_output=True)  # noqa: F821 (defined by CYCLE_GRAPH)
     with pytest.raises(ValueError, match=r"nodes \['b', 'l2', 's1', 's2'\] are not on the "

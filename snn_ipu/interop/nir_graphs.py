@@ -281,10 +281,12 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto", *,
         raise ValueError(f"import_from_nir: needs one Input and one Output node, has "
                          f"{inputs} and {outputs}")
     successors: Dict[str, List[str]] = {k: [] for k in nodes}
+    predecessors: Dict[str, List[str]] = {k: [] for k in nodes}
     for a, b in edges:
         if a not in nodes or b not in nodes:
             raise ValueError(f"import_from_nir: edge ({a!r}, {b!r}) names a missing node")
         successors[a].append(b)
+        predecessors[b].append(a)
 
     def only_successor(key: str, skip=()) -> str:
         nxt = [s for s in successors[key] if s not in skip]
@@ -310,9 +312,14 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto", *,
                              "(supported: Affine, Linear, LIF, CubaLIF, LI)")
         neuron_key = only_successor(current)
         neuron = nodes[neuron_key]
+        # a neuron's own recurrent projection: fed by the neuron alone, feeding it alone
+        # (the forward projection fed back too would be one weight and bias over the sum
+        # of its inputs, as NIR sums them: no layer takes that, and only_successor below
+        # refuses it)
         recurrent_keys = [s for s in successors[neuron_key]
-                          if isinstance(nodes[s], (nir.Affine, nir.Linear))
-                          and successors[s] == [neuron_key]]
+                          if s != current and isinstance(nodes[s], (nir.Affine, nir.Linear))
+                          and successors[s] == [neuron_key]
+                          and predecessors[s] == [neuron_key]]
         if len(recurrent_keys) > 1:
             raise ValueError(f"import_from_nir: {neuron_key!r} has several recurrent nodes "
                              f"{recurrent_keys}")
