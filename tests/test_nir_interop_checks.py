@@ -240,6 +240,25 @@ def test_a_projection_fed_back_by_its_own_neuron_is_refused(kind):
         import_from_nir(graph, dt=dt)
 
 
+def test_an_li_before_another_layer_is_refused_on_import():
+    """An LI is a readout (its output is a membrane, not spikes): a layer after it failed
+    only when the model ran, with a message about binary inputs."""
+    n, dt = 4, 1e-4
+    tau = np.full(n, 4e-4, np.float32)
+    eye = np.eye(n, dtype=np.float32)
+    graph = nir.NIRGraph(
+        nodes={"input": nir.Input(np.array([n])), "a1": nir.Linear(weight=eye),
+               "li": nir.LI(tau=tau, r=tau / dt, v_leak=np.zeros(n, np.float32)),
+               "a2": nir.Linear(weight=eye),
+               "lif": nir.LIF(tau=tau, r=tau / dt, v_leak=np.zeros(n, np.float32),
+                              v_threshold=np.ones(n, np.float32),
+                              v_reset=np.zeros(n, np.float32)),
+               "output": nir.Output(np.array([n]))},
+        edges=[("input", "a1"), ("a1", "li"), ("li", "a2"), ("a2", "lif"), ("lif", "output")])
+    with pytest.raises(ValueError, match="'li' is an LI .* an LI must be the last layer"):
+        import_from_nir(graph, dt=dt)
+
+
 def test_nodes_off_the_chain_are_refused():
     graph = cycle_graph(chain_to_output=True)  # noqa: F821 (defined by CYCLE_GRAPH)
     with pytest.raises(ValueError, match=r"nodes \['b', 'l2', 's1', 's2'\] are not on the "

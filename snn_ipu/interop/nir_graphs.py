@@ -334,6 +334,11 @@ def import_from_nir(graph, dt: float = DEFAULT_DT, backend: str = "auto", *,
         layers.append(_layer_from_nodes(nir, neuron_key, projection, neuron, recurrent, dt,
                                         backend))
         current = only_successor(neuron_key, skip=recurrent_keys)
+        if isinstance(neuron, nir.LI) and current != outputs[0]:
+            # a readout gives its membrane, not spikes: no layer can follow it
+            raise ValueError(f"import_from_nir: {neuron_key!r} is an LI (a readout, whose "
+                             f"output is its membrane) followed by {current!r}; an LI must "
+                             "be the last layer")
     if not layers:
         raise ValueError("import_from_nir: the graph holds no layer between Input and Output")
     off_chain = sorted(set(nodes) - set(visited) - {outputs[0]})
