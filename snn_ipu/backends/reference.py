@@ -8,6 +8,7 @@ the result has the same format (and the same gradient paths) as the emulator.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 import torch
@@ -19,6 +20,28 @@ from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 
 __all__ = ["spiking_layer", "readout_layer", "spike"]
+
+
+def _without_autocast(fn):
+    """The layer in its own precision whatever autocast region the model runs in, as the
+    other backends (whose kernels and native code sum in float32): the ground truth
+    must not take the user's bfloat16 where they do not."""
+    @functools.wraps(fn)
+    def run(cfg, spikes, *args, **kwargs):
+        device = spikes.values.device.type
+        if device not in ("cpu", "cuda") or not _autocast_on(device):  # (meta: traced)
+            return fn(cfg, spikes, *args, **kwargs)
+        with torch.autocast(device_type=device, enabled=False):
+            return fn(cfg, spikes, *args, **kwargs)
+    return run
+
+
+def _autocast_on(device: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device)
+    except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
+        return torch.is_autocast_cpu_enabled() if device == "cpu" \
+            else torch.is_autocast_enabled()
 
 
 class _Spike(torch.autograd.Function):
@@ -89,6 +112,7 @@ def _input_current(spikes: SparseSpikes, weight, bias, where: str) -> torch.Tens
     return current if bias is None else current + bias
 
 
+@_without_autocast
 def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[SparseSpikes, CallRecord]:
@@ -174,6 +198,7 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     return SparseSpikes._made(ids, counts, N, values), record
 
 
+@_without_autocast
 def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[torch.Tensor, CallRecord]:
