@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["STATIC_GRAPH_DEVICES", "values_readable"]
+__all__ = ["STATIC_GRAPH_DEVICES", "autocast_enabled", "values_readable"]
 
 STATIC_GRAPH_DEVICES = frozenset({"ipu", "meta"})
 
@@ -27,3 +27,21 @@ def values_readable(*tensors) -> bool:
         isinstance(t, torch.Tensor) and not t.is_cpu and t.device.type in STATIC_GRAPH_DEVICES
         for t in tensors
     )
+
+
+def _autocast_query():
+    """``autocast_enabled(device_type)``, asked the way the installed torch takes it."""
+    try:
+        torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
+
+        def enabled(device_type: str) -> bool:
+            return torch.is_autocast_cpu_enabled() if device_type == "cpu" \
+                else torch.is_autocast_enabled()
+
+        return enabled
+    return torch.is_autocast_enabled
+
+
+#: Whether autocast is on for a device type ("cpu", "cuda").
+autocast_enabled = _autocast_query()

@@ -68,6 +68,12 @@ def _identity(path: Path) -> Tuple:
         return ("path", str(path.resolve()))
 
 
+def _keys(path: Path) -> set:
+    """Keys that two paths naming one file share: the inode (or the resolved path of a
+    file about to be created) and the resolved path."""
+    return {_identity(path), ("path", str(path.resolve()))}
+
+
 def distinct_files(named: Sequence[Tuple[str, Optional[PathLike]]],
                    allowed: Iterable[Tuple[str, str]] = ()) -> None:
     """A ValueError when two of ``named`` (``(option, path)``; None skipped) name one
@@ -79,7 +85,7 @@ def distinct_files(named: Sequence[Tuple[str, Optional[PathLike]]],
         if path is None:
             continue
         path = Path(path)
-        keys = {_identity(path), ("path", str(path.resolve()))}
+        keys = _keys(path)
         for key in keys:
             if key in seen:
                 other, other_path = seen[key]
@@ -94,8 +100,7 @@ def distinct_files(named: Sequence[Tuple[str, Optional[PathLike]]],
 
 def same_file(a: PathLike, b: PathLike) -> bool:
     """Whether two paths name one file (an existing one by its inode)."""
-    return bool({_identity(Path(a)), ("path", str(Path(a).resolve()))}
-                & {_identity(Path(b)), ("path", str(Path(b).resolve()))})
+    return bool(_keys(Path(a)) & _keys(Path(b)))
 
 
 def refuse_replacing(named: Sequence[Tuple[str, Optional[PathLike]]], advice: str) -> None:

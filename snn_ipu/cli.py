@@ -27,8 +27,6 @@ __all__ = ["main", "build_parser"]
 
 PROG = "snn-ipu"
 
-# options that may differ from the checkpoint's config on --resume
-RESUME_OVERRIDES = ("epochs", "data_dir", "backend")
 BACKENDS = ("auto", "reference", "emulator", "triton", "ipu")
 DEVICE_HELP = ("where the model runs: cpu, cuda or cuda:N (not saved in the checkpoint: a "
                "run may resume on another device) (default: cpu)")
@@ -254,7 +252,7 @@ def _ipu_defaults(config, given):
 
 def _run_train(args: argparse.Namespace) -> int:
     from .checkpoint import load_checkpoint, require_entries
-    from .training import TrainConfig, train
+    from .training import RESUME_OVERRIDES, TrainConfig, train
 
     if args.resume:
         if args.quick:

@@ -562,10 +562,7 @@ class _SpikingLayer(_Layer):
         spikes = self._input(x)
         self._check_parameters()
         params = self._params()
-        # an IPU op's list needs a gradient whenever autograd records: while PopTorch
-        # traces, the op's outputs do not say so themselves (ipu.input_needs_grad)
-        records_grad = self._records_grad(
-            spikes.values.requires_grad or spikes._dense_on_device is not None, params)
+        records_grad = self._records_grad(spikes._carries_grad, params)
         config = self._call_config(records_grad)
         out, record = self._backend().spiking_layer(
             config, spikes, params, self._initial_spiking_state(spikes),

@@ -160,16 +160,14 @@ def _raster_of_sample(checkpoint: Path, path: Path, sample: int, data_dir, plt,
 
     from .checkpoint import load_checkpoint, require_entries
     from .data.tasks import load_task
-    from .training import TrainConfig, build_model, load_weights
+    from .training import TrainConfig, build_model, load_weights, same_run
 
     state = load_checkpoint(checkpoint)
     require_entries(state, checkpoint, ("config",), "draw its spike raster")
     config = TrainConfig.from_dict(state["config"])
     # another run's checkpoint at that path (a later run saved there) would draw another
     # network; a longer run resumed from this one differs in its epochs alone
-    if dataclasses.replace(config, epochs=0, data_dir=None, backend="auto") != \
-            dataclasses.replace(TrainConfig.from_dict(run_config), epochs=0, data_dir=None,
-                                backend="auto"):
+    if not same_run(config, TrainConfig.from_dict(run_config)):
         warnings.warn(f"plot: no spike raster: {checkpoint} holds another run than the log "
                       "(its config differs); plot that checkpoint or its own log for its "
                       "raster", stacklevel=3)

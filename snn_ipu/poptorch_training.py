@@ -340,11 +340,9 @@ def check_ipu_config(config) -> None:
     regularizers and without augmenting the training batches: a config that asks for
     any of them (a checkpoint of the CPU loop resumed on the IPU too) is refused rather
     than trained otherwise than it says."""
-    from .data.tasks import default_augmentation
+    from .training import augmentation
 
-    jitter, drop = default_augmentation(config.data)
-    jitter = jitter if config.augment_jitter is None else config.augment_jitter
-    drop = drop if config.augment_drop is None else config.augment_drop
+    jitter, drop = augmentation(config)
     asked = [what for what, on in (
         (f"lr_schedule={config.lr_schedule!r} (--lr-schedule constant)",
          config.lr_schedule != "constant"),
@@ -373,7 +371,7 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
     config, so that ``snn-ipu train --resume`` continues them (``resume``)."""
     from . import losses
     from .data.collate import SpikeLists
-    from .training import build_model
+    from .training import accuracy_over_time, build_model
 
     _poptorch()  # without PopTorch, say so before anything else
     check_ipu_config(config)
@@ -385,7 +383,7 @@ def train_config(config, task, checkpoint: Optional[Union[str, Path]] = None,
             return losses.ce_membrane_loss(out, labels, config.time_reduction)
 
         # the class the CPU loop's accuracy takes (training._objective)
-        over_time = "mean" if config.time_reduction == "per_step" else config.time_reduction
+        over_time = accuracy_over_time(config)
 
         def predict(out):
             return losses._reduce_time(out, over_time).argmax(-1)

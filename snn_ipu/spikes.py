@@ -154,6 +154,12 @@ class SparseSpikes:
     # the integer ids, which PopART cannot differentiate through (docs/ipu.md).
     _dense_on_device: Optional[Callable[[SparseSpikes], torch.Tensor]] = None
 
+    @property
+    def _carries_grad(self) -> bool:
+        """Whether anything upstream differentiates the values: they require grad, or an
+        IPU op made the list (while PopTorch traces, the op's outputs do not say so)."""
+        return bool(self.values.requires_grad or self._dense_on_device is not None)
+
     @classmethod
     def _made(cls, ids: torch.Tensor, counts: torch.Tensor, num_neurons: int,
               values: Optional[torch.Tensor] = None) -> SparseSpikes:

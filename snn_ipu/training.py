@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -180,12 +180,17 @@ def _forward(model: nn.Sequential, x) -> List[Any]:
     return outputs
 
 
+def accuracy_over_time(config: TrainConfig) -> str:
+    """How a membrane readout's accuracy reduces it over time: the loss's reduction,
+    the mean for the per-step loss."""
+    return "mean" if config.time_reduction == "per_step" else config.time_reduction
+
+
 def _objective(config: TrainConfig, out, labels: torch.Tensor):
     """(mean loss over the batch, correct predictions)."""
     if config.readout == "membrane":
         loss = losses.ce_membrane_loss(out, labels, config.time_reduction)
-        over_time = "mean" if config.time_reduction == "per_step" else config.time_reduction
-        acc = losses.accuracy(out, labels, time_reduction=over_time)
+        acc = losses.accuracy(out, labels, time_reduction=accuracy_over_time(config))
     else:
         loss = losses.ce_count_loss(out, labels)
         acc = losses.accuracy(out, labels)
@@ -556,6 +561,15 @@ def check_not_replacing(save: Optional[os.PathLike], log_path: Optional[os.PathL
                       ("--log", None if resume is not None else log_path)], advice)
 
 
+# The settings a resumed run may change: every other one makes another run.
+RESUME_OVERRIDES = ("epochs", "data_dir", "backend")
+
+
+def same_run(a: TrainConfig, b: TrainConfig) -> bool:
+    """Whether two configs are one run's, but for what a resume may change."""
+    return dataclasses.replace(a, **{k: getattr(b, k) for k in RESUME_OVERRIDES}) == b
+
+
 def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:
     """The checkpoint to resume, checked against ``config``: its config, its entries,
     and an ``epochs`` that leaves something to train."""
@@ -564,8 +578,7 @@ def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:
     state = load_checkpoint(resume)
     require_entries(state, resume, ("config",), "resume training")
     saved = TrainConfig.from_dict(state["config"])
-    if dataclasses.replace(saved, epochs=config.epochs, data_dir=config.data_dir,
-                           backend=config.backend) != config:
+    if not same_run(saved, config):
         raise ValueError(f"{resume} was trained with another config; resume it with its "
                          "own (snn-ipu train --resume takes the checkpoint's)")
     require_entries(state, resume, ("model", "optimizer", "scheduler", "epoch", "metrics",
@@ -723,13 +736,20 @@ def _on_cpu(state: Any) -> Any:
     return state
 
 
-def _augment(config: TrainConfig, task):
-    from .data.augment import SpikeAugment
+def augmentation(config: TrainConfig) -> Tuple[int, float]:
+    """(jitter, deletion probability) of the training batches: the config's, or where it
+    leaves them None, the dataset's defaults."""
     from .data.tasks import default_augmentation
 
     jitter, drop = default_augmentation(config.data)
-    return SpikeAugment(jitter if config.augment_jitter is None else config.augment_jitter,
-                        drop if config.augment_drop is None else config.augment_drop)
+    return (jitter if config.augment_jitter is None else config.augment_jitter,
+            drop if config.augment_drop is None else config.augment_drop)
+
+
+def _augment(config: TrainConfig, task):
+    from .data.augment import SpikeAugment
+
+    return SpikeAugment(*augmentation(config))
 
 
 def _progress(total: int, epoch: int, epochs: int, enabled: Optional[bool]):

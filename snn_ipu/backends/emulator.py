@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from .. import _memory
+from .._devices import autocast_enabled
 from .._native import _C, numpy_view
 from ..lists import listed_mask
 from ..overflow import Overflow
@@ -173,16 +174,7 @@ def _float32(fn):
     return run
 
 
-def _autocast_query():
-    """Whether CPU autocast is on, asked the way the installed torch takes it."""
-    try:
-        torch.is_autocast_enabled("cpu")
-    except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
-        return torch.is_autocast_cpu_enabled
-    return functools.partial(torch.is_autocast_enabled, "cpu")
-
-
-_cpu_autocast = _autocast_query()
+_cpu_autocast = functools.partial(autocast_enabled, "cpu")
 
 
 _PATHS = {(False, False): "none", (False, True): "none", (True, False): "sparse",

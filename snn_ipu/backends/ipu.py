@@ -111,7 +111,7 @@ def input_needs_grad(spikes: SparseSpikes) -> bool:
     network's data does not (PyTorch never asks for its gradient), and the op of the
     layer it feeds then builds no input gradient, no reduction of its partials and no
     exchange of them (the op's ``input_needs_grad`` attribute; docs/ipu.md)."""
-    return bool(spikes.values.requires_grad or spikes._dense_on_device is not None)
+    return spikes._carries_grad
 
 
 def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,

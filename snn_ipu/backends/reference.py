@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import _memory
-from .._devices import values_readable
+from .._devices import autocast_enabled, values_readable
 from ..lists import listed_only, lists_by_rank, lists_from_masks
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
@@ -29,19 +29,12 @@ def _without_autocast(fn):
     @functools.wraps(fn)
     def run(cfg, spikes, *args, **kwargs):
         device = spikes.values.device.type
-        if device not in ("cpu", "cuda") or not _autocast_on(device):  # (meta: traced)
+        if device not in ("cpu", "cuda") or not autocast_enabled(device):  # (meta: traced)
             return fn(cfg, spikes, *args, **kwargs)
         with torch.autocast(device_type=device, enabled=False):
             return fn(cfg, spikes, *args, **kwargs)
     return run
 
-
-def _autocast_on(device: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device)
-    except TypeError:  # torch < 2.4 (PopTorch's 2.0) takes no device
-        return torch.is_autocast_cpu_enabled() if device == "cpu" \
-            else torch.is_autocast_enabled()
 
 
 class _Spike(torch.autograd.Function):

@@ -41,6 +41,11 @@ def cache_path(name: str, config, folder: Path) -> Path:
     return folder / f"trained_{name}_{hashlib.sha256(key.encode()).hexdigest()[:12]}.pt"
 
 
+def _require_batch(task, batch: int) -> None:
+    if batch > len(task.test):
+        raise ValueError(f"--batch {batch}: the task's test set has {len(task.test)} samples")
+
+
 def _test_batch(task, batch: int):
     """The first ``batch`` test samples as a dense [T, B, in] 0/1 tensor and labels."""
     x, y = task.collate([task.test[i] for i in range(batch)])
@@ -66,9 +71,7 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
             saved["x"], saved["y"] = saved["x"][:, :cfg["B"]], saved["y"][:cfg["B"]]
         elif saved["x"].shape[1] < cfg["B"]:
             task = load_task(config)
-            if cfg["B"] > len(task.test):
-                raise ValueError(f"--batch {cfg['B']}: the task's test set has "
-                                 f"{len(task.test)} samples")
+            _require_batch(task, cfg["B"])
             x, saved["y"] = _test_batch(task, cfg["B"])
             saved["x"] = x.bool()
         return saved
@@ -76,9 +79,7 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
     if (task.num_inputs, task.num_classes) != (cfg["sizes"][0], cfg["sizes"][-1]):
         raise ValueError(f"{name}: the task has {task.num_inputs} inputs and "
                          f"{task.num_classes} classes, the config {cfg['sizes']}")
-    if cfg["B"] > len(task.test):  # before training, not after
-        raise ValueError(f"--batch {cfg['B']}: the task's test set has {len(task.test)} "
-                         "samples")
+    _require_batch(task, cfg["B"])  # before training, not after
     t0 = time.perf_counter()
     metrics = train(config, progress=False, task=task, log=lambda m: log(f"  [{name}] {m}"))
     model = metrics["model"]
