@@ -42,6 +42,7 @@ from torch import nn
 
 from . import surrogate as surrogate_mod
 from ._codes import RESETS
+from ._compile import compiling, eager
 from ._devices import values_readable
 from ._finite import FINITE, POSITIVE, UNIT, first_nonfinite, first_out_of_range
 from ._numbers import ArgumentTypeError, flag, positive_size
@@ -559,6 +560,8 @@ class _SpikingLayer(_Layer):
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> SparseSpikes:
         """Runs the layer over all timesteps; returns its output spikes."""
+        if compiling():
+            return eager(_SpikingLayer.forward)(self, x)
         spikes = self._input(x)
         self._check_parameters()
         params = self._params()
@@ -733,6 +736,8 @@ class ReadoutLayer(_Layer):
         )
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> torch.Tensor:
+        if compiling():
+            return eager(ReadoutLayer.forward)(self, x)
         spikes = self._input(x)
         self._check_parameters()
         initial = self._initial_state(spikes)
