@@ -46,8 +46,9 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                         f"{' '.join(GPU_BACKENDS)})")
     p.add_argument("--configs", nargs="+", default=["S", "L"], choices=list(CONFIGS),
                    help="S and L: calibrated random weights at each of --activities; "
-                        "S-trained and digits-trained: a network trained for a few epochs "
-                        "(S on an SHD-shaped randman task, the digits network), one row at "
+                        "S-trained, L-trained and digits-trained: a network trained for a few "
+                        "epochs (S on an SHD-shaped randman task, L on an N-MNIST-shaped "
+                        "one, the digits network), one row at "
                         "its own activity (the trained weights are kept in --out)")
     p.add_argument("--activities", nargs="+", type=fraction, default=None,
                    help="target fractions of neurons spiking per step, in (0, 1] "
