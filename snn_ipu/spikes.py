@@ -280,6 +280,15 @@ class SparseSpikes:
             )
         if not values.is_floating_point():
             raise TypeError(f"SparseSpikes.values must be floating point, got {values.dtype}")
+        if not ids.device == counts.device == values.device:
+            # every backend indexes values with ids: torch's scatter with an index on
+            # another device can return garbage rather than raise (a ``meta`` index into
+            # a CPU tensor), and ``to_dense()`` allocates on the values' device
+            raise ValueError(
+                "SparseSpikes ids, counts and values must be on one device, got "
+                f"{ids.device}, {counts.device} and {values.device} (move the list with "
+                "spikes.to(device))"
+            )
 
     def _check_counts_and_ids(self) -> None:
         """0 <= counts[..., 0] <= counts[..., 1] <= K and every id in range: what the

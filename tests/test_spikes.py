@@ -230,3 +230,20 @@ def test_to_moves_the_list_and_keeps_its_gradient_path():
     assert back.ids.tolist() == s.ids.tolist() and back.counts.tolist() == s.counts.tolist()
     (back.to_dense() * torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
     assert x.grad.tolist() == [[[1.0, 2.0, 0.0, 4.0]]]
+
+
+@pytest.mark.parametrize("moved", ["ids", "counts", "values"])
+def test_a_list_split_across_devices_is_refused(moved):
+    """ids, counts and values on two devices: torch's scatter with a ``meta`` index into
+    a CPU tensor returns garbage instead of raising, so the reference backend computed on
+    it silently; the list is refused by name, at construction and at a layer."""
+    from snn_ipu import LIFLayer
+
+    s = SparseSpikes.from_dense(torch.tensor([[[0.0, 1.0, 0.0, 1.0]]]))
+    parts = {"ids": s.ids, "counts": s.counts, "values": s.values}
+    parts[moved] = parts[moved].to("meta")
+    with pytest.raises(ValueError, match="must be on one device, got"):
+        SparseSpikes(parts["ids"], parts["counts"], 4, parts["values"])
+    unchecked = SparseSpikes(parts["ids"], parts["counts"], 4, parts["values"], validate=False)
+    with pytest.raises(ValueError, match="LIFLayer.*must be on one device"):
+        LIFLayer(4, 3, backend="reference")(unchecked)
