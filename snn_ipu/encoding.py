@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from ._devices import values_readable
-from ._numbers import flag, whole_number
+from ._numbers import flag, real_number, whole_number
 
 __all__ = ["rate", "latency", "latency_times", "delta"]
 
@@ -50,7 +50,8 @@ def rate(
     (float32, float16, bfloat16 and float64 data). Time-varying data (``num_steps=None``)
     takes ``gain`` and ``offset`` too; snnTorch 1.0's ``time_var_input=True`` ignores
     them, so the two agree there for gain 1 and offset 0. Probabilities beyond [0, 1],
-    infinite ones included, are clipped; NaN is an error.
+    infinite ones included, are clipped; NaN is an error. Integer data (uint8 pixels)
+    is taken as float32 first, so that an integer gain or offset cannot wrap it.
 
     :param data: intensities, any shape; already time-major ``[T, ...]`` if
         ``num_steps`` is None
@@ -60,6 +61,15 @@ def rate(
     :param generator: torch.Generator for reproducible draws
     :return: float 0/1 ``[num_steps, *data.shape]`` (or ``data.shape`` when time-varying)
     """
+    for name, value in (("gain", gain), ("offset", offset)):
+        if not isinstance(value, torch.Tensor):
+            real_number(name, value)  # "2" or None fails with a message naming neither
+    if not data.is_floating_point():
+        # integer data (uint8 pixels) times an integer gain stays integer and wraps:
+        # 128 * 2 is 0 in uint8, a pixel that should always fire would never fire.
+        # float32 is what torch promotes such data to for a float gain, so the draws
+        # stay snnTorch's there.
+        data = data.float()
     if num_steps is None:
         probabilities = data * gain + offset
     else:

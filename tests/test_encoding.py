@@ -44,6 +44,35 @@ def test_rate_time_varying_input_and_offset():
     assert torch.allclose(many.mean(0), torch.full((3,), 0.5), atol=0.03)
 
 
+@pytest.mark.parametrize("dtype, gain", [(torch.uint8, 4), (torch.int8, 4),
+                                         (torch.int16, 512)])
+def test_rate_of_integer_data_with_an_integer_gain_does_not_wrap(dtype, gain):
+    """p = clip(x * gain + offset, 0, 1) by hand: 0 never fires, 64 and 127 always. In
+    the data's own dtype 64 * gain wrapped (to 0 or below), and a feature that should
+    always fire never did."""
+    data = torch.tensor([0, 64, 127], dtype=dtype)
+    spikes = rate(data, 50, gain=gain, generator=torch.Generator().manual_seed(0))
+    assert spikes.sum(0).tolist() == [0.0, 50.0, 50.0]
+    # an integer offset alike: 0 - 64 is below 0, never firing (uint8 wrapped it to 192)
+    spikes = rate(data, 50, gain=1, offset=-64, generator=torch.Generator().manual_seed(0))
+    assert spikes.sum(0).tolist() == [0.0, 0.0, 50.0]
+
+
+def test_rate_of_uint8_pixels_draws_as_snntorch():
+    data = torch.randint(0, 256, (4, 7), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(9)
+    ours = rate(data, 20, gain=1 / 255)
+    torch.manual_seed(9)
+    assert torch.equal(ours, spikegen.rate(data, num_steps=20, gain=1 / 255))
+
+
+@pytest.mark.parametrize("bad", [{"gain": "2"}, {"offset": None}, {"gain": True}])
+def test_rate_names_a_gain_or_offset_that_is_not_a_number(bad):
+    with pytest.raises(TypeError, match=f"{next(iter(bad))} must be a number"):
+        rate(torch.rand(3), 4, **bad)
+
+
 def test_rate_output_feeds_sparse_spikes():
     x = rate(torch.rand(3, 10, generator=torch.Generator().manual_seed(2)), 6)
     assert torch.equal(SparseSpikes.from_dense(x).to_dense(), x)
