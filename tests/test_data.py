@@ -170,12 +170,24 @@ def test_errors():
     (dict(alpha=float("inf")), "alpha must be a finite number"),
     (dict(num_samples_per_class=1), "num_samples_per_class must be an integer >= 2"),
     (dict(num_inputs=2.5), "num_inputs must be an integer"),
+    (dict(num_steps=8.5), "num_steps must be an integer"),
+    (dict(num_steps=True), "num_steps must be an integer"),
 ])
 def test_randman_arguments_that_would_corrupt_the_data_are_refused(kwargs, message):
     args = dict(num_classes=2, num_inputs=4, num_steps=8, num_samples_per_class=3)
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         make_randman(**args)
+
+
+@pytest.mark.parametrize("per_class, fraction, empty", [(2, 0.2, "test"), (3, 0.9, "training")])
+def test_split_refuses_to_leave_a_set_empty(per_class, fraction, empty):
+    """round(2 * 0.2) = 0 test samples per class (round(3 * 0.9) = 3 of 3): an empty set
+    evaluated to a NaN accuracy and loss without an error."""
+    spikes, labels = make_randman(num_classes=2, num_inputs=4, num_steps=8,
+                                  num_samples_per_class=per_class)
+    with pytest.raises(ValueError, match=f"leaves the {empty} set empty"):
+        split(spikes, labels, test_fraction=fraction)
 
 
 def test_split_needs_one_label_per_sample():

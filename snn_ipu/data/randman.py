@@ -32,7 +32,7 @@ from typing import Iterator, Optional, Tuple
 import torch
 import torch.utils.data
 
-from .._numbers import flag
+from .._numbers import flag, whole_number
 
 __all__ = ["make_randman", "randman_times", "SpikeDataset", "split", "batches"]
 
@@ -142,8 +142,11 @@ def make_randman(
     :return: (spikes float 0/1 ``[N, T, num_inputs]``, labels int64 ``[N]``)
     """
     shuffle = flag("shuffle", shuffle)
-    if num_steps < 1:
-        raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+    steps = whole_number(num_steps, 1)
+    if steps is None:
+        # num_steps=True made a 1-step dataset; 8.5 failed in torch.zeros
+        raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}")
+    num_steps = steps
     if not (math.isfinite(jitter) and jitter >= 0):
         raise ValueError(f"jitter must be a finite number >= 0, got {jitter}")
     times, labels = randman_times(
@@ -221,6 +224,15 @@ def split(
         num_test = int(round(len(members) * test_fraction))
         if num_test:
             is_test[members[len(members) - num_test :]] = True
+    num_test = int(is_test.sum())
+    if num_test == 0 or num_test == labels.shape[0]:
+        # an empty set evaluates to 0 / 0: a NaN accuracy and loss, with no error
+        empty = "test" if num_test == 0 else "training"
+        raise ValueError(
+            f"split: test_fraction={test_fraction} of each class leaves the {empty} set "
+            f"empty ({labels.shape[0]} samples in {len(labels.unique())} classes, rounded "
+            "per class); use more samples per class or another test_fraction"
+        )
     train = SpikeDataset(spikes[~is_test], labels[~is_test])
     test = SpikeDataset(spikes[is_test], labels[is_test])
     return train, test
