@@ -308,6 +308,16 @@ def _as_batch(events) -> list:
             isinstance(a, np.ndarray) and a.dtype.names is None and a.ndim == 1
             for a in events):
         return [events]  # one (times, units) pair
+    if isinstance(events, tuple) and len(events) == 2 and all(
+            isinstance(a, (list, tuple)) and a and all(np.isscalar(v) for v in a)
+            for a in events):
+        # a batch's samples are event arrays or pairs, never numbers: read as a batch,
+        # this pair failed with "times and units must be 1-d arrays ... got shapes ()"
+        raise TypeError(
+            "events: a (times, units) pair of Python lists reads as a batch of two "
+            "samples; pass one sample's times and units as numpy arrays "
+            "(np.asarray(times), np.asarray(units)), or a batch as a list of such pairs"
+        )
     if isinstance(events, (list, tuple)):
         if not events:
             raise ValueError("events: the batch is empty (no samples)")

@@ -142,6 +142,10 @@ def test_single_polarity_sensor_takes_tonics_constant_p():
     ({"dt": 1.0}, (np.array([0.0]), np.array([0.5])), "whole numbers"),
     ({"dt": 1.0}, [], "empty"),
     ({"dt": 1.0}, "spikes", "must be a structured event array"),
+    # one sample as a pair of Python lists was read as a batch of two "samples" (0.1 as
+    # times, 0.5 as units): named as such, not as arrays of shape ()
+    ({"dt": 1.0}, ([0.1, 0.5], [1, 2]), "pair of Python lists reads as a batch"),
+    ({"dt": 1.0}, ([0.1, 0.5, 0.7], [1, 2, 3]), "pair of Python lists reads as a batch"),
 ])
 def test_bad_events_and_grids_are_named(kwargs, events, match):
     with pytest.raises((ValueError, TypeError), match=match):
