@@ -112,6 +112,7 @@ def latency_times(
     before ``tau``, so the same positional call would mean something else here.
     """
     linear, normalize = flag("linear", linear), flag("normalize", normalize)
+    threshold, tau = real_number("threshold", threshold), real_number("tau", tau)
     if not 0.0 < threshold < 1.0:
         raise ValueError(f"threshold must be in (0, 1), got {threshold}")
     if not (math.isfinite(tau) and tau > 0):

@@ -450,6 +450,11 @@ class SparseSpikes:
     def to(self, device: Union[str, torch.device]) -> SparseSpikes:
         """The list on ``device`` (``"cuda"``, ``"cpu"``, ...), as ``Tensor.to``: ids,
         counts and values moved (values differentiably), nothing else changed."""
+        if isinstance(device, torch.dtype):
+            # torch.device(torch.float16) fails with a message that names neither
+            raise TypeError(f"SparseSpikes.to takes a device, got the dtype {device}: a "
+                            "list's ids and counts are int32 and its values follow the "
+                            "dtype of what made them (to_dense() gives a tensor to cast)")
         device = torch.device(device)
         out = SparseSpikes(self.ids.to(device), self.counts.to(device), self.num_neurons,
                            self.values.to(device), False)

@@ -196,6 +196,7 @@ def test_latency_arguments_after_num_steps_are_keywords():
 @pytest.mark.parametrize("kwargs, match", [
     ({"tau": math.nan}, "tau must be finite"), ({"tau": math.inf}, "tau must be finite"),
     ({"first_spike_time": 1.5}, "first_spike_time must be an integer"),
+    ({"threshold": "0.1"}, "threshold must be a number"), ({"tau": "1"}, "tau must be a number"),
 ])
 def test_latency_refuses_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -232,6 +232,12 @@ def test_to_moves_the_list_and_keeps_its_gradient_path():
     assert x.grad.tolist() == [[[1.0, 2.0, 0.0, 4.0]]]
 
 
+def test_to_a_dtype_is_refused_by_name():
+    s = SparseSpikes.from_dense(torch.tensor([[[0.0, 1.0]]]))
+    with pytest.raises(TypeError, match="takes a device, got the dtype torch.float16"):
+        s.to(torch.float16)
+
+
 @pytest.mark.parametrize("moved", ["ids", "counts", "values"])
 def test_a_list_split_across_devices_is_refused(moved):
     """ids, counts and values on two devices: torch's scatter with a ``meta`` index into
