@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ._compile import refuse_transforms
 from ._devices import values_readable
 from .lists import listed_mask
 from .spikes import SparseSpikes
@@ -55,6 +56,7 @@ def _check_once(spikes: SparseSpikes, where: str) -> None:
 
 def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
     """Accepts a SparseSpikes or a dense binary [T, B, N] tensor for a layer input."""
+    refuse_transforms(where, values_readable(x.values if isinstance(x, SparseSpikes) else x))
     if isinstance(x, SparseSpikes):
         if x.num_neurons != num_neurons:
             raise ValueError(

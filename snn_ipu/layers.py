@@ -265,6 +265,15 @@ class _Layer(nn.Module):
             state.pop(kept, None)
         return state
 
+    def __prepare_scriptable__(self) -> nn.Module:
+        """Refuses ``torch.jit.script`` (which asks every submodule this first), by
+        name: it failed on whichever attribute it met first ("Error inferring type for
+        _fills")."""
+        raise RuntimeError(
+            f"{self.name}: snn_ipu layers cannot be compiled by torch.jit.script (their "
+            "calls run native code and Python's checks); run the model as Python, or "
+            "under torch.compile")
+
     def _tensor(self, name: str) -> Optional[torch.Tensor]:
         """A parameter or buffer by name, or None: from the module's own dicts first,
         where nn.Module's attribute lookup costs several times more (this runs many
