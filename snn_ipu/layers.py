@@ -35,7 +35,7 @@ gradient-eligible and the backward pass costs O(eligible), not O(neurons).
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -645,6 +645,26 @@ class _SpikingLayer(_Layer):
                     f"than max_spikes={self.max_spikes}"
                 )
         return initial
+
+    # nn.Module's backward hooks see the tensors a module returns, and a spiking layer
+    # returns SparseSpikes: a full backward hook (or pre-hook) never ran, silently, and
+    # the old-style one failed with SparseSpikes' message about indexing.
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> NoReturn:
+        self._refuse_backward_hook("register_full_backward_hook")
+
+    def register_full_backward_pre_hook(self, hook: Callable,
+                                        prepend: bool = False) -> NoReturn:
+        self._refuse_backward_hook("register_full_backward_pre_hook")
+
+    def register_backward_hook(self, hook: Callable) -> NoReturn:
+        self._refuse_backward_hook("register_backward_hook")
+
+    def _refuse_backward_hook(self, method: str) -> NoReturn:
+        raise RuntimeError(
+            f"{self.name}: {method}: a spiking layer returns SparseSpikes, not a tensor, so "
+            "nn.Module's backward hooks would never run; hook the gradient of its output "
+            "spikes with out.values.register_hook(fn) (in a forward hook: "
+            "register_forward_hook), and that of a tensor input with its own register_hook")
 
     def extra_repr(self) -> str:
         return (

@@ -61,3 +61,29 @@ def test_torch_func_transforms_are_refused_by_name(backend, transform):
             grad(loss)(params, _spikes(0))
         else:  # per-sample gradients, the usual reason for vmap
             vmap(grad(loss), in_dims=(None, 1))(params, _spikes(0).unsqueeze(2))
+
+
+@pytest.mark.parametrize("method", ("register_full_backward_hook",
+                                    "register_full_backward_pre_hook",
+                                    "register_backward_hook"))
+def test_backward_hooks_on_a_spiking_layer_are_refused_by_name(method):
+    """A spiking layer returns SparseSpikes, which nn.Module's backward hooks cannot
+    see: a full backward hook never ran (silently), the old-style one failed with
+    SparseSpikes' message about indexing. The route the error names instead, a hook on
+    the output's values, gets the reference's gradient."""
+    models = {backend: _model(backend) for backend in BACKENDS}
+    with pytest.raises(RuntimeError, match=r"LIFLayer\(12->24\): " + method + ".*values"):
+        getattr(models["emulator"][0], method)(lambda *args: None)
+    grads = {}
+    for backend, model in models.items():
+        seen = grads[backend] = []
+
+        def hook(module, inputs, out, seen=seen) -> None:
+            # dL/d(values) [T, B, K] at the listed neurons, as dL/dS [T, B, N]
+            out.values.register_hook(lambda g: seen.append(
+                torch.zeros(out.dense_shape).scatter(-1, out.ids.long(), g)))
+
+        model[0].register_forward_hook(hook)
+        model(_spikes(0)).square().mean().backward()
+    assert models["emulator"][0].stats["activity"] > 0 and grads["reference"][0].abs().max() > 0
+    torch.testing.assert_close(grads["emulator"][0], grads["reference"][0])
