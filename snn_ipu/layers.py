@@ -87,6 +87,10 @@ SNNTORCH_OPTIONS = {
 }
 
 
+# The id of the backward pass running in this thread, -1 outside one (torch < 2.1: -1).
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
 # The ranges of the fixed neuron constants (buffers), as check_constants checks them.
 _CONSTANT_RANGES = {"threshold": POSITIVE, "beta": UNIT, "alpha": UNIT}
 
@@ -446,7 +450,20 @@ class _Layer(nn.Module):
 
     def _initial_state(self, spikes: SparseSpikes) -> Optional[LayerState]:
         """The state this call starts from, checked: None for zero."""
-        if not self.carry_state or self.state is None:
+        if not self.carry_state:
+            return None
+        if _graph_task_id() != -1:
+            # A call inside a backward pass is a recomputation (torch.utils.checkpoint,
+            # either form): it would start from the state the recomputed call ended in,
+            # not the one it started from, and move the state on a second time, so that
+            # the gradients and every later chunk were silently another sequence's.
+            raise RuntimeError(
+                f"{self.name}: carry_state = True in a call recomputed in the backward "
+                "pass (torch.utils.checkpoint): the recomputation would start from the "
+                "state the call ended in; leave the layers that carry state out of the "
+                "checkpointed function"
+            )
+        if self.state is None:
             return None
         shape = (spikes.batch_size, self.out_features)
         for field in ("membrane", "synaptic", "spikes"):

@@ -256,3 +256,27 @@ def test_what_carry_state_cannot_do_is_refused():
     layer.carry_state = True
     with pytest.raises(ValueError, match="not supported on the ipu backend"):
         ipu.spiking_layer(layer.config(), None, None, None)
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_a_carried_state_is_not_moved_on_by_a_checkpoints_recomputation(backend, reentrant):
+    """torch.utils.checkpoint runs the call again in the backward pass, which started
+    from the state the call had ended in and moved it on a second time: the gradients
+    and every later chunk were silently another sequence's. The recomputation is
+    refused, and the state stays where the chunk's one call ended."""
+    from torch.utils.checkpoint import checkpoint
+
+    x = binary((T, B, IN), 0.3, 5)
+    layer = layer_for("leaky", "subtract", False, backend, 0)
+    expected = layer_for("leaky", "subtract", False, "reference", 0)
+    for each in (layer, expected):
+        each.carry_state = True
+    expected(x[:SPLIT])
+    assert 0 < expected.stats["activity"] < 1
+    inputs = x[:SPLIT].clone().requires_grad_()  # the reentrant form needs one
+    out = checkpoint(lambda spikes: layer(spikes).to_dense(), inputs, use_reentrant=reentrant)
+    with pytest.raises(RuntimeError, match=r"carry_state.*recomputed.*checkpoint"):
+        out.sum().backward()
+    torch.testing.assert_close(layer.state.membrane, expected.state.membrane)
+    torch.testing.assert_close(layer.state.spikes, expected.state.spikes)
