@@ -87,3 +87,23 @@ def test_backward_hooks_on_a_spiking_layer_are_refused_by_name(method):
         model(_spikes(0)).square().mean().backward()
     assert models["emulator"][0].stats["activity"] > 0 and grads["reference"][0].abs().max() > 0
     torch.testing.assert_close(grads["emulator"][0], grads["reference"][0])
+
+
+# (the reference readout is torch ops: forward mode works there)
+@pytest.mark.parametrize("backend,tangent_of", [("reference", "0.weight"),
+                                                ("emulator", "0.weight"),
+                                                ("emulator", "1.weight")])
+def test_forward_mode_gradients_are_refused_by_name(backend, tangent_of):
+    """A tangent reaching a layer's autograd Function failed with torch's "You must
+    implement the jvp function for custom autograd.Function", which named neither the
+    layer nor the cause."""
+    import torch.autograd.forward_ad as fwAD
+    from torch.func import functional_call
+
+    model = _model(backend)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    named = {"0.weight": r"LIFLayer\(12->24\)", "1.weight": r"ReadoutLayer\(24->4\)"}[
+        tangent_of] if backend == "emulator" else "spiking layers"
+    with fwAD.dual_level(), pytest.raises(RuntimeError, match=named + ".*forward_ad"):
+        dual = fwAD.make_dual(params[tangent_of], torch.ones_like(params[tangent_of]))
+        functional_call(model, {**params, tangent_of: dual}, (_spikes(0),))

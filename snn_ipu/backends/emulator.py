@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, NoReturn, Optional, Tuple
 
 import numpy as np
 import torch
@@ -248,6 +248,17 @@ def _first_order_only(name: str) -> None:
         )
 
 
+def _no_forward_mode(name: str) -> NoReturn:
+    # Called by autograd where a forward-mode tangent (torch.autograd.forward_ad) reaches
+    # a layer, which otherwise failed with torch's "You must implement the jvp function
+    # for custom autograd.Function", naming neither the layer nor the backend.
+    raise RuntimeError(
+        f"{name}: the emulator backend has no forward-mode gradients "
+        "(torch.autograd.forward_ad); use reverse mode, loss.backward() or "
+        "torch.autograd.grad"
+    )
+
+
 _NO_IDS = np.zeros(0, np.int32)
 
 
@@ -405,6 +416,10 @@ class _SpikingLayerFn(torch.autograd.Function):
         return torch.from_numpy(res.values), ids, counts
 
     @staticmethod
+    def jvp(ctx, *tangents):
+        _no_forward_mode(ctx.cfg.name)
+
+    @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
@@ -446,6 +461,10 @@ class _ReadoutFn(torch.autograd.Function):
             record.final_state = LayerState(membrane[-1].clone(), None, None)
         ctx.save_for_backward(membrane, weight, bias, beta)
         return membrane
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        _no_forward_mode(ctx.cfg.name)
 
     @staticmethod
     def backward(ctx, grad_membrane):

@@ -47,6 +47,15 @@ class _Spike(torch.autograd.Function):
         return (x > 0).to(x.dtype)
 
     @staticmethod
+    def jvp(ctx, *tangents):
+        # torch's own message ("You must implement the jvp function for custom
+        # autograd.Function") named no layer or cause
+        raise RuntimeError(
+            "snn_ipu's spiking layers have no forward-mode gradients "
+            "(torch.autograd.forward_ad): the surrogate derivative is defined for the "
+            "backward pass; use loss.backward() or torch.autograd.grad")
+
+    @staticmethod
     def backward(ctx, grad):
         x, near = ctx.saved_tensors
         # Selected, not masked by a product: an infinite gradient outside the window
