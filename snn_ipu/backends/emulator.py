@@ -248,6 +248,22 @@ def _first_order_only(name: str) -> None:
         )
 
 
+# Whether a tensor has storage (not vmap's batched tensor); torch without it: assumed.
+_has_storage = getattr(torch._C, "_has_storage", lambda t: True)
+
+
+def _unbatched_only(name: str, grad: Optional[torch.Tensor]) -> None:
+    # torch.autograd.grad(is_grads_batched=True) (jacobian(vectorize=True)) runs the
+    # backward under vmap, whose batched gradient has no storage for the executor to
+    # read: it failed with "Batching rule not implemented for aten::detach".
+    if grad is not None and not _has_storage(grad):
+        raise RuntimeError(
+            f"{name}: the emulator backend's backward takes one gradient at a time; "
+            "is_grads_batched=True (torch.autograd.functional.jacobian / hessian with "
+            "vectorize=True) needs backend='reference', or vectorize=False"
+        )
+
+
 def _no_forward_mode(name: str) -> NoReturn:
     # Called by autograd where a forward-mode tangent (torch.autograd.forward_ad) reaches
     # a layer, which otherwise failed with torch's "You must implement the jvp function
@@ -423,6 +439,7 @@ class _SpikingLayerFn(torch.autograd.Function):
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
+        _unbatched_only(cfg.name, grad_values)
         if grad_values is None:  # nothing downstream used the values
             return (None,) * 8
         (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
@@ -470,6 +487,7 @@ class _ReadoutFn(torch.autograd.Function):
     def backward(ctx, grad_membrane):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
+        _unbatched_only(cfg.name, grad_membrane)
         membrane, weight, bias, beta = ctx.saved_tensors
         params = LayerParams(weight, bias, None, beta, None, None)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
