@@ -309,6 +309,16 @@ def test_float64_weights_on_the_emulator_are_refused_by_name():
     assert layer(binary((3, 2, 5), 0.5, 0)).values.dtype == torch.float64
 
 
+def test_bfloat16_weights_on_the_emulator_name_the_conversion():
+    layer = LIFLayer(5, 4, backend="emulator", name="hidden").bfloat16()
+    with pytest.raises(TypeError, match=r"got torch.bfloat16 \(convert the model with "
+                                        r"\.float\(\) or \.half\(\); the reference backend "
+                                        "runs bfloat16"):
+        layer(binary((3, 2, 5), 0.5, 0))
+    layer.backend = "reference"  # as the message says
+    assert layer(binary((3, 2, 5), 0.5, 0)).to_dense().shape == (3, 2, 4)
+
+
 @pytest.mark.parametrize("cls", [LIFLayer, ReadoutLayer])
 def test_second_order_gradients_on_the_emulator_are_refused(cls):
     layer = cls(5, 4, backend="emulator", name="hidden")

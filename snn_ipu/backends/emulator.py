@@ -512,7 +512,8 @@ def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams) -> None
         if w is not None and w.dtype not in (torch.float32, torch.float16):
             raise TypeError(
                 f"{where}: the emulator backend takes float32 or float16 weights, got "
-                f"{w.dtype} (the reference backend runs float64)"
+                f"{w.dtype} (convert the model with .float() or .half(); the reference "
+                "backend runs bfloat16 and float64 weights too)"
             )
 
 
