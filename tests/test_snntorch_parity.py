@@ -10,6 +10,7 @@ import torch
 from conftest import assert_rel_close, binary, margin
 
 from snn_ipu import LIFLayer, SynapticLayer
+from snn_ipu import surrogate as sg
 
 T, B, IN, HID, OUT = 25, 4, 40, 24, 10
 
@@ -231,3 +232,232 @@ def test_float64_yardstick_is_float64_in_every_parameter():
                                ("weight", layer.weight.grad, fc.weight.grad)]:
         assert ours.dtype == torch.float64 and float(theirs.abs().max()) > 0
         assert_rel_close(ours, theirs, 1e-12, name)
+
+
+class _Surrogate64(torch.autograd.Function):
+    """snnTorch's surrogates (atan, fast_sigmoid, sigmoid, straight_through_estimator:
+    their formulas, as snntorch.surrogate writes them) with the spikes kept in the input's
+    dtype, which snnTorch's own functions cast to float32."""
+
+    @staticmethod
+    def forward(ctx, x, kind, k):
+        ctx.save_for_backward(x)
+        ctx.kind, ctx.k = kind, k
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        k = ctx.k
+        if ctx.kind == "atan":
+            d = k / 2 / (1 + (torch.pi / 2 * k * x) ** 2)
+        elif ctx.kind == "fast_sigmoid":
+            d = 1 / (k * x.abs() + 1) ** 2
+        elif ctx.kind == "sigmoid":
+            d = k * torch.exp(-k * x) / (torch.exp(-k * x) + 1) ** 2
+        else:
+            d = torch.ones_like(x)
+        return g * d, None, None
+
+
+# (ours, snnTorch's kind and parameter): the non-default parameters of each surrogate
+SURROGATE_PAIRS = [
+    (sg.ATan(0.7), "atan", 0.7),
+    (sg.FastSigmoid(3.0), "fast_sigmoid", 3.0),
+    # snnTorch's sigmoid overflows (NaN) past k |x| ~ 44 in float32; synaptic membranes reach
+    # -100 here
+    (sg.Sigmoid(0.3), "sigmoid", 0.3),
+    (sg.StraightThrough(), "straight_through", None),
+]
+
+
+def _snntorch_neuron(layer, model, spike_grad):
+    """snnTorch's neuron for ``layer``: per-neuron constants, learned where the layer's
+    are (RLeaky / RSynaptic, all-to-all, its bias zeroed and frozen, when recurrent)."""
+    kw = dict(beta=layer.beta.detach().clone(), threshold=layer.threshold.detach().clone(),
+              learn_beta=isinstance(layer.beta, torch.nn.Parameter),
+              learn_threshold=isinstance(layer.threshold, torch.nn.Parameter),
+              reset_mechanism=layer.reset, spike_grad=spike_grad)
+    if model == "synaptic":
+        kw.update(alpha=layer.alpha.detach().clone(),
+                  learn_alpha=isinstance(layer.alpha, torch.nn.Parameter))
+    if not layer.recurrent:
+        return (snn.Synaptic if model == "synaptic" else snn.Leaky)(**kw)
+    neuron = (snn.RSynaptic if model == "synaptic" else snn.RLeaky)(
+        linear_features=layer.out_features, **kw)
+    with torch.no_grad():
+        neuron.recurrent.weight.copy_(layer.rec_weight)
+        neuron.recurrent.bias.zero_()
+    neuron.recurrent.bias.requires_grad_(False)
+    return neuron
+
+
+def _run_snntorch_neuron(fc, neuron, x, recurrent):
+    """Spikes and membranes [T, B, N] of nn.Linear + an snnTorch neuron from zero state."""
+    state = neuron.reset_mem()  # mem, (syn, mem) or (spk, mem) / (spk, syn, mem)
+    state = state if isinstance(state, tuple) else (state,)
+    spikes, mems = [], []
+    for t in range(x.shape[0]):
+        out = neuron(fc(x[t]), *state)
+        state = out if recurrent else out[1:]
+        spikes.append(out[0])
+        mems.append(out[-1])
+    return torch.stack(spikes), torch.stack(mems)
+
+
+def _learned_gradients(layer, fc, neuron, model):
+    """(name, ours, snnTorch's) of every gradient the layer and snnTorch both have."""
+    out = [("weight", layer.weight.grad, fc.weight.grad), ("bias", layer.bias.grad, fc.bias.grad),
+           ("beta", layer.beta.grad, neuron.beta.grad),
+           ("threshold", layer.threshold.grad, neuron.threshold.grad)]
+    if model == "synaptic":
+        out.append(("alpha", layer.alpha.grad, neuron.alpha.grad))
+    if layer.recurrent:
+        out.append(("rec_weight", layer.rec_weight.grad, neuron.recurrent.weight.grad))
+    return out
+
+
+def _per_neuron_layer(model, reset, recurrent, surrogate, backend, seed, n_in, n_out):
+    """A layer with learned per-neuron beta, threshold (and alpha), spread so that some
+    neurons leak fast and others fire below the usual threshold of 1."""
+    torch.manual_seed(seed)
+    cls = SynapticLayer if model == "synaptic" else LIFLayer
+    kw = dict(reset=reset, recurrent=recurrent, surrogate=surrogate, backend=backend,
+              beta=torch.linspace(0.5, 0.95, n_out), threshold=torch.linspace(0.6, 1.4, n_out),
+              learn_beta=True, learn_threshold=True)
+    if model == "synaptic":
+        kw.update(alpha=torch.linspace(0.3, 0.9, n_out), learn_alpha=True)
+    layer = cls(n_in, n_out, **kw)
+    with torch.no_grad():
+        layer.weight.mul_(3.0)
+        if recurrent:
+            layer.rec_weight.mul_(2.0)
+    layer.record_membrane = True
+    return layer
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("ours, kind, k", SURROGATE_PAIRS, ids=[p[1] for p in SURROGATE_PAIRS])
+def test_surrogates_and_per_neuron_learned_constants_match_snntorch(backend, model, ours, kind, k):
+    """Each surrogate with a non-default parameter, through a layer whose beta, threshold
+    (and alpha) are learned per neuron, on both backends, against snnTorch in float32:
+    spikes, membranes, and the gradients of W, b, the input and every constant."""
+    spike_grad = {"atan": snn.surrogate.atan, "fast_sigmoid": snn.surrogate.fast_sigmoid,
+                  "sigmoid": snn.surrogate.sigmoid}.get(kind)
+    spike_grad = spike_grad(k) if spike_grad else snn.surrogate.straight_through_estimator()
+    reset = "zero" if kind in ("fast_sigmoid", "straight_through") else "subtract"
+    threshold = torch.linspace(0.6, 1.4, HID)
+    for seed in range(20):
+        layer = _per_neuron_layer(model, reset, False, ours, "reference", seed, IN, HID)
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            layer(x)
+        if margin(layer.last_membrane, threshold) > 1e-4 and \
+                0.01 < layer.stats["activity"] < 0.5:
+            break
+    else:
+        pytest.fail("no tie-free seed found")
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
+    layer.backend = backend
+    fc = torch.nn.Linear(IN, HID)
+    with torch.no_grad():
+        fc.weight.copy_(layer.weight)
+        fc.bias.copy_(layer.bias)
+    neuron = _snntorch_neuron(layer, model, spike_grad)
+    x_ref = x.clone().requires_grad_()
+    ref_spikes, ref_mems = _run_snntorch_neuron(fc, neuron, x_ref, False)
+    (ref_spikes * readout).sum().backward()
+    x_ours = x.clone().requires_grad_()
+    out = layer(x_ours)
+    (out.to_dense() * readout).sum().backward()
+
+    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
+    assert_rel_close(layer.last_membrane, ref_mems.detach(), 1e-6, "membrane")
+    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model) + [
+            ("input", x_ours.grad, x_ref.grad)]:
+        assert float(theirs.abs().max()) > 0, name
+        assert_rel_close(mine, theirs, 1e-4, f"{name} grad")
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_float64_yardstick_per_neuron_learned_constants(model, reset, recurrent):
+    """The reference in float64 against float64 snnTorch to 1e-10, every reset, leaky and
+    synaptic, recurrent or not, beta / threshold / alpha learned per neuron: differences
+    below float32's rounding, which the float32 comparisons cannot see, show here.
+    (RLeaky's zero reset is another model, docs/numerics.md: not compared.)"""
+    if model == "leaky" and recurrent and reset == "zero":
+        pytest.skip("RLeaky's zero reset also zeroes the step's input")
+    surrogate, kind, k = SURROGATE_PAIRS[(len(model) + len(reset) + recurrent) % 3]
+    threshold = torch.linspace(0.6, 1.4, HID, dtype=torch.float64)
+    for seed in range(20):
+        layer = _per_neuron_layer(model, reset, recurrent, surrogate, "reference", seed, IN,
+                                  HID).double()
+        x = binary((T, B, IN), 0.25, seed).double()
+        with torch.no_grad():
+            layer(x)
+        if margin(layer.last_membrane, threshold) > 1e-6 and \
+                0.01 < layer.stats["activity"] < 0.5:
+            break
+    else:
+        pytest.fail("no tie-free seed found")
+    readout = torch.randn(T, B, HID, dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(seed))
+    fc = torch.nn.Linear(IN, HID).double()
+    with torch.no_grad():
+        fc.weight.copy_(layer.weight)
+        fc.bias.copy_(layer.bias)
+    neuron = _snntorch_neuron(layer, model, lambda v: _Surrogate64.apply(v, kind, k)).double()
+    x_ref = x.clone().requires_grad_()
+    ref_spikes, ref_mems = _run_snntorch_neuron(fc, neuron, x_ref, recurrent)
+    (ref_spikes * readout).sum().backward()
+    x_ours = x.clone().requires_grad_()
+    out = layer(x_ours)
+    (out.to_dense() * readout).sum().backward()
+
+    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
+    assert_rel_close(layer.last_membrane, ref_mems.detach(), 1e-12, "membrane")
+    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model) + [
+            ("input", x_ours.grad, x_ref.grad)]:
+        assert mine.dtype == torch.float64 and float(theirs.abs().max()) > 0, name
+        assert_rel_close(mine, theirs, 1e-10, f"{name} grad")
+
+
+@pytest.mark.parametrize("model", ["leaky", "synaptic"])
+def test_learned_decays_outside_zero_one_are_clamped_as_snntorch(backend, model):
+    """A learned beta (and alpha) that an optimizer pushed outside [0, 1] is used clamped,
+    with the clamp's gradient: zero for the neurons outside, as snnTorch's."""
+    outside = torch.linspace(-0.3, 1.3, HID)
+    for seed in range(20):
+        layer = _per_neuron_layer(model, "subtract", False, sg.ATan(), "reference", seed, IN,
+                                  HID)
+        with torch.no_grad():
+            layer.beta.copy_(outside)
+            if model == "synaptic":
+                layer.alpha.copy_(outside.flip(0))
+        x = binary((T, B, IN), 0.25, seed)
+        with torch.no_grad():
+            layer(x)
+        if margin(layer.last_membrane, layer.threshold.detach()) > 1e-4 and \
+                0.01 < layer.stats["activity"] < 0.5:
+            break
+    else:
+        pytest.fail("no tie-free seed found")
+    layer.backend = backend
+    readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
+    fc = torch.nn.Linear(IN, HID)
+    with torch.no_grad():
+        fc.weight.copy_(layer.weight)
+        fc.bias.copy_(layer.bias)
+    neuron = _snntorch_neuron(layer, model, snn.surrogate.atan(2.0))
+    ref_spikes, _ = _run_snntorch_neuron(fc, neuron, x, False)
+    (ref_spikes * readout).sum().backward()
+    out = layer(x).to_dense()
+    (out * readout).sum().backward()
+    assert torch.equal(out.detach(), ref_spikes.detach())
+    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model):
+        assert_rel_close(mine, theirs, 1e-4, f"{name} grad")
+    clamped = (outside < 0) | (outside > 1)
+    assert bool((layer.beta.grad[clamped] == 0).all())
+    assert float(layer.beta.grad[~clamped].abs().max()) > 0
