@@ -280,3 +280,52 @@ def test_a_carried_state_is_not_moved_on_by_a_checkpoints_recomputation(backend,
         out.sum().backward()
     torch.testing.assert_close(layer.state.membrane, expected.state.membrane)
     torch.testing.assert_close(layer.state.spikes, expected.state.spikes)
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+def test_snntorchs_reset_after_the_threshold_moved_between_chunks(backend, reset):
+    """docs/numerics.md, "Time and state": where a learned threshold moved between two
+    chunks, snnTorch resets step 0 by H(U[-1] - new threshold); the state's spikes
+    recomputed so, as the docs say, give snnTorch's second chunk: spikes, membranes and
+    gradients (the weight, the bias and the threshold)."""
+    ours, x = tie_free("leaky", reset, False, learn_threshold=True)
+    ours.backend = backend
+    fc = torch.nn.Linear(IN, N)
+    with torch.no_grad():
+        fc.weight.copy_(ours.weight)
+        fc.bias.copy_(ours.bias)
+    lif = snn.Leaky(beta=0.9, threshold=torch.tensor(1.0), learn_threshold=True,
+                    reset_mechanism=reset)
+    mem = lif.reset_mem()
+    with torch.no_grad():
+        for t in range(SPLIT):
+            _, mem = lif(fc(x[t]), mem)
+    ours.carry_state = True
+    with torch.no_grad():
+        ours(x[:SPLIT])
+    # the step an optimizer could take: the threshold just below the highest membrane
+    # that spiked, so that this neuron spiked but snnTorch does not reset it
+    state = ours.state
+    moved = float(state.membrane[state.spikes > 0].max()) + 1e-3
+    with torch.no_grad():
+        ours.threshold.fill_(moved)
+        lif.threshold.fill_(moved)
+    assert bool(((state.membrane > moved).float() != state.spikes).any())
+    ours.state = state._replace(spikes=(state.membrane > ours.threshold.detach()).float())
+
+    weights = torch.randn(T - SPLIT, B, N, generator=torch.Generator().manual_seed(5))
+    spikes, mems = [], []
+    mem = mem.detach()
+    for t in range(SPLIT, T):
+        spk, mem = lif(fc(x[t]), mem)
+        spikes.append(spk)
+        mems.append(mem)
+    (torch.stack(spikes) * weights).sum().backward()
+    ours.record_membrane = True
+    out = ours(x[SPLIT:]).to_dense()
+    (out * weights).sum().backward()
+    assert torch.equal(out.detach(), torch.stack(spikes).detach())
+    assert_rel_close(ours.last_membrane, torch.stack(mems).detach(), 1e-6, "membrane")
+    assert_rel_close(ours.weight.grad, fc.weight.grad, 1e-4, "weight")
+    assert_rel_close(ours.bias.grad, fc.bias.grad, 1e-4, "bias")
+    assert_rel_close(ours.threshold.grad, lif.threshold.grad, 1e-4, "threshold")
