@@ -289,6 +289,23 @@ def test_corrupted_ids_raise_not_crash():
         layer(edited)
 
 
+def test_corrupted_padding_ids_raise_not_crash(monkeypatch):
+    """An out-of-range id in a list's padding (past counts[..., 1]), edited in after the
+    list's check, is refused as the reference refuses it: the kernels never read it, but
+    the backward's dense paths gather and scatter at every id (on CPU tensors an
+    IndexError from backward(), on a GPU a device-side assert)."""
+    monkeypatch.setattr(tbackend, "DENSE_FRACTION", 0.0)
+    layer = LIFLayer(IN, HID, backend="triton", name="hidden1")
+    s = SparseSpikes.from_dense(binary((T, B, IN), 0.3, 0))
+    t, b = (int(i) for i in (s.counts[..., 1] < s.capacity).nonzero()[0])
+    edited = SparseSpikes(s.ids.clone(), s.counts, IN, s.values.clone().requires_grad_())
+    edited.ids.data[t, b, -1] = 10**6
+    with pytest.raises(ValueError, match=re.escape(
+            f"hidden1: input list id {10**6} at t={t}, b={b}, k={s.capacity - 1} out of "
+            f"range [0, {IN}) (padding past counts[..., 1]")):
+        layer(edited).to_dense().sum().backward()
+
+
 def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET")
     layer = LIFLayer(IN, HID, backend="triton", name="hidden1")

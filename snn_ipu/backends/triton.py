@@ -101,13 +101,16 @@ def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams,
 
 
 def _check_list(where: str, ids: torch.Tensor, counts: torch.Tensor, n_in: int) -> None:
-    """The counts and listed ids of an input list, on its device, checked before any
-    kernel indexes with them (as the emulator's native scan does): a list edited after
-    it was made or validated raises here, not out of bounds on the GPU."""
+    """The counts and ids of an input list, on its device, checked before any kernel or
+    torch op indexes with them: a list edited after it was made or validated raises
+    here, not out of bounds on the GPU (a device-side assert, which ends the process's
+    CUDA context). Every id, the padding past ``counts[..., 1]`` too, as the reference
+    checks them: the kernels read listed ids alone, but the backward pass's dense paths
+    (``_input_grads``) gather and scatter at every id."""
     T, B, K = ids.shape
     c0, c1 = counts[..., 0], counts[..., 1]
     bad_counts = (c0 < 0) | (c1 < c0) | (c1 > K)
-    bad_ids = listed_mask(counts.long(), K, 1) & ((ids < 0) | (ids >= n_in))
+    bad_ids = (ids < 0) | (ids >= n_in)
     if not bool(bad_counts.any() | bad_ids.any()):
         return
     if bool(bad_counts.any()):
@@ -115,8 +118,10 @@ def _check_list(where: str, ids: torch.Tensor, counts: torch.Tensor, n_in: int) 
         raise ValueError(f"{where}: input list counts {counts[t, b].tolist()} at t={t}, "
                          f"b={b} must satisfy 0 <= spikes <= listed and not exceed capacity {K}")
     t, b, k = (int(i) for i in bad_ids.nonzero()[0])
+    padding = "" if k < int(c1[t, b]) else (
+        " (padding past counts[..., 1]: pad with a valid id such as 0)")
     raise ValueError(f"{where}: input list id {int(ids[t, b, k])} at t={t}, b={b}, k={k} out "
-                     f"of range [0, {n_in})")
+                     f"of range [0, {n_in}){padding}")
 
 
 def _first_order_only(name: str) -> None:
