@@ -330,3 +330,43 @@ def test_auto_picks_triton_for_cuda_tensors(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "triton" else real(name, *a))
     assert auto_backend(torch.device("cuda")) == "reference"
+
+
+def test_every_launch_is_a_listed_specialisation(monkeypatch):
+    """Every kernel launch's argument types are those of an entry of SPECIALISATIONS,
+    which tests/test_triton_compile.py compiles for sm_80 / sm_90: a listed type that
+    differs from the launched one (neuron_scan_ff's uint8 flags were listed as float32)
+    compiles a variant the GPU never runs and leaves the one it runs unchecked."""
+    from snn_ipu import SynapticLayer
+    from snn_ipu.backends import triton_kernels as tk
+
+    types = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16",
+             torch.int32: "*i32", torch.uint8: "*u8"}
+    seen = set()
+    launch = tk.Kernel.__getitem__
+
+    def recording(self, grid):
+        run = launch(self, grid)
+
+        def record(*args, **kwargs):
+            seen.add((self, tuple(types[a.dtype] if isinstance(a, torch.Tensor) else
+                                  "i32" if isinstance(a, int) else "fp32" for a in args)))
+            return run(*args, **kwargs)
+        return record
+
+    monkeypatch.setattr(tk.Kernel, "__getitem__", recording)
+    for dtype in (torch.float32, torch.bfloat16):
+        for cls, recurrent in ((LIFLayer, False), (LIFLayer, True), (SynapticLayer, False)):
+            torch.manual_seed(0)
+            net = torch.nn.Sequential(
+                cls(8, 6, backend="triton", grad_window=0.5, recurrent=recurrent, dtype=dtype,
+                    learn_beta=True),
+                ReadoutLayer(6, 3, backend="triton", dtype=dtype))
+            with torch.no_grad():
+                net[0].weight.mul_(4.0)
+            net(binary((3, 2, 8), 0.4, 0).requires_grad_()).sum().backward()
+    assert {k for k, _ in seen} == {s.kernel for s in tk.SPECIALISATIONS}  # all launched
+    for kernel, got in seen:
+        listed = {tuple(t for t in s.signature.values() if t != "constexpr")
+                  for s in tk.SPECIALISATIONS if s.kernel is kernel}
+        assert got in listed, f"{kernel.fn.__name__}: launched with {got}, listed {listed}"

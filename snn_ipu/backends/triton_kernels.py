@@ -596,7 +596,9 @@ def _specialisations() -> Tuple[Specialisation, ...]:
             {"BLOCK_K": BLOCK_K, "BLOCK_N": BLOCK_N}))
     out.append(Specialisation(
         "neuron_scan_ff", neuron_scan_ff_kernel,
-        _sig(neuron_scan_ff_kernel, [p32] * 10 + [i32] * 5 + [f32, i32, c]),
+        # flags is uint8, as the backend allocates it (listed as fp32, the variant the
+        # compile test built was not the one the JIT launches)
+        _sig(neuron_scan_ff_kernel, [p32] * 7 + ["*u8", p32, p32] + [i32] * 5 + [f32, i32, c]),
         {"BLOCK_N": BLOCK_N}))
     out.append(Specialisation(
         "list_compact", list_compact_kernel,
