@@ -596,8 +596,8 @@ def _specialisations() -> Tuple[Specialisation, ...]:
             {"BLOCK_K": BLOCK_K, "BLOCK_N": BLOCK_N}))
     out.append(Specialisation(
         "neuron_scan_ff", neuron_scan_ff_kernel,
-        # flags is uint8, as the backend allocates it (listed as fp32, the variant the
-        # compile test built was not the one the JIT launches)
+        # flags is uint8, as the backend allocates it: the compile test builds the
+        # variant that the JIT launches
         _sig(neuron_scan_ff_kernel, [p32] * 7 + ["*u8", p32, p32] + [i32] * 5 + [f32, i32, c]),
         {"BLOCK_N": BLOCK_N}))
     out.append(Specialisation(
