@@ -306,8 +306,14 @@ def test_corrupted_padding_ids_raise_not_crash(monkeypatch):
         layer(edited).to_dense().sum().backward()
 
 
-def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch):
-    monkeypatch.delenv("TRITON_INTERPRET")
+@pytest.mark.parametrize("value", [None, "0", "false", "OFF", "2"])
+def test_cpu_tensors_without_the_interpreter_are_refused(monkeypatch, value):
+    """Triton's interpreter is on for 1, true, on and yes alone (any case): for any other
+    value it runs nothing on the CPU, and neither does the backend."""
+    if value is None:
+        monkeypatch.delenv("TRITON_INTERPRET")
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", value)
     layer = LIFLayer(IN, HID, backend="triton", name="hidden1")
     with pytest.raises(ValueError, match="hidden1: the triton backend runs on CUDA tensors.*"
                                          "TRITON_INTERPRET=1"):

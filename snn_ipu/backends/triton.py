@@ -70,8 +70,10 @@ def kernels():
 
 def _interpreter_on() -> bool:
     """Whether CPU tensors may run the kernels through Triton's interpreter: with
-    ``TRITON_INTERPRET=1`` set (read at each call)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    ``TRITON_INTERPRET=1`` set (read at each call), or any value Triton itself reads as
+    on (``true``, ``on``, ``yes``, in any case), so that ``TRITON_INTERPRET=false``
+    refuses CPU tensors here as Triton leaves its interpreter off."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def _check_inputs(where: str, spikes: SparseSpikes, params: LayerParams,

@@ -11,7 +11,6 @@ line per specialisation, the count and the time. Run it without ``TRITON_INTERPR
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Dict, List, Sequence
@@ -22,7 +21,9 @@ __all__ = ["compile_all", "main"]
 def compile_all(arch: int, verbose: bool = False) -> List[Dict[str, object]]:
     """Compiles every specialisation for ``GPUTarget("cuda", arch, 32)``; returns, for
     each, its name, the sizes of its PTX and cubin and the seconds it took."""
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    from .triton import _interpreter_on
+
+    if _interpreter_on():
         raise RuntimeError("unset TRITON_INTERPRET: the interpreter's kernels cannot be compiled")
     import triton
     from triton.backends.compiler import GPUTarget
