@@ -499,8 +499,18 @@ class _Layer(nn.Module):
                 self._warned.add(message)
                 warnings.warn(f"{self.name}: {message}", UserWarning, stacklevel=5)
         if record.total_spikes is not None:
-            self._dropped_totals["total_spikes_dropped"] += record.overflow.spikes_dropped
-            self._dropped_totals["total_eligible_dropped"] += record.overflow.eligible_dropped
+            totals = self._dropped_totals
+            if _graph_task_id() == -1:
+                totals["total_spikes_dropped"] += record.overflow.spikes_dropped
+                totals["total_eligible_dropped"] += record.overflow.eligible_dropped
+                state["_listed_eligible"] = bool(record.eligible_listed
+                                                 or record.overflow.eligible_dropped)
+            elif not state.get("_listed_eligible", False):
+                # A call recomputed in the backward pass (torch.utils.checkpoint) repeats
+                # a counted call: its spikes were counted then. Its eligible entries were
+                # too, unless that call had none (the reentrant form runs it without
+                # grad, so only the recomputation lists them).
+                totals["total_eligible_dropped"] += record.overflow.eligible_dropped
         membrane = state["last_membrane"] = record.membrane if self.record_membrane else None
         if membrane is not None and self.neuron_model != "readout":
             # detached: the membrane losses refuse it in a call that trains, naming

@@ -390,6 +390,30 @@ def test_overflow_drop_keeps_first_entries_and_warns_once(recurrent):
     assert emu.stats["total_spikes_dropped"] == 2 * emu.stats["spikes_dropped"]
 
 
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_drops_are_counted_once(backend, reentrant):
+    """torch.utils.checkpoint runs a call again in the backward pass: the running drop
+    totals are those of the same forward and backward without it (the recomputation
+    counted every drop a second time). The reentrant form runs the first call without
+    grad, so its eligible-only drops are the recomputation's."""
+    from torch.utils.checkpoint import checkpoint
+
+    x = binary((T, B, IN), 0.4, 4)
+    plain, checkpointed = busy_layer("drop", 6, backend), busy_layer("drop", 6, backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the drops' warning
+        plain(x).to_dense().sum().backward()
+        inputs = x.clone().requires_grad_()  # the reentrant form needs one
+        checkpoint(lambda s: checkpointed(s).to_dense(), inputs,
+                   use_reentrant=reentrant).sum().backward()
+    expected = plain.stats
+    assert expected["total_spikes_dropped"] > 0 and expected["total_eligible_dropped"] > 0
+    for key in ("total_spikes_dropped", "total_eligible_dropped"):
+        assert checkpointed.stats[key] == expected[key], key
+    torch.testing.assert_close(checkpointed.weight.grad, plain.weight.grad)
+
+
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
 @pytest.mark.parametrize("recurrent", [False, True])
 def test_overflow_drop_gradients_match_reference(reset, recurrent):
