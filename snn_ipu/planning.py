@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from ._numbers import MAX_SIZE, flag, whole_number
+from ._numbers import MAX_SIZE, flag, positive_size, real_number, whole_number
 from .backends.work_split import MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
@@ -511,15 +511,17 @@ def plan(
     pipelined = False if pipelined is None else flag("pipelined", pipelined)
     if target not in ("ipu2", "host"):
         raise ValueError(f"unknown target {target!r}; expected 'ipu2' or 'host'")
-    for what, value, optional in (
-        ("batch_size", batch_size, False), ("num_steps", num_steps, False),
-        ("max_spikes", max_spikes, True), ("input_max_spikes", input_max_spikes, True),
-        ("threads", threads, True),
-    ):
-        if optional and value is None:
-            continue
-        if (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31):
-            raise ValueError(f"{what} must be a positive integer (below 2**31), got {value!r}")
+    # numpy ints as the layer sizes take them (np.int64(64) is a positive integer: it
+    # was refused as "must be a positive integer"), held as Python ints from here on
+    batch_size = positive_size("batch_size", batch_size)
+    num_steps = positive_size("num_steps", num_steps)
+    max_spikes = None if max_spikes is None else positive_size("max_spikes", max_spikes)
+    input_max_spikes = (None if input_max_spikes is None
+                        else positive_size("input_max_spikes", input_max_spikes))
+    threads = None if threads is None else positive_size("threads", threads)
+    # a number by name: "0.1" failed in the comparison with an unnamed TypeError, and
+    # True was planned as activity 1.0
+    activity = real_number("activity", activity)
     if not 0.0 <= activity <= 1.0:
         raise ValueError(f"activity must be a fraction in [0, 1], got {activity!r}")
     n_threads = threads if threads is not None else planning_threads()

@@ -307,6 +307,20 @@ def test_plan_arguments_are_checked_by_name():
             plan([40, 24, 5], **args)
 
 
+def test_plan_takes_numpy_integers_and_names_a_wrong_activity():
+    """numpy ints are positive integers here as in the layer sizes (a batch size read
+    from an array was refused as not one); an activity that is not a number is an
+    error naming it, not a TypeError from a comparison or True planned as 1.0."""
+    r = plan([40, 24, 5], batch_size=np.int64(4), num_steps=np.int32(10),
+             max_spikes=np.int64(3), input_max_spikes=np.int16(7), threads=np.int64(1))
+    assert (r.batch_size, r.num_steps) == (4, 10) and type(r.batch_size) is int
+    # the capacities asked for, not the automatic ones (2 each at 5% of 40 and 24)
+    assert [(x.capacity_in, x.capacity_out) for x in r.layers] == [(7, 3), (3, 0)]
+    for activity in ("0.1", True, None):
+        with pytest.raises(ValueError, match="activity must be a number"):
+            plan([40, 24, 5], 4, 10, activity=activity)
+
+
 def test_plan_error_names_the_layer_and_the_fix():
     r = plan([100_000, 100_000, 10], batch_size=32, num_steps=100)
     assert not r.fits
