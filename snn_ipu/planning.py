@@ -256,7 +256,9 @@ class PlanReport:
             where = (
                 "the busiest tile (every layer's input and output tensors are spread over "
                 "all tiles of the IPU)" if self.disjoint else
-                f"tile 0 (their {sum(r.num_tiles for r in self.layers)} tiles overlap on "
+                # tiles_used: a layer split over sample groups spans its tiles times its
+                # groups (num_tiles alone said "their 47 tiles" of layers on 3008)
+                f"tile 0 (their {sum(r.tiles_used for r in self.layers)} tiles overlap on "
                 f"the {self.target_tiles} of the IPU)"
             )
             out.append(

@@ -5,6 +5,7 @@ popops_ext/plan/MemoryEstimation.cpp (the list of what a tile holds), not
 taken from the planner's output.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -362,6 +363,20 @@ def test_layers_that_fit_alone_but_not_together():
     assert any("together" in p for p in r.problems())
     with pytest.raises(PlanError, match="together"):
         r.raise_if_not_fits()
+
+
+def test_layers_that_fit_alone_count_their_sample_groups_tiles():
+    """The overlap counts each layer's tiles of all its sample groups: 16 x 64 and
+    16 x 64 and 3 x 64 tiles from tile 0 are 1024 + 1024 + 192 = 2240 tiles."""
+    rows = []
+    for name, tiles in (("a", 16), ("b", 16), ("c", 3)):
+        row = _row(name, tiles, 450 * KIB, 100 * KIB)
+        rows.append(dataclasses.replace(row, sample_groups=64,
+                                        details={**row.details, "tiles_used": tiles * 64}))
+    r = PlanReport("ipu2", 64, 10, rows, 1.33e9)
+    assert r.bytes_per_tile_combined == 350 * KIB + 300 * KIB  # > 624 KiB
+    (problem,) = r.problems()
+    assert "their 2240 tiles overlap on the 1472 of the IPU" in problem
 
 
 def test_host_plan_fits_and_reports_items():
