@@ -320,7 +320,15 @@ class PlanReport:
                if self.is_ipu else "")
             + (" - fits" if self.fits else " - DOES NOT FIT")
         )
-        if self.is_ipu and self.pipelined:
+        if self.is_ipu and self.pipelined and not self.disjoint and len(self.layers) > 1:
+            # plan() falls back to the overlaid layout when the layers have no tiles of
+            # their own to share out: the note below, that they run at once, was wrong
+            lines.append(
+                "pipelined, but the layers do not fit on tiles of their own, side by side: "
+                "planned overlaid from tile 0, so they run one after another (the layers' "
+                "sum), not at once in the fused time loop; for that use fewer or smaller "
+                "layers, a smaller batch or shorter num_steps")
+        elif self.is_ipu and self.pipelined:
             lines.append(
                 "pipelined: each layer reads its input one step late (input_delay), so the "
                 "layers of a step run at once in one program (the fused time loop, "

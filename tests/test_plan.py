@@ -405,6 +405,20 @@ def test_report_says_how_the_layers_share_the_ipu():
     assert max(per_layer) < p.cycles_per_step < sum(per_layer)
 
 
+def test_pipelined_layers_without_tiles_of_their_own_are_not_said_to_run_at_once():
+    """Three 4096 -> 4096 layers that build an input gradient hold, per 8-neuron grain,
+    W and dW rows of 8 x 4096 x 4 B = 128 KiB each: 16 neurons (512 KiB + the 32 KiB
+    reserve + buffers) pass 624 KiB, so each needs 4096 / 8 = 512 tiles, and the three
+    1536 > 1472: side by side they cannot be, the fused time loop cannot run them."""
+    r = plan([4096] * 5 + [10], batch_size=4, num_steps=50, pipelined=True)
+    assert [row.num_tiles for row in r.layers[1:4]] == [512] * 3
+    assert r.fits and not r.disjoint
+    assert r.cycles_per_step == sum(row.cycles_per_step for row in r.layers)
+    text = str(r)
+    assert "run at once in one program" not in text
+    assert "do not fit on tiles of their own" in text
+
+
 def test_a_layer_whose_input_needs_no_grad_is_costed_without_an_input_gradient():
     """N-MNIST's first layer (2312 -> 1466, 62 x 24 neurons, 16 groups of 3 samples):
     without input_needs_grad its backward has no input gradient, no reduction of the
