@@ -313,7 +313,7 @@ class PlanReport:
                if self.pipelined and self.disjoint else "the layers' sum")
         lines.append(
             f"total: {self.cycles_per_step / 1e6:.3f} Mcycles/step ({how}), "
-            f"{self.seconds_per_step * 1e3:.3f} ms/step, {self.samples_per_second:,.0f} samples/s"
+            f"{self.seconds_per_step * 1e3:.3f} ms/step, {_rate(self.samples_per_second)} samples/s"
             + (f", {self.tiles_used} of {self.target_tiles} tiles, busiest tile "
                f"{_kib(self.bytes_per_tile_combined)} with all layers "
                + ("on their own tiles" if self.disjoint else "overlaid from tile 0")
@@ -346,6 +346,12 @@ class PlanReport:
                          f"{_kib(int(self.layers[0].details.get('host_memory_budget', 0)))}")
         lines.extend(f"  {p}" for p in self.problems())
         return "\n".join(lines)
+
+
+def _rate(per_second: float) -> str:
+    """Samples per second as printed: whole ones, but three significant digits below
+    100 (a step of 15 s on a batch of 4 printed as "0 samples/s")."""
+    return f"{per_second:,.0f}" if per_second >= 100 else f"{per_second:.3g}"
 
 
 def _kib(n: int) -> str:

@@ -379,6 +379,15 @@ def test_layers_that_fit_alone_count_their_sample_groups_tiles():
     assert "their 2240 tiles overlap on the 1472 of the IPU" in problem
 
 
+def test_slow_steps_print_their_rate_not_zero():
+    # 2e10 cycles at 1.33 GHz: 15.04 s per step of 4 samples, 0.266 samples/s (the
+    # same line on an IPU target)
+    r = PlanReport("host", 4, 10, [dataclasses.replace(_row("a", 10, 100 * KIB, KIB),
+                                                       cycles_per_step=20_000_000_000)],
+                   1.33e9)
+    assert "15037.594 ms/step, 0.266 samples/s" in str(r)
+
+
 def test_host_plan_fits_and_reports_items():
     r = plan([100, 64, 10], batch_size=8, num_steps=20, target="host", threads=2)
     assert r.fits and r.target == "host"
