@@ -629,7 +629,13 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if saved.epochs != config.epochs:  # a longer or shorter run: the schedule follows
-            scheduler.lr_lambdas[0] = _lr_lambda(config, steps_per_epoch)
+            lr_lambda = _lr_lambda(config, steps_per_epoch)
+            scheduler.lr_lambdas[0] = lr_lambda
+            # the optimizer's state holds the old schedule's rate for the next step (0
+            # after a finished cosine run), which the first resumed step would take:
+            # from that step on, the rate is the new schedule's
+            for group, base in zip(optimizer.param_groups, scheduler.base_lrs):
+                group["lr"] = base * lr_lambda(scheduler.last_epoch)
         set_rng_state(state["rng"])
         history = list(state["metrics"])
         first_epoch = state["epoch"] + 1

@@ -2,6 +2,7 @@
 bitwise resume, a save that dies mid-write, eval, plot, plan, --help."""
 
 import json
+import math
 import re
 
 import pytest
@@ -99,6 +100,26 @@ def test_resume_is_bitwise_equal_to_an_uninterrupted_run(tmp_path, capsys, monke
     assert strip == [{k: v for k, v in m.items() if k != "seconds"} for m in b["metrics"]]
     log = [json.loads(x) for x in (tmp_path / "part.metrics.jsonl").read_text().splitlines()]
     assert [r.get("epoch") for r in log] == [None, 1, 2, 3]
+
+
+def test_a_resume_to_more_epochs_takes_the_stretched_cosine_from_its_first_step(
+        tmp_path, capsys, monkeypatch):
+    """--epochs 2 (a finished cosine run: lr 0 after its last step), resumed to 4: every
+    resumed step's learning rate is the 4-epoch cosine's, by hand (24 training samples
+    in batches of 8: 3 steps per epoch, 12 in all; steps 6 to 11 are resumed)."""
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
+    used = []
+    real = torch.optim.Adam.step
+
+    def step(self, *args, **kwargs):
+        used.append(self.param_groups[0]["lr"])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    run(capsys, ["train", "--resume", str(path), "--epochs", "4", "--progress", "off"])
+    by_hand = [3e-3 * 0.5 * (1 + math.cos(math.pi * s / 12)) for s in range(6, 12)]
+    assert used == pytest.approx(by_hand, rel=1e-12, abs=1e-18)
 
 
 def test_a_save_that_dies_mid_write_leaves_the_last_checkpoint(tmp_path, capsys, monkeypatch):
