@@ -652,7 +652,9 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
             f"{f', {dist.world} processes' if dist.active else ''}")
         if first_epoch > 1:
             log(f"resumed from {resume} after epoch {first_epoch - 1}")
-    start = time.perf_counter()
+    # a resumed run's clock goes on from the checkpoint's last epoch: the log's seconds
+    # keep counting the run's training time, not this process's
+    start = time.perf_counter() - (history[-1].get("seconds", 0.0) if history else 0.0)
     metrics: Dict[str, Any] = history[-1] if history else {}
     for epoch in range(first_epoch, config.epochs + 1):
         model.train()

@@ -122,6 +122,37 @@ def test_a_resume_to_more_epochs_takes_the_stretched_cosine_from_its_first_step(
     assert used == pytest.approx(by_hand, rel=1e-12, abs=1e-18)
 
 
+class _Clock:
+    """time.perf_counter for training: one second per reading."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_a_resumed_runs_seconds_continue_the_runs_clock(tmp_path, capsys, monkeypatch):
+    """Each epoch's seconds, on a clock of one second per reading: epoch e at e seconds
+    in the uninterrupted run, and so in a run stopped after epoch 2 and resumed (not
+    counting again from 0 at the resume)."""
+    monkeypatch.setattr(training, "time", _Clock())
+    run(capsys, TINY + ["--epochs", "3", "--save", str(tmp_path / "whole.pt")])
+    part = tmp_path / "part.pt"
+    monkeypatch.setattr(training, "time", _Clock())
+    _stop_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(TINY + ["--epochs", "3", "--save", str(part)])
+    monkeypatch.setattr(training, "save_checkpoint", checkpoint_module.save_checkpoint)
+    monkeypatch.setattr(training, "time", _Clock())
+    run(capsys, ["train", "--resume", str(part), "--progress", "off"])
+    for name in ("whole", "part"):
+        log = (tmp_path / f"{name}.metrics.jsonl").read_text().splitlines()
+        seconds = [json.loads(line)["seconds"] for line in log[1:]]
+        assert seconds == [1.0, 2.0, 3.0], name
+
+
 def test_a_save_that_dies_mid_write_leaves_the_last_checkpoint(tmp_path, capsys, monkeypatch):
     path = tmp_path / "model.pt"
     real_save = torch.save
