@@ -108,7 +108,7 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
     if not epochs:
         raise ValueError(f"{source}: no finished epoch to plot")
     out = source.parent if out is None else output_folder(out, "--out")
-    stem = source.name.split(".")[0]
+    stem = _run_name(source)
     plt = _pyplot()
     written = []
 
@@ -146,6 +146,17 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
     raster = _raster_of_sample(Path(checkpoint), out / f"{stem}_raster.png", sample, data_dir,
                                plt, run["config"])
     return written if raster is None else written + [raster]
+
+
+def _run_name(source: Path) -> str:
+    """NAME of the PNGs: the checkpoint's name without its suffix, from the checkpoint
+    (``lr0.01.pt``) or its log (``lr0.01.metrics.jsonl``). Not the name up to its first
+    dot: runs named ``lr0.003`` and ``lr0.01`` would both write ``lr0_*.png``, the
+    second run's plots replacing the first's."""
+    log_suffix = ".metrics.jsonl"
+    if source.name.endswith(log_suffix) and len(source.name) > len(log_suffix):
+        return source.name[:-len(log_suffix)]
+    return source.stem or source.name
 
 
 def _save(fig, path: Path, plt) -> Path:

@@ -285,6 +285,20 @@ def test_plot_writes_curves_activity_and_rasters(tmp_path, capsys):
     assert out.count(".png") == 3
 
 
+def test_plots_of_runs_whose_names_hold_dots_do_not_replace_each_other(tmp_path, capsys):
+    """NAME is the checkpoint's name without its suffix (lr0.01.pt -> lr0.01), also from
+    its log (lr0.01.metrics.jsonl): two runs plotted into one folder keep six PNGs."""
+    for name in ("lr0.003", "lr0.01"):
+        lr = name[len("lr"):]
+        run(capsys, TINY + ["--epochs", "1", "--lr", lr, "--save", str(tmp_path / f"{name}.pt")])
+    out = tmp_path / "png"
+    run(capsys, ["plot", str(tmp_path / "lr0.003.pt"), "--out", str(out)])
+    run(capsys, ["plot", str(tmp_path / "lr0.01.metrics.jsonl"), "--out", str(out)])
+    assert sorted(p.name for p in out.iterdir()) == [
+        f"{name}_{kind}.png" for name in ("lr0.003", "lr0.01")
+        for kind in ("activity", "curves", "raster")]
+
+
 def test_plot_of_a_log_finds_its_own_checkpoint_only(tmp_path, capsys, monkeypatch):
     """A log names its checkpoint by an absolute path, so plotting it from another folder
     draws that run's raster; where another run's checkpoint now sits at that path, no
