@@ -4,6 +4,7 @@
 import pytest
 import snntorch as snn
 import torch
+from conftest import assert_rel_close
 from torch import nn
 
 from snn_ipu import LIFLayer, SynapticLayer, export_to_nir, from_snntorch, pipeline, to_snntorch
@@ -97,3 +98,48 @@ def test_messages_say_what_to_do():
     with pytest.raises(ValueError, match=r"from_snntorch: 3 \(Leaky\): threshold must be"):
         from_snntorch(nn.Sequential(nn.Linear(IN, HID), snn.Leaky(beta=0.9),
                                     nn.Linear(HID, OUT), snn.Leaky(beta=0.9, threshold=0.0)))
+
+
+def _steps(net, x):
+    for module in net.modules():
+        if isinstance(module, snn.SpikingNeuron):
+            module.reset_mem()
+    return torch.stack([net(x[t])[0] for t in range(x.shape[0])])
+
+
+def test_learned_decays_an_optimizer_took_out_of_range_convert_as_snntorch_steps_them():
+    """snnTorch clamps a learned beta/alpha to [0, 1] where it uses it, and training
+    takes them past 1 or below 0; from_snntorch refused such a trained network (the
+    constructor's range check for fixed decays). It converts now, with the raw values:
+    the same spikes, and the same weights after Adam steps (0 gradient past the clamp)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Linear(IN, HID), snn.Leaky(beta=0.9, learn_beta=True, init_hidden=True),
+        nn.Linear(HID, OUT),
+        snn.Synaptic(alpha=torch.full((OUT,), 0.7), beta=torch.full((OUT,), 0.8),
+                     learn_alpha=True, learn_beta=True, init_hidden=True, output=True))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[2].weight.mul_(3.0)
+        net[1].beta.fill_(1.05)
+        net[3].alpha.copy_(torch.tensor([1.1, -0.05, 0.7, 0.95]))
+        net[3].beta.copy_(torch.tensor([0.8, 1.2, -0.1, 0.9]))
+    ours = from_snntorch(net, backend="reference")
+    assert float(ours[0].beta.detach()) == pytest.approx(1.05)  # raw, as snnTorch's optimizer sees it
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (net, ours)]
+    g = torch.Generator().manual_seed(1)
+    for step in range(5):
+        x = (torch.rand(12, 3, IN, generator=g) < 0.3).float()
+        target = torch.randn(12, 3, OUT, generator=g)
+        theirs = _steps(net, x)
+        mine = ours(x).to_dense()
+        assert 0.05 < float(theirs.mean()) < 0.6
+        assert torch.equal(mine.detach(), theirs.detach()), f"spikes differ at step {step}"
+        for opt, out in zip(opts, (theirs, mine)):
+            opt.zero_grad()
+            ((out - target) ** 2).sum().backward()
+            opt.step()
+    for name, theirs in [("0.beta", net[1].beta), ("1.alpha", net[3].alpha),
+                         ("1.beta", net[3].beta), ("1.weight", net[2].weight)]:
+        mine = dict(ours.named_parameters())[name]
+        assert_rel_close(mine.detach().reshape(-1), theirs.detach().reshape(-1), 1e-5, name)

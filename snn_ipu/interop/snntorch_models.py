@@ -133,10 +133,27 @@ def _check_neuron_options(neuron, where: str) -> None:
         raise ValueError(f"{where}: not supported by snn_ipu: {', '.join(refused)}")
 
 
-def _value(t):
-    """A decay or threshold as the layer constructor takes it (scalar or per neuron)."""
+def _value(t, clamp: bool = False):
+    """A decay or threshold as the layer constructor takes it (scalar or per neuron);
+    ``clamp``: a learned decay clamped to [0, 1], as snnTorch steps it (a fixed one out
+    of range is refused by the constructor, naming the neuron)."""
     t = torch.as_tensor(t).detach().float().clone()
+    if clamp:
+        t = t.clamp(0, 1)
     return float(t) if t.dim() == 0 else t.reshape(-1)
+
+
+def _copy_learned_decays(layer: nn.Module, neuron) -> None:
+    """The raw values of the learned decays. A decay an optimizer took outside [0, 1]
+    is clamped where snnTorch and the layers use it, and the layer constructors, which
+    take the values of fixed decays too, refuse it (a trained snnTorch network did not
+    convert): the layer is built with the clamped value and the parameter then holds
+    snnTorch's, so that its gradient (0 past the clamp) and every later step match."""
+    for pname in ("beta", "alpha"):
+        ours = layer._parameters.get(pname)
+        if ours is not None:
+            with torch.no_grad():
+                ours.copy_(getattr(neuron, pname).detach().reshape(ours.shape))
 
 
 def from_snntorch(
@@ -220,7 +237,7 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
             raise ValueError(f"from_snntorch: readout=True needs the last neuron to be a Leaky "
                              f"with reset_mechanism='none' (a leaky integrator), got {where} "
                              f"with reset_mechanism={neuron.reset_mechanism!r}")
-        layer = ReadoutLayer(n_in, n_out, beta=_value(beta), bias=has_bias,
+        layer = ReadoutLayer(n_in, n_out, beta=_value(beta, clamp=learn_beta), bias=has_bias,
                              learn_beta=learn_beta, backend=options["backend"], name=name)
     else:
         recurrent = isinstance(neuron, (snn.RLeaky, snn.RSynaptic))
@@ -232,17 +249,18 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
                 "keeps Leaky's form beta (1 - S[t-1]) U[t-1] + I[t] (use 'subtract' or "
                 "'none', or RSynaptic, whose zero reset matches)")
         threshold = neuron.threshold
-        kw = dict(beta=_value(beta), threshold=_value(threshold), bias=has_bias,
+        kw = dict(beta=_value(beta, clamp=learn_beta), threshold=_value(threshold), bias=has_bias,
                   reset=neuron.reset_mechanism, surrogate=_surrogate_of(neuron, where),
                   recurrent=recurrent, learn_beta=learn_beta,
                   learn_threshold=isinstance(threshold, nn.Parameter), name=name,
                   rec_bias=recurrent and neuron.recurrent.bias is not None, **options)
         if synaptic:
-            alpha = neuron.alpha
-            layer = SynapticLayer(n_in, n_out, alpha=_value(alpha),
-                                  learn_alpha=isinstance(alpha, nn.Parameter), **kw)
+            learn_alpha = isinstance(neuron.alpha, nn.Parameter)
+            layer = SynapticLayer(n_in, n_out, alpha=_value(neuron.alpha, clamp=learn_alpha),
+                                  learn_alpha=learn_alpha, **kw)
         else:
             layer = LIFLayer(n_in, n_out, **kw)
+    _copy_learned_decays(layer, neuron)
     with torch.no_grad():
         layer.weight.copy_(linear.weight)
         if has_bias:
