@@ -125,7 +125,7 @@ def test_learned_decays_an_optimizer_took_out_of_range_convert_as_snntorch_steps
         net[3].alpha.copy_(torch.tensor([1.1, -0.05, 0.7, 0.95]))
         net[3].beta.copy_(torch.tensor([0.8, 1.2, -0.1, 0.9]))
     ours = from_snntorch(net, backend="reference")
-    assert float(ours[0].beta.detach()) == pytest.approx(1.05)  # raw, as snnTorch's optimizer sees it
+    assert float(ours[0].beta.detach()) == pytest.approx(1.05)  # raw, as snnTorch holds it
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (net, ours)]
     g = torch.Generator().manual_seed(1)
     for step in range(5):
@@ -143,3 +143,37 @@ def test_learned_decays_an_optimizer_took_out_of_range_convert_as_snntorch_steps
                          ("1.beta", net[3].beta), ("1.weight", net[2].weight)]:
         mine = dict(ours.named_parameters())[name]
         assert_rel_close(mine.detach().reshape(-1), theirs.detach().reshape(-1), 1e-5, name)
+
+
+def test_a_parameter_snntorch_holds_as_a_buffer_stays_fixed():
+    """Leaky(beta=nn.Parameter(...)) without learn_beta=True registers the parameter
+    as a buffer: snnTorch's optimizer (net.parameters()) never moves it. from_snntorch
+    took it for learned by its type, and Adam moved our beta, threshold and alpha."""
+    torch.manual_seed(1)
+    net = nn.Sequential(
+        nn.Linear(IN, HID),
+        snn.Leaky(beta=nn.Parameter(torch.tensor(0.85)),
+                  threshold=nn.Parameter(torch.tensor(0.9)), init_hidden=True),
+        nn.Linear(HID, OUT),
+        snn.Synaptic(alpha=nn.Parameter(torch.tensor(0.7)), beta=0.8, init_hidden=True,
+                     output=True))
+    with torch.no_grad():
+        net[0].weight.mul_(4.0)
+        net[2].weight.mul_(3.0)
+    ours = from_snntorch(net, backend="reference")
+    assert sum(p.numel() for p in ours.parameters()) == \
+        sum(p.numel() for p in net.parameters())
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (net, ours)]
+    g = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        x = (torch.rand(12, 3, IN, generator=g) < 0.3).float()
+        target = torch.randn(12, 3, OUT, generator=g)
+        theirs, mine = _steps(net, x), ours(x).to_dense()
+        assert torch.equal(mine.detach(), theirs.detach())
+        for opt, out in zip(opts, (theirs, mine)):
+            opt.zero_grad()
+            ((out - target) ** 2).sum().backward()
+            opt.step()
+    for mine, theirs in [(ours[0].beta, net[1].beta), (ours[0].threshold, net[1].threshold),
+                         (ours[1].alpha, net[3].alpha)]:
+        assert float(mine.detach()) == float(theirs.detach())

@@ -121,7 +121,7 @@ def _check_neuron_options(neuron, where: str) -> None:
     if getattr(neuron, "reset_delay", True) is False:
         refused.append("reset_delay=False")
     graded = getattr(neuron, "graded_spikes_factor", None)
-    if isinstance(graded, nn.Parameter) or (graded is not None and bool(
+    if _learned(neuron, "graded_spikes_factor") or (graded is not None and bool(
             (torch.as_tensor(graded) != 1).any())):
         refused.append("graded spikes (graded_spikes_factor != 1 or learned)")
     if hasattr(neuron, "all_to_all"):
@@ -141,6 +141,14 @@ def _value(t, clamp: bool = False):
     if clamp:
         t = t.clamp(0, 1)
     return float(t) if t.dim() == 0 else t.reshape(-1)
+
+
+def _learned(neuron, pname: str) -> bool:
+    """Whether snnTorch trains the neuron's ``pname``: registered as one of its
+    parameters, which ``net.parameters()`` (an optimizer's list) holds. An
+    ``nn.Parameter`` passed with ``learn_beta=False`` is registered as a buffer, which
+    that optimizer never moves: taken for learned by its type, it was trained here."""
+    return neuron._parameters.get(pname) is not None
 
 
 def _copy_learned_decays(layer: nn.Module, neuron) -> None:
@@ -231,7 +239,7 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
     n_in, n_out = linear.in_features, linear.out_features
     has_bias = linear.bias is not None
     beta = neuron.beta
-    learn_beta = isinstance(beta, nn.Parameter)
+    learn_beta = _learned(neuron, "beta")
     if as_readout:
         if not isinstance(neuron, snn.Leaky) or neuron.reset_mechanism != "none":
             raise ValueError(f"from_snntorch: readout=True needs the last neuron to be a Leaky "
@@ -252,10 +260,10 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
         kw = dict(beta=_value(beta, clamp=learn_beta), threshold=_value(threshold), bias=has_bias,
                   reset=neuron.reset_mechanism, surrogate=_surrogate_of(neuron, where),
                   recurrent=recurrent, learn_beta=learn_beta,
-                  learn_threshold=isinstance(threshold, nn.Parameter), name=name,
+                  learn_threshold=_learned(neuron, "threshold"), name=name,
                   rec_bias=recurrent and neuron.recurrent.bias is not None, **options)
         if synaptic:
-            learn_alpha = isinstance(neuron.alpha, nn.Parameter)
+            learn_alpha = _learned(neuron, "alpha")
             layer = SynapticLayer(n_in, n_out, alpha=_value(neuron.alpha, clamp=learn_alpha),
                                   learn_alpha=learn_alpha, **kw)
         else:
