@@ -177,3 +177,25 @@ def test_a_parameter_snntorch_holds_as_a_buffer_stays_fixed():
     for mine, theirs in [(ours[0].beta, net[1].beta), (ours[0].threshold, net[1].threshold),
                          (ours[1].alpha, net[3].alpha)]:
         assert float(mine.detach()) == float(theirs.detach())
+
+
+@pytest.mark.parametrize("built, assigned", [("subtract", "zero"), ("zero", "none"),
+                                             ("none", "subtract")])
+def test_a_reset_mechanism_assigned_after_construction_is_refused(built, assigned):
+    """snnTorch binds a neuron's step function in its constructor: assigning
+    reset_mechanism later changes the attribute, not what the neuron computes.
+    from_snntorch read the attribute, so the layer reset otherwise than snnTorch's."""
+    torch.manual_seed(3)
+    fc = nn.Linear(IN, HID)
+    with torch.no_grad():
+        fc.weight.mul_(4.0)
+    lif = snn.Leaky(beta=0.9, reset_mechanism=built, init_hidden=True)
+    lif.reset_mechanism = assigned
+    x = (torch.rand(15, 3, IN, generator=torch.Generator().manual_seed(4)) < 0.4).float()
+    stepped = _steps(nn.Sequential(fc, lif), x)
+    as_built = _steps(nn.Sequential(fc, snn.Leaky(beta=0.9, reset_mechanism=built,
+                                                  init_hidden=True)), x)
+    assert torch.equal(stepped, as_built)  # snnTorch steps the constructor's reset
+    with pytest.raises(ValueError, match=rf"1 \(Leaky\): reset_mechanism is '{assigned}' "
+                                         rf"but the neuron steps '{built}'"):
+        from_snntorch(nn.Sequential(fc, lif))

@@ -133,6 +133,27 @@ def _check_neuron_options(neuron, where: str) -> None:
         raise ValueError(f"{where}: not supported by snn_ipu: {', '.join(refused)}")
 
 
+# The step functions snnTorch's neurons bind in their constructor, by reset.
+_STEP_RESETS = {"_base_sub": "subtract", "_base_zero": "zero", "_base_int": "none"}
+
+
+def _reset_of(neuron, where: str) -> str:
+    """The reset the neuron steps. snnTorch binds its step function (``state_function``)
+    in the constructor; assigning ``reset_mechanism`` later changes the attribute, not
+    the step: ``lif.reset_mechanism = "zero"`` still subtracts. Read from the attribute,
+    the layer reset otherwise than the network it came from; refused naming both."""
+    stepped = _STEP_RESETS.get(getattr(getattr(neuron, "state_function", None),
+                                       "__name__", ""))
+    said = neuron.reset_mechanism
+    if stepped is not None and stepped != said:
+        raise ValueError(
+            f"from_snntorch: {where}: reset_mechanism is {said!r} but the neuron steps "
+            f"{stepped!r} (snnTorch picks its step function in the constructor; setting "
+            "reset_mechanism afterwards does not change it): build the neuron with the "
+            "reset it should have")
+    return said
+
+
 def _value(t, clamp: bool = False):
     """A decay or threshold as the layer constructor takes it (scalar or per neuron);
     ``clamp``: a learned decay clamped to [0, 1], as snnTorch steps it (a fixed one out
@@ -240,17 +261,18 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
     has_bias = linear.bias is not None
     beta = neuron.beta
     learn_beta = _learned(neuron, "beta")
+    reset = _reset_of(neuron, where)
     if as_readout:
-        if not isinstance(neuron, snn.Leaky) or neuron.reset_mechanism != "none":
+        if not isinstance(neuron, snn.Leaky) or reset != "none":
             raise ValueError(f"from_snntorch: readout=True needs the last neuron to be a Leaky "
                              f"with reset_mechanism='none' (a leaky integrator), got {where} "
-                             f"with reset_mechanism={neuron.reset_mechanism!r}")
+                             f"with reset_mechanism={reset!r}")
         layer = ReadoutLayer(n_in, n_out, beta=_value(beta, clamp=learn_beta), bias=has_bias,
                              learn_beta=learn_beta, backend=options["backend"], name=name)
     else:
         recurrent = isinstance(neuron, (snn.RLeaky, snn.RSynaptic))
         synaptic = isinstance(neuron, (snn.Synaptic, snn.RSynaptic))
-        if isinstance(neuron, snn.RLeaky) and neuron.reset_mechanism == "zero":
+        if isinstance(neuron, snn.RLeaky) and reset == "zero":
             raise ValueError(
                 f"from_snntorch: {where}: RLeaky's reset_mechanism='zero' also zeroes the "
                 "step's input, (1 - S[t-1]) (beta U[t-1] + I[t]); the recurrent LIFLayer "
@@ -258,7 +280,7 @@ def _convert_pair(snn, linear: nn.Linear, neuron, name: str, as_readout: bool, o
                 "'none', or RSynaptic, whose zero reset matches)")
         threshold = neuron.threshold
         kw = dict(beta=_value(beta, clamp=learn_beta), threshold=_value(threshold), bias=has_bias,
-                  reset=neuron.reset_mechanism, surrogate=_surrogate_of(neuron, where),
+                  reset=reset, surrogate=_surrogate_of(neuron, where),
                   recurrent=recurrent, learn_beta=learn_beta,
                   learn_threshold=_learned(neuron, "threshold"), name=name,
                   rec_bias=recurrent and neuron.recurrent.bias is not None, **options)
