@@ -7,7 +7,15 @@ import torch
 from conftest import assert_rel_close
 from torch import nn
 
-from snn_ipu import LIFLayer, SynapticLayer, export_to_nir, from_snntorch, pipeline, to_snntorch
+from snn_ipu import (
+    LIFLayer,
+    ReadoutLayer,
+    SynapticLayer,
+    export_to_nir,
+    from_snntorch,
+    pipeline,
+    to_snntorch,
+)
 
 IN, HID, OUT = 8, 6, 4
 
@@ -199,3 +207,18 @@ def test_a_reset_mechanism_assigned_after_construction_is_refused(built, assigne
     with pytest.raises(ValueError, match=rf"1 \(Leaky\): reset_mechanism is '{assigned}' "
                                          rf"but the neuron steps '{built}'"):
         from_snntorch(nn.Sequential(fc, lif))
+
+
+def test_a_readout_before_another_layer_is_neither_converted_nor_exported():
+    """A ReadoutLayer outputs its membrane, which no layer takes; to_snntorch made it a
+    Leaky that passed spikes on, and export_to_nir an LI feeding the next Affine (which
+    import_from_nir refuses): networks the model never computed."""
+    model = nn.Sequential(ReadoutLayer(IN, HID, backend="reference"),
+                          LIFLayer(HID, OUT, reset="zero", backend="reference"))
+    x = (torch.rand(10, 2, IN, generator=torch.Generator().manual_seed(5)) < 0.3).float()
+    with pytest.raises(ValueError, match="must be binary"):
+        model(x)  # the model itself does not run
+    with pytest.raises(ValueError, match=r"to_snntorch: .* is a ReadoutLayer before another"):
+        to_snntorch(model)
+    with pytest.raises(ValueError, match=r"export_to_nir: .* is a ReadoutLayer before another"):
+        export_to_nir(model)

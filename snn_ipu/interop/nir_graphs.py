@@ -127,6 +127,12 @@ def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
         if not isinstance(layer, (LIFLayer, SynapticLayer, ReadoutLayer)):
             raise ValueError(f"export_to_nir: {type(layer).__name__} is not an snn_ipu layer")
         require_no_input_delay(layer, "export_to_nir")
+        if isinstance(layer, ReadoutLayer) and layer is not layers[-1]:
+            # NIR would feed its membrane to the next node, which no layer takes (and
+            # import_from_nir refuses an LI that is not last)
+            raise ValueError(f"export_to_nir: {layer.name} is a ReadoutLayer before another "
+                             "layer; a readout (its output is the membrane) must be the last "
+                             "layer")
     if sample_data is not None and int(sample_data.shape[-1]) != layers[0].in_features:
         raise ValueError(f"export_to_nir: sample_data has {int(sample_data.shape[-1])} "
                          f"features, the model takes {layers[0].in_features}")

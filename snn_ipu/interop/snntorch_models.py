@@ -349,6 +349,11 @@ def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
             raise ValueError(f"to_snntorch: {where} has {layer.weight.dtype} weights; "
                              "convert the model to float32 first")
         last = index == len(layers) - 1
+        if isinstance(layer, ReadoutLayer) and not last:
+            # its output is the membrane, which no layer takes as input; the Leaky it
+            # becomes would pass spikes on, a network the model never computed
+            raise ValueError(f"to_snntorch: {where} is a ReadoutLayer before another layer; "
+                             "a readout (its output is the membrane) must be the last layer")
         fc = nn.Linear(layer.in_features, layer.out_features, bias=layer.bias is not None)
         with torch.no_grad():
             fc.weight.copy_(layer.weight)
