@@ -222,3 +222,23 @@ def test_a_readout_before_another_layer_is_neither_converted_nor_exported():
         to_snntorch(model)
     with pytest.raises(ValueError, match=r"export_to_nir: .* is a ReadoutLayer before another"):
         export_to_nir(model)
+
+
+def test_a_container_with_parameters_of_its_own_is_refused():
+    """A module's own parameter (an input gain its forward applies) was silently
+    dropped: the converted network computed without it and trained one tensor less."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = nn.Parameter(torch.full((IN,), 2.0))
+            self.fc1, self.lif1 = nn.Linear(IN, HID), snn.Leaky(beta=0.9)
+
+        def forward(self, x):
+            return self.lif1(self.fc1(x * self.gain))
+
+    with pytest.raises(ValueError, match=r"from_snntorch: Scaled holds parameters of its own "
+                                         r"\(gain\)"):
+        from_snntorch(Scaled())
+    inner = nn.Sequential(Scaled())
+    with pytest.raises(ValueError, match=r"from_snntorch: 0 holds parameters of its own"):
+        from_snntorch(inner)

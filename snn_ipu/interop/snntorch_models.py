@@ -66,6 +66,15 @@ def _leaves(module: nn.Module, prefix: str = "", seen: Optional[dict] = None) ->
     fc, lif)``, and one neuron's state, or one Linear's weights, cannot be two layers'."""
     snn = _snntorch()
     seen = {} if seen is None else seen
+    own = [k for k, v in module._parameters.items() if v is not None]
+    if own:
+        # a container's own parameters are used by its forward, which the conversion
+        # does not run: dropped, the network computed and trained otherwise
+        where = prefix.rstrip(".") or type(module).__name__
+        raise ValueError(
+            f"from_snntorch: {where} holds parameters of its own ({', '.join(own)}), "
+            "outside any nn.Linear or neuron; the conversion reads the layers, not forward, "
+            "and would drop them: fold them into the nn.Linear weights or remove them")
     leaves = []
     for name, child in module._modules.items():  # duplicates too, unlike named_children
         if child is None:
