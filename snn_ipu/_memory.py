@@ -1,14 +1,16 @@
 """Memory pre-flight: a layer call's largest buffers against the memory that is free.
 
 A layer whose lists or dense state do not fit would otherwise be ended by the
-kernel's OOM killer, with no Python error. Two checks raise a MemoryError naming
+kernel's OOM killer, with no Python error. These checks raise a MemoryError naming
 the size and what to change instead:
 
 * before a call, the buffers whose size is known from the shapes alone
   (:func:`layer_call_bytes`, the formula of docs/reliability.md);
 * during an emulator call, the buffers that grow with activity (the tiles' list
   histories) and the ``[T, B, K]`` outputs, against the same budget
-  (``popops_ext/host/MemoryBudget.hpp``).
+  (``popops_ext/host/MemoryBudget.hpp``);
+* the emulator's dense buffers of every step that no list bounds, where they are
+  made: the dense input path's input and currents, and the backward pass's dL/dI.
 
 "Free" is ``MemAvailable + SwapFree`` from ``/proc/meminfo`` (the pages the kernel
 can hand out without killing anything), read at most once a second.

@@ -183,12 +183,14 @@ def test_calls_that_cannot_fit_raise_memory_error_first(little_memory, backend, 
 
 def test_lists_that_outgrow_the_budget_raise_memory_error(little_memory):
     """A window wide enough to list (almost) every neuron is only seen while the lists
-    grow: the executor's budget stops them."""
+    grow: the executor's budget stops them. (Where the input is dense enough for the
+    dense input path, its currents, 26 MB, are not available to the lists.)"""
     torch.manual_seed(0)
     layer = LIFLayer(20, 4000, grad_window=50.0, name="windowed")
     x = binary((100, 16, 20), 0.3, 0)
+    free = "0\\.04" if x.mean() > emulator.forward_dense_fraction(4000) else "0\\.06"
     with pytest.raises(MemoryError, match=r"windowed: the (spike|output) lists .* need .* GiB of "
-                                          r"memory, more than the 0\.06 GiB available; "
+                                          rf"memory, more than the {free} GiB available; "
                                           r"list fewer entries"):
         layer(x)
     with torch.no_grad():  # without autograd only spikes are listed: it fits
@@ -215,6 +217,64 @@ def test_the_reproducer_from_the_audit_raises_memory_error():
     assert result.stdout.startswith("MemoryError LIFLayer(200->20000): this call needs at "
                                     "least 23.84 GiB")
 
+
+def quiet_wide_layer(name):
+    """A windowed 32-20,000 layer that neither spikes nor comes near threshold: its
+    lists are empty (the pre-flight and the executor's budget count almost nothing), but
+    its currents and dL/dI are [T, B, 20000] float32 arrays whatever its lists hold."""
+    torch.manual_seed(0)
+    layer = LIFLayer(32, 20000, grad_window=0.3, name=name)
+    with torch.no_grad():
+        layer.weight.mul_(0.01)
+        layer.bias.zero_()
+    return layer
+
+
+def check_small_call_against_reference(layer):
+    """After its MemoryError, the layer runs a call that fits (with weights that make
+    it fire), as the reference does."""
+    ref = LIFLayer(32, 20000, grad_window=0.3, backend="reference")
+    with torch.no_grad():
+        layer.weight.mul_(400.0)
+    ref.load_state_dict(layer.state_dict())
+    x = binary((2, 2, 32), 0.7, 1)
+    grads = []
+    for each in (layer, ref):
+        xg = x.clone().requires_grad_()
+        out = each(xg)
+        out.values.sum().backward()
+        grads.append((out.to_dense(), xg.grad))
+    assert torch.equal(grads[0][0], grads[1][0]) and grads[0][0].any()
+    assert_rel_close(grads[0][1], grads[1][1], 1e-5, "input grad")
+
+
+def test_dense_input_path_counts_against_the_memory(little_memory):
+    """A dense input takes the forward's GEMM path, whose dense input and currents
+    ([1000, 32] and [1000, 20000] float32: 80 MB) neither the pre-flight nor the
+    executor's budget counted: the call ran past 64 MiB free without a word."""
+    layer = quiet_wide_layer("dense input")
+    x = binary((100, 10, 32), 0.7, 0)  # denser than forward_dense_fraction(20000)
+    with torch.no_grad(), pytest.raises(MemoryError, match=(
+            r"dense input: this call needs at least 0\.07 GiB of memory, more than the "
+            r"0\.06 GiB free; its input is dense enough for the dense input path.*run "
+            r"fewer timesteps T or samples B per call")):
+        layer(x)
+    check_small_call_against_reference(layer)
+
+
+def test_backward_history_counts_against_the_memory(little_memory, monkeypatch):
+    """The backward pass keeps dL/dI of every step ([100, 10, 20000] float32: 80 MB)
+    where the input needs a gradient, on the sparse paths too: it ran past 64 MiB free
+    without a word."""
+    monkeypatch.setattr(emulator, "forward_dense_fraction", lambda n_out: 2.0)  # sparse
+    layer = quiet_wide_layer("history")
+    x = binary((100, 10, 32), 0.7, 0).requires_grad_()
+    out = layer(x)  # fits: its lists are empty
+    with pytest.raises(MemoryError, match=(
+            r"history's backward pass: this call needs at least 0\.07 GiB of memory, more "
+            r"than the 0\.06 GiB free; it holds dL/dI of every step; run fewer timesteps")):
+        out.values.sum().backward()
+    check_small_call_against_reference(layer)
 
 @pytest.mark.parametrize("backend", ["emulator", "reference"])
 def test_max_spikes_above_the_layer_width_allocates_no_padding(backend):

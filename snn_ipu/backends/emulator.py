@@ -50,6 +50,12 @@ MEMORY_ADVICE = (
     "smaller max_spikes with overflow='drop'), or run fewer timesteps T or samples B "
     "per call (carry_state runs a long sequence in chunks)"
 )
+# What the forward's dense input path and the backward's dL/dI history cost whatever the
+# lists hold: [T, B, in] and [T, B, out] float32 arrays, which only T and B shrink.
+DENSE_MEMORY_ADVICE = (
+    "run fewer timesteps T or samples B per call (carry_state runs a long sequence in "
+    "chunks)"
+)
 
 
 def _plan(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor) -> WorkSplit:
@@ -68,13 +74,28 @@ def _dense_spikes(in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int) -> t
     return torch.zeros(T * B, n_in).scatter_add_(1, in_ids.long().reshape(T * B, K), spikes)
 
 
-def _dense_input(spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int,
-                 n_out: int) -> Optional[torch.Tensor]:
+def _rows_bytes(rows: int, width: int) -> int:
+    """Bytes of a float32 [rows, width] array whose rows are padded to 8 floats (the
+    GEMMs' and the tiles' rows)."""
+    return 4 * rows * (-(-width // 8) * 8)
+
+
+def _dense_input(name: str, spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor,
+                 n_in: int, n_out: int) -> Optional[torch.Tensor]:
     """The input list's spikes (``spikes`` of them) as a dense [T*B, n_in] where they
-    are dense enough for the GEMM, else None."""
+    are dense enough for the GEMM, else None. The dense input and the currents
+    ([T*B, n_out]) must fit in the free memory: the pre-flight (_preflight_bytes) cannot
+    count them, since the path depends on the input's density, and the executor's
+    budget does not see them (a windowed layer of 100,000 neurons on 1,000 rows took
+    0.4 GB of currents under a budget of 0.15 GB)."""
     T, B, _ = in_ids.shape
     if spikes <= forward_dense_fraction(n_out) * T * B * n_in:
         return None
+    # (not a fall-back to the sparse path: the path must not depend on the free memory,
+    # or a layer's bits would)
+    _memory.require(name, _rows_bytes(T * B, n_in) + _rows_bytes(T * B, n_out),
+                    "its input is dense enough for the dense input path, which holds the "
+                    "input and the currents of every step; " + DENSE_MEMORY_ADVICE)
     return _dense_spikes(in_ids, in_counts, n_in)
 
 
@@ -200,6 +221,17 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     dense_w = want_w and _dense_weight_grad(inputs.spikes, T, B, n_in, n_out)
     needs = grad_needs(**{**wants, "input": want_in and not dense_in,
                           "weight": want_w and not dense_w, "current": dense_in or dense_w})
+    # The executor keeps dL/dI of every step where it computes dL/dx or hands dL/dI to
+    # the GEMMs ([T, B, out]), and the GEMM paths take [T, B, in] arrays: whatever the
+    # lists hold, and counted by neither the forward's pre-flight nor the executor's
+    # budget (a windowed 32-100,000 layer on 1,000 rows took 0.4 GB under a 0.15 GB one).
+    needed = _rows_bytes(T * B, n_out) if want_in or dense_w else 0
+    if dense_in:
+        needed += _rows_bytes(T * B, n_in)  # dL/dx, dense
+    if dense_w and ctx.dense_x is None:
+        needed += _rows_bytes(T * B, n_in)  # the input, dense
+    _memory.require(f"{cfg.name}'s backward pass", needed,
+                    "it holds dL/dI of every step; " + DENSE_MEMORY_ADVICE)
     if out is not None:
         call_args.update(out_ids=out.ids, out_counts=out.counts)
     # The input gradient writes all T*B*K of its [T, B, K] values (the padding's
@@ -339,7 +371,9 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     # one pass: the native backward indexes with the copy unchecked, and the user can
     # reach the list passed in (.data, .numpy()).
     inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
-    dense_x = _dense_input(inputs.spikes, in_ids, in_counts, n_in, n_out)
+    # read before the dense input path allocates, which the budget then takes out
+    budget = _memory.available_bytes() or 0
+    dense_x = _dense_input(cfg.name, inputs.spikes, in_ids, in_counts, n_in, n_out)
     currents = _currents(dense_x, params.weight, T, B)
     threads, storage = threads_for(T, B, cfg.out_features), _storage_of(params)
     # A call's settings and parameter views (a dozen fields, each a conversion) are
@@ -349,7 +383,9 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     key = (cfg, ctx.split, threads, storage, keep_dense)
     call = None if initial is not None else _kept_call(cache, key)
     kept = call is not None
-    budget = _memory.available_bytes() or 0
+    if budget and dense_x is not None:
+        # the dense input and the currents are taken already
+        budget = max(1, budget - dense_x.nbytes - currents.nbytes)
     if call is None:
         call = forward_call(cfg, ctx.split, threads, in_ids, in_counts, params, initial,
                             keep_dense, currents, budget)
