@@ -218,3 +218,30 @@ def test_tonic_dataset_class_through_the_adapter():
     adapter = TonicEvents(FakeTonic([]), sensor_size=tonic.datasets.NMNIST.sensor_size,
                           pool=(2, 2))
     assert adapter.sensor_size == (17, 17, 2) and adapter.num_inputs == 578
+
+
+def test_tonic_ntidigits_task_is_its_single_digits(tmp_path):
+    """tonic's N-TIDIGITS18 holds digit sequences too, with string targets ("1z");
+    the task is its 11 single digits, int targets (before: the sequences were samples
+    and the first batch failed on the string target '3')."""
+    pytest.importorskip("tonic")
+    from snn_ipu.data.tasks import load_task
+    from snn_ipu.training import TrainConfig
+
+    (tmp_path / "NTIDIGITS18").mkdir()
+    with h5py.File(tmp_path / "NTIDIGITS18" / "n-tidigits.hdf5", "w") as f:
+        for part, names in (("train", ["man-ab-3", "man-cd-1z", "woman-ef-o"]),
+                            ("test", ["man-gh-7"])):
+            f.create_dataset(f"{part}_labels", data=np.array([n.encode() for n in names]))
+            for n in names:
+                f.create_dataset(f"{part}_addresses/{n}", data=np.array([1, 5, 63]))
+                f.create_dataset(f"{part}_timestamps/{n}", data=np.array([0.01, 0.2, 0.5]))
+    task = load_task(TrainConfig(data="tonic:NTIDIGITS18", data_dir=str(tmp_path),
+                                 duration=1e6, num_steps=4))
+    assert (task.num_inputs, task.num_classes, len(task.train), len(task.test)) == (64, 11, 2, 1)
+    spikes, labels = task.collate([task.train[0], task.train[1]])
+    assert labels.tolist() == [3, 0]  # "3", and "o" (oh) is class 0
+    expected = torch.zeros(4, 64)
+    expected[0, 1] = expected[0, 5] = expected[2, 63] = 1  # 10 ms, 200 ms, 500 ms in 250 ms bins
+    assert torch.equal(spikes.to_dense()[:, 0], expected)
+

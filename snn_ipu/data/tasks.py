@@ -203,6 +203,11 @@ def _make_tonic(cls, root: str, train: bool, download: bool = False):
     else:
         raise ValueError(f"tonic.datasets.{cls.__name__} takes neither train= nor split=; wrap "
                          "it in snn_ipu.data.TonicEvents and train it from Python")
+    if "single_digits" in params:
+        # N-TIDIGITS18 defaults to every recording, digit sequences included, with the
+        # sequence as a string target ("1z3"); the task is its 11 single digits, each
+        # target an int (_TONIC_CLASSES)
+        split["single_digits"] = True
     if download:
         return cls(save_to=root, **split)
     # tonic downloads (and creates folders) from its constructor when its files are
