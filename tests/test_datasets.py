@@ -245,3 +245,14 @@ def test_tonic_ntidigits_task_is_its_single_digits(tmp_path):
     expected[0, 1] = expected[0, 5] = expected[2, 63] = 1  # 10 ms, 200 ms, 500 ms in 250 ms bins
     assert torch.equal(spikes.to_dense()[:, 0], expected)
 
+
+def test_tonic_dataset_that_exits_on_missing_files_is_an_error(tmp_path, capsys):
+    """tonic's DVSLip prints a warning and calls exit() when its files are missing: the
+    command line ended with status 0 having trained nothing."""
+    pytest.importorskip("tonic")
+    from snn_ipu import cli
+
+    assert cli.main(["train", "--data", "tonic:DVSLip", "--data-dir", str(tmp_path),
+                     "--duration", "1000000", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "DVSLip: its files are not in" in err and str(tmp_path / "DVSLip") in err

@@ -9,6 +9,7 @@ collate function that turns a list of samples into a time-major batch
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Sequence, Tuple
@@ -209,7 +210,7 @@ def _make_tonic(cls, root: str, train: bool, download: bool = False):
         # target an int (_TONIC_CLASSES)
         split["single_digits"] = True
     if download:
-        return cls(save_to=root, **split)
+        return _constructed(cls, root, split)
     # tonic downloads (and creates folders) from its constructor when its files are
     # missing; its download() is replaced for the constructor's time by an error that
     # says what is missing and where it was looked for
@@ -217,12 +218,26 @@ def _make_tonic(cls, root: str, train: bool, download: bool = False):
     own = vars(cls).get("download")
     cls.download = _refuse_download
     try:
-        return cls(save_to=root, **split)
+        return _constructed(cls, root, split)
     finally:
         if had_own:
             cls.download = own
         else:
             del cls.download
+
+
+def _constructed(cls, root: str, split: dict):
+    """``cls(save_to=root, **split)``. Some tonic datasets (DVSLip: files on Google
+    Drive) print a warning and call ``exit()`` when their files are missing: a run that
+    ended with status 0 having trained nothing. That exit is a FileNotFoundError here."""
+    try:
+        return cls(save_to=root, **split)
+    except SystemExit as exc:
+        raise FileNotFoundError(
+            f"tonic.datasets.{cls.__name__}: its files are not in "
+            f"{os.path.join(root, cls.__name__)} (tonic exited with {exc.code!r}; its message "
+            "above says where to get them); check --data-dir"
+        ) from None
 
 
 def _refuse_download(dataset) -> None:
