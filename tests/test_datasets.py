@@ -74,6 +74,19 @@ def test_collated_batch_is_the_binning_of_each_sample(shd_root):
     assert labels.tolist() == [0, 19]
 
 
+def test_event_collate_checks_its_arguments_when_built():
+    """A policy misspelt ("Drop") was accepted by the constructor and failed at the first
+    batch, in a worker mid-epoch; each argument is checked when the collate is built."""
+    for grid, message in (({"outside": "Drop"}, "outside must be one of"),
+                          ({"overflow": "clip"}, "overflow"),
+                          ({"dt": 0.3}, "disagrees with duration")):
+        with pytest.raises(ValueError, match=message):
+            EventCollate(700, **{"num_steps": 10, "duration": 1.0, **grid})
+    collate = EventCollate(700, num_steps=10, duration=1.0, outside="drop")
+    spikes, _ = collate([((np.array([0.05, 1.0, 2.5]), np.array([3, 4, 5])), 1)])
+    assert spikes.events_outside == 2 and spikes.to_dense()[0, 0, 3] == 1
+
+
 def test_missing_files_say_where_and_how(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing is downloaded here"):
         SHD(tmp_path, "train")

@@ -53,8 +53,9 @@ class EventCollate:
     def __init__(self, num_neurons: Optional[int] = None, **grid) -> None:
         self.num_neurons = num_neurons
         self.grid = grid
-        # the arguments are checked now rather than in a worker process mid-epoch
-        events_to_spikes([_empty_sample(grid)], num_neurons, **{**grid, "outside": "drop"})
+        # the arguments are checked now rather than in a worker process mid-epoch;
+        # ``outside`` too (an empty sample has no event outside the grid whatever it is)
+        events_to_spikes([_empty_sample(grid)], num_neurons, **grid)
 
     def __call__(self, batch: Sequence[Tuple[object, object]]) -> Tuple[SparseSpikes, torch.Tensor]:
         if not batch:
