@@ -1,6 +1,7 @@
 """SHD/SSC from files in the official layout, the collate functions, the digits code
 and the tonic adapter, each against values computed here independently."""
 
+import importlib.util
 import pickle
 
 import h5py
@@ -269,3 +270,22 @@ def test_tonic_dataset_that_exits_on_missing_files_is_an_error(tmp_path, capsys)
                      "--duration", "1000000", "--epochs", "1"]) == 2
     err = capsys.readouterr().err
     assert "DVSLip: its files are not in" in err and str(tmp_path / "DVSLip") in err
+
+
+def test_heidelberg_grid_in_another_time_unit_is_refused(shd_root):
+    """SHD's spike times are in seconds: --duration 1.4e6 (tonic's microseconds) made
+    dt = 14000 s and binned every event of a sample into step 0 (158 events of 3
+    samples into 71 spikes, all at t=0), silently."""
+    from snn_ipu.data.tasks import load_task, task_shape
+    from snn_ipu.training import TrainConfig
+
+    for grid in ({"duration": 1.4e6}, {"dt": 14000.0, "num_steps": 100},
+                 {"duration": 1400.0, "dt": 14.0}):
+        with pytest.raises(ValueError, match="SHD/SSC spike times are in seconds"):
+            load_task(TrainConfig(data="shd", data_dir=str(shd_root), **grid))
+    task = load_task(TrainConfig(data="shd", data_dir=str(shd_root), duration=2.0, dt=0.5))
+    assert task.num_steps == 4
+    spikes, _ = task.collate([((np.array([0.2, 0.7, 1.9]), np.array([0, 1, 2])), 0)])
+    assert spikes.to_dense()[:, 0, :3].nonzero().tolist() == [[0, 0], [1, 1], [3, 2]]
+    if importlib.util.find_spec("tonic") is not None:  # tonic's SHD: microseconds
+        assert task_shape(TrainConfig(data="tonic:SHD", duration=1.4e6)).num_steps == 100

@@ -28,6 +28,8 @@ DATA_CHOICES = ("randman", "digits", "shd", "ssc", "tonic:NAME")
 # Heidelberg spike times are in seconds; the recordings last up to ~1 s (SSC) and
 # ~1.4 s (SHD, the window of the dataset paper's own experiments).
 _HEIDELBERG_DURATION = {"shd": 1.4, "ssc": 1.0}
+# A longer grid (seconds) is a duration or dt given in another unit (ms, tonic's us)
+_HEIDELBERG_LONGEST = 100.0
 
 
 @dataclass
@@ -106,6 +108,18 @@ class _SizeOnly:
 
 def _event_grid(config, name: str) -> dict:
     """The time grid of an event dataset: ``num_steps`` and ``duration`` (or ``dt``)."""
+    grid = _asked_grid(config, name)
+    length = grid["duration"] if "duration" in grid else grid["dt"] * grid["num_steps"]
+    if name in _HEIDELBERG_DURATION and length > _HEIDELBERG_LONGEST:
+        # a grid in milli- or microseconds (tonic's unit) bins every event of these
+        # ~1 s recordings into its first step, silently
+        raise ValueError(f"{name}: the time grid lasts {length:g} s; SHD/SSC spike times "
+                         "are in seconds (recordings of ~1 s): give --duration/--dt in "
+                         f"seconds (default --duration {_HEIDELBERG_DURATION[name]})")
+    return grid
+
+
+def _asked_grid(config, name: str) -> dict:
     duration = config.duration
     if duration is None and config.dt is None:
         duration = _HEIDELBERG_DURATION.get(name)
