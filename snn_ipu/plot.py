@@ -113,14 +113,17 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
     written = []
 
     x = [e["epoch"] for e in epochs]
+    # a marker on every epoch: a line alone draws nothing for a one-epoch run (or an
+    # epoch between NaNs), which left empty axes under a legend
+    point = dict(marker="o", markersize=3)
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(10, 3.5))
-    loss_ax.plot(x, [e["loss"] for e in epochs], label="train")
-    loss_ax.plot(x, [e["test_loss"] for e in epochs], label="test")
+    loss_ax.plot(x, [e["loss"] for e in epochs], label="train", **point)
+    loss_ax.plot(x, [e["test_loss"] for e in epochs], label="test", **point)
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("loss")
     loss_ax.legend()
-    acc_ax.plot(x, [e["train_acc"] for e in epochs], label="train")
-    acc_ax.plot(x, [e["test_acc"] for e in epochs], label="test")
+    acc_ax.plot(x, [e["train_acc"] for e in epochs], label="train", **point)
+    acc_ax.plot(x, [e["test_acc"] for e in epochs], label="test", **point)
     acc_ax.set_xlabel("epoch")
     acc_ax.set_ylabel("accuracy")
     acc_ax.legend()
@@ -129,7 +132,7 @@ def plot_run(source: os.PathLike, out: Optional[os.PathLike] = None, sample: int
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name in epochs[0]["layers"]:
-        ax.plot(x, [e["layers"][name]["activity"] for e in epochs], label=name)
+        ax.plot(x, [e["layers"][name]["activity"] for e in epochs], label=name, **point)
     ax.set_xlabel("epoch")
     ax.set_ylabel("spikes per neuron and step")
     ax.legend()

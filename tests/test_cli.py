@@ -299,6 +299,36 @@ def test_plots_of_runs_whose_names_hold_dots_do_not_replace_each_other(tmp_path,
         for kind in ("activity", "curves", "raster")]
 
 
+def _pixels_of(png, rgb):
+    """How many pixels of ``png`` have the colour ``rgb`` (0-255), within antialiasing."""
+    import matplotlib.image
+
+    image = matplotlib.image.imread(png)[..., :3]
+    return int((abs(image - torch.tensor(rgb).numpy() / 255).max(-1) < 0.1).sum())
+
+
+def test_plot_of_a_one_epoch_run_draws_its_epoch(tmp_path, capsys):
+    """A run of one epoch has one point per curve: drawn as a line alone it left empty
+    axes under the legend. Counted in the PNGs against the same log with NaN numbers
+    (nothing to draw, the same legend): the epoch adds pixels of the curves' colours."""
+    blue, orange = (31, 119, 180), (255, 127, 14)  # matplotlib's first two colours
+    counts = {}
+    for name, v in (("one", 1.0), ("blank", math.nan)):
+        log = tmp_path / f"{name}.metrics.jsonl"
+        epoch = {"event": "epoch", "epoch": 1, "loss": 2.0 * v, "train_acc": 0.5 * v,
+                 "test_loss": 1.0 * v, "test_acc": 0.25 * v,
+                 "layers": {"hidden1": {"activity": 0.1 * v}}}
+        log.write_text(json.dumps({"event": "start", "config": {}, "checkpoint": None})
+                       + "\n" + json.dumps(epoch) + "\n")
+        run(capsys, ["plot", str(log)])
+        counts[name] = [_pixels_of(tmp_path / f"{name}_{kind}.png", colour)
+                        for kind, colour in (("curves", blue), ("curves", orange),
+                                             ("activity", blue))]
+    # two points (loss, accuracy) per colour in the curves, one in the activity
+    for drawn, blank, points in zip(counts["one"], counts["blank"], (2, 2, 1)):
+        assert drawn >= blank + 10 * points, (counts, points)
+
+
 def test_plot_of_a_log_finds_its_own_checkpoint_only(tmp_path, capsys, monkeypatch):
     """A log names its checkpoint by an absolute path, so plotting it from another folder
     draws that run's raster; where another run's checkpoint now sits at that path, no
