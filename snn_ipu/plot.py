@@ -79,12 +79,27 @@ def raster(spikes, sample: int = 0, ax=None, title: Optional[str] = None, time_f
     return ax
 
 
+def _is_metrics_log(source: Path) -> bool:
+    """Whether ``source`` is a metrics log: by its suffix (``NAME.metrics.jsonl``) or,
+    for one that ``train --log`` wrote under another name (``run.log``), by its first
+    byte: a log's lines are JSON objects, a checkpoint is a zip (``PK``). By the suffix
+    alone such a log was read as a checkpoint and refused as "not a readable
+    checkpoint"."""
+    if source.suffix == ".jsonl":
+        return True
+    try:
+        with open(source, "rb") as f:
+            return f.read(256).lstrip().startswith(b"{")
+    except OSError:  # missing or unreadable: load_checkpoint names the problem
+        return False
+
+
 def _load_run(source: Path) -> Dict[str, Any]:
     """{"epochs": [...], "checkpoint": path or None, "config": dict}."""
     from .checkpoint import load_checkpoint, require_entries
     from .training import read_metrics
 
-    if source.suffix == ".jsonl":
+    if _is_metrics_log(source):
         log = read_metrics(source)
         checkpoint = log["start"].get("checkpoint")
         if checkpoint and not Path(checkpoint).is_absolute():

@@ -329,6 +329,17 @@ def test_plot_of_a_one_epoch_run_draws_its_epoch(tmp_path, capsys):
         assert drawn >= blank + 10 * points, (counts, points)
 
 
+def test_plot_reads_a_log_written_under_another_name(tmp_path, capsys):
+    """``train --log run.log``: the log is plotted as a log (curves, activity and the
+    raster of its checkpoint), not refused as "not a readable checkpoint"."""
+    run(capsys, TINY + ["--epochs", "1", "--save", str(tmp_path / "m.pt"), "--log",
+                        str(tmp_path / "run.log")])
+    out = run(capsys, ["plot", str(tmp_path / "run.log"), "--out", str(tmp_path / "png")]).out
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == [
+        "run_activity.png", "run_curves.png", "run_raster.png"]
+    assert out.count(".png") == 3
+
+
 def test_plot_of_a_log_finds_its_own_checkpoint_only(tmp_path, capsys, monkeypatch):
     """A log names its checkpoint by an absolute path, so plotting it from another folder
     draws that run's raster; where another run's checkpoint now sits at that path, no
