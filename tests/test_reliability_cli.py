@@ -231,6 +231,16 @@ def test_plot_and_bench_out_naming_a_file_are_one_line_errors(trained, tmp_path,
     assert len(err.splitlines()) == 1 and "is a file" in err
 
 
+def test_bench_out_that_cannot_be_created_is_a_one_line_error(tmp_path, capsys):
+    """A folder mkdir refuses (here a name over the file system's 255 bytes) ends in one
+    line naming it and exit status 2, as a file in its place does, not a traceback."""
+    out = tmp_path / ("x" * 300)
+    assert cli.main(["bench", "--quick", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("snn-ipu bench: error:"), err
+    assert str(out) in err and "cannot create" in err
+
+
 def test_tonic_name_must_be_a_dataset(capsys):
     pytest.importorskip("tonic")
     for name in ("__class__", "_private", "download_utils", "DOES_NOT_EXIST"):

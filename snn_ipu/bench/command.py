@@ -144,10 +144,16 @@ def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
     for the whole run, ``summary.md`` (the README's table at the run's activities, and
     the listed entries per step) and ``summary.png``."""
     args = parse_args(argv, prog)
+    folder = results_dir(args, default_out)
     try:
-        out = output_folder(results_dir(args, default_out), "--out")
+        out = output_folder(folder, "--out")
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a folder mkdir refuses (a name too long, no permission, a
+        # read-only file system): one line, not a traceback
+        print(f"{prog}: error: --out {folder}: cannot create the folder "
+              f"({exc.strerror or exc})", file=sys.stderr)
         return 2
     if args.device != "cpu":
         from .gpu import run
