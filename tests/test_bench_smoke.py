@@ -152,6 +152,25 @@ def test_bench_arguments():
             command.parse_args(bad)
 
 
+def test_quick_keeps_the_options_given_with_it():
+    """--quick fills in what is not given, as train --quick does: --quick --configs L
+    times L (it timed S under its own name), --repeats 5 five steps (it timed one)."""
+    args = command.parse_args(["--quick", "--configs", "L", "--repeats", "5",
+                               "--thread-configs", "S", "--thread-repeats", "3",
+                               "--max-seconds", "30", "--steps", "7"])
+    assert (args.configs, args.repeats, args.thread_configs, args.thread_repeats,
+            args.max_seconds, args.steps, args.batch) == (["L"], 5, ["S"], 3, 30.0, 7, 32)
+    quick = command.parse_args(["--quick"])
+    assert (quick.configs, quick.repeats, quick.thread_configs, quick.thread_repeats,
+            quick.max_seconds, quick.steps, quick.batch) == (["S"], 1, [], 1, 5.0, 20, 32)
+    full = command.parse_args([])
+    assert (full.configs, full.repeats, full.thread_configs, full.thread_repeats,
+            full.max_seconds, full.steps, full.batch) == (["S", "L"], 15, ["L"], 15, 20.0,
+                                                           None, None)
+    # an empty --thread-configs is "no thread check", not "the default"
+    assert command.parse_args(["--thread-configs"]).thread_configs == []
+
+
 def test_bench_runs_outside_the_checkout(tmp_path):
     """``python -m snn_ipu bench`` needs no file of the repository (it is in the
     package) and the checkout's script is a thin wrapper of it."""

@@ -29,6 +29,9 @@ from .sweep import run_config
 
 #: Where results go without ``--out`` (a full run; a quick one goes to a temporary dir).
 DEFAULT_OUT = Path("bench_results")
+#: Timed steps per backend and seconds of timed steps per backend, without --quick.
+REPEATS, MAX_SECONDS = 15, 20.0
+QUICK_MAX_SECONDS = 5.0
 
 
 def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
@@ -44,8 +47,9 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
     p.add_argument("--gpu-backends", nargs="+", default=None, choices=GPU_BACKENDS,
                    help="with --device cuda: what to time (default: all, "
                         f"{' '.join(GPU_BACKENDS)})")
-    p.add_argument("--configs", nargs="+", default=["S", "L"], choices=list(CONFIGS),
-                   help="S and L: calibrated random weights at each of --activities; "
+    p.add_argument("--configs", nargs="+", default=None, choices=list(CONFIGS),
+                   help="(default: S L; S with --quick) "
+                        "S and L: calibrated random weights at each of --activities; "
                         "S-trained, L-trained and digits-trained: a network trained for a few "
                         "epochs (S on an SHD-shaped randman task, L on an N-MNIST-shaped "
                         "one, the digits network), one row at "
@@ -59,10 +63,11 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                    help=f"default: all but {', '.join(OPT_IN)} (compiling each layer's "
                         "whole unrolled time loop takes minutes per layer shape at T=100); "
                         f"with --quick, also without {', '.join(SLOW_TO_BUILD)}")
-    p.add_argument("--repeats", type=at_least(1), default=15,
-                   help="timed steps per backend (max)")
-    p.add_argument("--max-seconds", type=positive, default=20.0,
-                   help="stop repeating a backend after this many seconds (>= 1 timed step)")
+    p.add_argument("--repeats", type=at_least(1), default=None,
+                   help=f"timed steps per backend (max) (default: {REPEATS}; 1 with --quick)")
+    p.add_argument("--max-seconds", type=positive, default=None,
+                   help="stop repeating a backend after this many seconds (>= 1 timed step) "
+                        f"(default: {MAX_SECONDS:g}; {QUICK_MAX_SECONDS:g} with --quick)")
     p.add_argument("--baseline-timing", choices=("auto", "each", "reuse"), default="auto",
                    help="time dense baselines at each activity, or at 3 and reuse "
                         "(auto: each on S, reuse on L)")
@@ -70,11 +75,13 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                    help="with reuse: the activities at which dense baselines are timed")
     p.add_argument("--baseline-memory-once", action="store_true",
                    help="measure dense baselines' peak memory at their first activity only")
-    p.add_argument("--thread-configs", nargs="*", default=["L"], choices=sorted(CONFIGS),
-                   help="configs on which emulator 1 vs 2 threads is timed")
-    p.add_argument("--thread-repeats", type=at_least(1), default=15,
+    p.add_argument("--thread-configs", nargs="*", default=None, choices=sorted(CONFIGS),
+                   help="configs on which emulator 1 vs 2 threads is timed (default: L; "
+                        "none with --quick)")
+    p.add_argument("--thread-repeats", type=at_least(1), default=None,
                    help="timed steps per thread count (max): a 2-thread step needs both "
-                        "cores free, so a busy spell of one skews a short series")
+                        "cores free, so a busy spell of one skews a short series "
+                        f"(default: {REPEATS}; 1 with --quick)")
     p.add_argument("--no-memory", dest="memory", action="store_false",
                    help="skip the per-step peak-memory subprocesses")
     p.add_argument("--memory-timeout", type=positive, default=300.0)
@@ -91,7 +98,7 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true",
                    help="smoke run: S only, T=20, B=32, 1 repeat, no thread check, results "
-                        "in a temporary directory unless --out is given")
+                        "in a temporary directory, each unless given")
     p.add_argument("--out", type=Path, default=None,
                    help=f"results directory (default ./{DEFAULT_OUT}/)")
     return p
@@ -101,6 +108,18 @@ def parse_args(argv: Optional[Sequence[str]] = None,
                prog: str = "snn-ipu bench") -> argparse.Namespace:
     p = parser(prog)
     args = p.parse_args(argv)
+    # --quick's settings where the option is not given: given ones are kept (as train
+    # --quick keeps a given --epochs); --quick --configs L ran S, --repeats 5 ran one
+    quick = args.quick
+    for name, full, short in (("configs", ["S", "L"], ["S"]),
+                              ("repeats", REPEATS, 1),
+                              ("thread_repeats", REPEATS, 1),
+                              ("max_seconds", MAX_SECONDS, QUICK_MAX_SECONDS),
+                              ("thread_configs", ["L"], []),
+                              ("steps", None, 20),
+                              ("batch", None, 32)):
+        if getattr(args, name) is None:
+            setattr(args, name, short if quick else full)
     if args.device != "cpu":
         why = check_device(args.device)
         if why is not None:
@@ -117,14 +136,6 @@ def parse_args(argv: Optional[Sequence[str]] = None,
                          if b not in OPT_IN and not (args.quick and b in SLOW_TO_BUILD)]
     if args.activities is None:
         args.activities = list(QUICK_ACTIVITIES if args.quick else DEFAULT_ACTIVITIES)
-    if args.quick:
-        args.configs = ["S"]
-        args.steps = args.steps or 20
-        args.batch = args.batch or 32
-        args.repeats = 1
-        args.thread_repeats = 1
-        args.max_seconds = min(args.max_seconds, 5.0)
-        args.thread_configs = []
     return args
 
 
