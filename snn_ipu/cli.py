@@ -21,7 +21,7 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from ._arg_types import at_least, decay, non_negative, positive
+from ._arg_types import at_least, decay, fraction, non_negative, positive
 
 __all__ = ["main", "build_parser"]
 
@@ -198,8 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--checkpoint", help="plan this checkpoint's network (default: none)")
     plan.add_argument("--target", choices=("ipu2", "host"), default="ipu2",
                       help="(default: ipu2)")
-    plan.add_argument("--activity", type=positive, default=0.05,
-                      help="expected fraction of neurons spiking per step (default: 0.05)")
+    # a fraction checked by argparse: above 1 it passed here and snn_ipu.plan refused it
+    # after the report's first line was printed
+    plan.add_argument("--activity", type=fraction, default=0.05,
+                      help="expected fraction of neurons spiking per step, in (0, 1] "
+                           "(default: 0.05)")
     plan.add_argument("--input-max-spikes", type=at_least(1), default=None,
                       help="capacity of the input list (default: from --activity)")
     plan.add_argument("--pipelined", action="store_true",

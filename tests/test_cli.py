@@ -388,6 +388,17 @@ def test_plan_prints_the_report_of_the_configured_network(capsys):
     assert expected.disjoint and str(expected) in out and "pipelined:" in out
 
 
+@pytest.mark.parametrize("activity", ["2", "1.01", "0"])
+def test_plan_activity_outside_a_fraction_is_refused_before_any_report(capsys, activity):
+    """--activity must lie in (0, 1]: refused by argparse (exit 2) before the report's
+    first line; above 1 it printed "network ..." and then the planner's error."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["plan", "--data", "randman", "--hidden", "8", "--activity", activity])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and captured.out == ""
+    assert "argument --activity" in captured.err
+
+
 def test_help_names_the_program_and_every_default(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
