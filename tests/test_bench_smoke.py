@@ -171,6 +171,23 @@ def test_quick_keeps_the_options_given_with_it():
     assert command.parse_args(["--thread-configs"]).thread_configs == []
 
 
+def test_the_result_names_every_activity_whose_dense_baselines_were_timed(tmp_path):
+    """--baseline-timing reuse --baseline-activities 0.1 with --activities 0.02 0.1: the
+    0.02 row has no earlier timing to reuse and is timed; the result's
+    baseline_timed_activities (and its text) said [0.1]. Checked against the rows'
+    own 'timed' flags."""
+    out = tmp_path / "out"
+    assert command.main(["--quick", "--backends", "emulator_sparse", "torch_loop",
+                         "--activities", "0.02", "0.1", "--baseline-timing", "reuse",
+                         "--baseline-activities", "0.1", "--steps", "3", "--batch", "2",
+                         "--no-memory", "--out", str(out)]) == 0
+    result = json.loads((out / "bench_S.json").read_text())
+    timed = [row["target_activity"] for row in result["rows"]
+             if row["results"]["torch_loop"].get("timed")]
+    assert timed == [0.02, 0.1]
+    assert result["baseline_timed_activities"] == timed
+
+
 def test_bench_runs_outside_the_checkout(tmp_path):
     """``python -m snn_ipu bench`` needs no file of the repository (it is in the
     package) and the checkout's script is a thin wrapper of it."""

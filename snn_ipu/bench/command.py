@@ -72,7 +72,9 @@ def parser(prog: str = "snn-ipu bench") -> argparse.ArgumentParser:
                    help="time dense baselines at each activity, or at 3 and reuse "
                         "(auto: each on S, reuse on L)")
     p.add_argument("--baseline-activities", nargs="+", type=fraction, default=None,
-                   help="with reuse: the activities at which dense baselines are timed")
+                   help="with reuse: the activities at which dense baselines are timed "
+                        "(and the first of --activities, which has no earlier timing to "
+                        "reuse)")
     p.add_argument("--baseline-memory-once", action="store_true",
                    help="measure dense baselines' peak memory at their first activity only")
     p.add_argument("--thread-configs", nargs="*", default=None, choices=sorted(CONFIGS),

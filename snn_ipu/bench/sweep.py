@@ -61,8 +61,11 @@ def baseline_timed_rows(name: str, activities: Sequence[float],
     if mode == "auto":
         mode = "reuse" if name == "L" else "each"
     if mode == "reuse" and args.baseline_activities:
-        return sorted({min(range(len(activities)), key=lambda j, a=a: abs(activities[j] - a))
-                       for a in args.baseline_activities})
+        # and the first row: it has no earlier timing to reuse, so it is timed anyway
+        # (left out here, the result said "timed only at" activities that left it out)
+        return sorted({0} | {min(range(len(activities)),
+                                 key=lambda j, a=a: abs(activities[j] - a))
+                             for a in args.baseline_activities})
     if mode == "reuse" and len(activities) > 3:
         return sorted({0, len(activities) // 2, len(activities) - 1})
     return list(range(len(activities)))
