@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterable, Union
 import numpy as np
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint", "require_entries", "rng_state",
+__all__ = ["save_checkpoint", "save_atomically", "load_checkpoint", "require_entries", "rng_state",
            "set_rng_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "snn_ipu.checkpoint"
@@ -101,27 +101,35 @@ def save_checkpoint(path: PathLike, payload: Dict[str, Any]) -> Path:
     data = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **payload}
     with FileLocks([path]):
         _remove_leftovers(path)
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-        handle, temporary = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp",
-                                             dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as f:
-                torch.save(data, f)
-                f.flush()
-                os.fchmod(f.fileno(), mode)  # mkstemp's 0600 is not the user's choice
-                os.fsync(f.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            # the old checkpoint is untouched; leave no half-written file behind
-            try:
-                os.unlink(temporary)
-            except FileNotFoundError:
-                pass
-            raise
+        save_atomically(path, data)
     return path
+
+
+def save_atomically(path: Path, obj: Any) -> None:
+    """``torch.save(obj, path)`` through a temporary file in the same folder, flushed and
+    renamed over ``path``: a process killed mid-write leaves the previous file (or none),
+    never a truncated one, and a failed write leaves no temporary file. The file gets the
+    mode of the one it replaces, or for a new one the umask's (module docstring)."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    handle, temporary = tempfile.mkstemp(prefix=_temporary_prefix(path), suffix=".tmp",
+                                         dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fchmod(f.fileno(), mode)  # mkstemp's 0600 is not the user's choice
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        # the old file is untouched; leave no half-written file behind
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def _check_archive(path: Path) -> None:

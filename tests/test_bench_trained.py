@@ -127,3 +127,43 @@ def test_summary_tables_with_a_trained_row():
     assert rows[0] == "| digits-trained | 5.0% | 1 (100) | 12 | 30 | 5 | 10.5% |"
     assert rows[1] == "| digits-trained | 5.0% | 2 (40) | 8 | 4 | 3 | 7.5% |"
     assert len(rows) == 3
+
+
+def test_a_copy_cut_short_by_a_kill_is_trained_again(trained, tmp_path, monkeypatch):
+    """A bench killed while it wrote the trained copy: the next run trains the network
+    again (the very weights of the run that finished, ``trained``), instead of failing
+    on a truncated file at the copy's path (a plain torch.save left one: every later
+    run of the config raised "OSError: [Errno 22] Invalid argument")."""
+    import io
+
+    _, problem = trained
+    real = torch.save
+
+    def killed_mid_write(obj, f, *args, **kwargs):
+        buffer = io.BytesIO()
+        real(obj, buffer)
+        data = buffer.getvalue()
+        if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
+            with open(f, "wb") as out:
+                out.write(data[:len(data) // 2])
+        else:
+            f.write(data[:len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", killed_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        trained_problem("tiny", TINY, 3, "reference", tmp_path, log=lambda m: None)
+    monkeypatch.undo()
+    path = cache_path("tiny", train_config(TINY, 3, "reference"), tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], [path.name])
+    # the copy a kill cut short before writes were atomic is trained again too
+    lines = []
+    for _ in range(2):
+        again = trained_problem("tiny", TINY, 3, "reference", tmp_path, log=lines.append)
+        assert again["training"]["cached"] is None
+        for a, b in zip(again["w0"] + again["biases"], problem["w0"] + problem["biases"]):
+            assert torch.equal(a, b)
+        assert torch.equal(again["x"], problem["x"]) and torch.equal(again["y"], problem["y"])
+        path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+    assert any("is unreadable" in line and "training it again" in line for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]

@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 import torch
 
+from ..checkpoint import save_atomically
 from .configs import BETA, SPARSE_WINDOW, THRESHOLD
 
 
@@ -61,8 +62,8 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
 
     config = train_config(cfg, seed, backend)
     path = cache_path(name, config, folder)
-    if path.is_file():
-        saved = torch.load(path, weights_only=True)
+    saved = _read_copy(path, log, name) if path.is_file() else None
+    if saved is not None:
         saved["training"]["cached"] = str(path)
         log(f"  [{name}] trained network from {path}")
         # the key is the training's settings: the timed batch B may differ from the one
@@ -93,8 +94,26 @@ def train_network(name: str, cfg: dict, seed: int, backend: str, folder: Path,
                      **{k: metrics[k] for k in ("epoch", "loss", "train_acc", "test_acc")},
                      "layers": metrics["layers"], "cached": None},
     }
-    torch.save(saved, path)
+    # through a temporary file and a rename: a bench killed mid-write (a plain torch.save
+    # to the path) left a truncated copy that every later run of the config failed to
+    # read ("OSError: [Errno 22] Invalid argument") until it was found and deleted
+    save_atomically(path, saved)
     return saved
+
+
+def _read_copy(path: Path, log: Callable[[str], None], name: str) -> Optional[dict]:
+    """The run folder's copy at ``path``, or None (trained again) where it cannot be read:
+    a copy cut short by a kill mid-write (before writes were atomic) or damaged."""
+    try:
+        saved = torch.load(path, weights_only=True)
+        if isinstance(saved, dict) and isinstance(saved.get("training"), dict) and all(
+                key in saved for key in ("weights", "biases", "x", "y")):
+            return saved
+        problem = "not a trained network's copy"
+    except Exception as exc:  # noqa: BLE001 - a cut zip or pickle raises anything
+        problem = f"{type(exc).__name__}: {exc}"
+    log(f"  [{name}] {path} is unreadable ({problem}); training it again")
+    return None
 
 
 def trained_problem(name: str, cfg: dict, seed: int, backend: str, folder: Path,
