@@ -106,6 +106,12 @@ def _load_run(source: Path) -> Dict[str, Any]:
             # a log written before paths were stored absolute: relative to a folder no
             # longer known, so taken where the default log sits, beside its checkpoint
             checkpoint = source.parent / Path(checkpoint).name
+        elif checkpoint and not Path(checkpoint).exists() and \
+                (source.parent / Path(checkpoint).name).is_file():
+            # a run folder moved or copied elsewhere: its absolute path names the old
+            # folder, the checkpoint sits beside its log (the raster was dropped, "not
+            # there"); _raster_of_sample still refuses another run's
+            checkpoint = source.parent / Path(checkpoint).name
         return {"epochs": log["epochs"], "config": log["start"]["config"],
                 "checkpoint": Path(checkpoint) if checkpoint else None}
     state = load_checkpoint(source)

@@ -494,3 +494,18 @@ def test_triton_backend_trains_from_the_command_line_as_the_reference_does(
         states["reference"]["metrics"][0]["loss"], rel=1e-4)
     for name, ref in states["reference"]["model"].items():
         torch.testing.assert_close(states["triton"]["model"][name], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_plot_of_a_moved_run_folder_draws_the_raster_of_its_checkpoint(tmp_path, capsys):
+    """A run folder moved after training: its log names the checkpoint by the old absolute
+    path, and the checkpoint beside the log is the run's. The raster is drawn from it (it
+    was dropped with "not there"), the same PNG as before the move."""
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(first / "m.pt")])
+    run(capsys, ["plot", str(first / "m.metrics.jsonl"), "--out", str(tmp_path / "before")])
+    first.rename(moved)
+    out = run(capsys, ["plot", str(moved / "m.metrics.jsonl"), "--out",
+                       str(tmp_path / "after")]).out
+    assert out.count(".png") == 3
+    assert (tmp_path / "after" / "m_raster.png").read_bytes() == \
+        (tmp_path / "before" / "m_raster.png").read_bytes()
