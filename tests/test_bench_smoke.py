@@ -207,3 +207,30 @@ def test_trained_configs_are_refused_on_a_gpu(monkeypatch, capsys):
     assert "--configs S-trained: the trained networks run on the CPU benchmark only" in \
         capsys.readouterr().err
     assert command.parse_args(["--device", "cuda", "--configs", "S"]).configs == ["S"]
+
+
+def test_a_bench_killed_while_it_writes_its_result_keeps_the_rows_before(tmp_path,
+                                                                        monkeypatch):
+    """The result so far is written after every row: a bench killed while it wrote the
+    second row's (half the JSON out) keeps the first row's whole file. Written over the
+    file itself, the kill left half a JSON, and the first row was lost with it."""
+    real, calls = json.dump, []
+
+    def killed_on_the_second(obj, f, *args, **kwargs):
+        calls.append(obj)
+        if len(calls) < 2:
+            return real(obj, f, *args, **kwargs)
+        text = json.dumps(obj, *args, **kwargs)
+        f.write(text[:len(text) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(json, "dump", killed_on_the_second)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        command.main(["--quick", "--backends", "emulator_sparse", "--activities", "0.02",
+                      "0.1", "--steps", "2", "--batch", "2", "--no-memory", "--out", str(out)])
+    monkeypatch.undo()
+    result = json.loads((out / "bench_S.json").read_text())
+    assert result["partial"] is True
+    assert [row["target_activity"] for row in result["rows"]] == [0.02]
+    assert sorted(p.name for p in out.iterdir()) == ["bench_S.json"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from .gpu import GPU_BACKENDS, check_device
 from .networks import family_status
 from .report import plot, table
 from .summary import caption, entries_table, markdown_table, summary_plot
-from .sweep import run_config
+from .sweep import run_config, write_json
 
 #: Where results go without ``--out`` (a full run; a quick one goes to a temporary dir).
 DEFAULT_OUT = Path("bench_results")
@@ -185,8 +184,7 @@ def main(argv: Optional[Sequence[str]] = None, default_out: Path = DEFAULT_OUT,
         result = run_config(name, args, status, partial_path=json_path)
         result["wall_s"] = time.perf_counter() - t_config
         result["args"] = {k: v for k, v in vars(args).items()}
-        with open(json_path, "w") as f:
-            json.dump(result, f, indent=1, default=str)
+        write_json(json_path, result)  # the partial result stays whole until replaced
         err = plot(result, out / f"bench_{name}.png")
         print(table(result))
         print(f"wrote {json_path}" + ("" if err is None else f" ({err})"), flush=True)

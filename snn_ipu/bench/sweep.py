@@ -314,7 +314,6 @@ def run_config(name: str, args: argparse.Namespace, status: Status,
                partial_path: Optional[Path] = None) -> dict:
     """The whole sweep of one config; with ``partial_path``, the result so far is written
     there after every row, so that an interrupted run leaves its rows behind."""
-    import json
 
     cfg = config_of(name, args)
     calib_backend = "emulator" if status["emulator"] is None else "reference"
@@ -347,6 +346,30 @@ def run_config(name: str, args: argparse.Namespace, status: Status,
                           tmpdir, log)
             result["rows"].append(row)
             if partial_path is not None:
-                with open(partial_path, "w") as f:
-                    json.dump(dict(result, partial=True), f, indent=1, default=str)
+                write_json(partial_path, dict(result, partial=True))
     return result
+
+
+def write_json(path: os.PathLike, result: dict) -> None:
+    """``result`` as JSON at ``path``, through a temporary file in the same folder renamed
+    over it: a bench killed mid-write keeps the rows written before (json.dump writes
+    piece by piece, and over the file itself a kill left a cut, unreadable JSON that
+    lost every row of the config)."""
+    import json
+
+    from ..checkpoint import _umask
+
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                         dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as f:
+            json.dump(result, f, indent=1, default=str)
+        os.chmod(temporary, 0o666 & ~_umask())  # open()'s mode, not mkstemp's 0600
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
