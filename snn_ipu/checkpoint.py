@@ -28,13 +28,14 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, Iterable, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterable, Union
 
 import numpy as np
 import torch
 
-__all__ = ["save_checkpoint", "save_atomically", "load_checkpoint", "require_entries", "rng_state",
-           "set_rng_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+__all__ = ["save_checkpoint", "save_atomically", "write_atomically", "load_checkpoint",
+           "require_entries", "rng_state", "set_rng_state", "CHECKPOINT_FORMAT",
+           "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "snn_ipu.checkpoint"
 CHECKPOINT_VERSION = 1
@@ -106,10 +107,16 @@ def save_checkpoint(path: PathLike, payload: Dict[str, Any]) -> Path:
 
 
 def save_atomically(path: Path, obj: Any) -> None:
-    """``torch.save(obj, path)`` through a temporary file in the same folder, flushed and
-    renamed over ``path``: a process killed mid-write leaves the previous file (or none),
-    never a truncated one, and a failed write leaves no temporary file. The file gets the
-    mode of the one it replaces, or for a new one the umask's (module docstring)."""
+    """``torch.save(obj, path)``, written as :func:`write_atomically` writes."""
+    write_atomically(path, lambda f: torch.save(obj, f))
+
+
+def write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """``write(f)`` into a temporary file in the same folder, flushed and renamed over
+    ``path``: a process killed mid-write leaves the previous file (or none), never a
+    truncated one, and a failed write leaves no temporary file. The file gets the mode
+    of the one it replaces, or for a new one the umask's (module docstring)."""
+    path = Path(path)
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
@@ -118,7 +125,7 @@ def save_atomically(path: Path, obj: Any) -> None:
                                          dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fchmod(f.fileno(), mode)  # mkstemp's 0600 is not the user's choice
             os.fsync(f.fileno())

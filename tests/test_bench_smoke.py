@@ -214,17 +214,30 @@ def test_a_bench_killed_while_it_writes_its_result_keeps_the_rows_before(tmp_pat
     """The result so far is written after every row: a bench killed while it wrote the
     second row's (half the JSON out) keeps the first row's whole file. Written over the
     file itself, the kill left half a JSON, and the first row was lost with it."""
-    real, calls = json.dump, []
+    import snn_ipu.checkpoint as checkpoint
 
-    def killed_on_the_second(obj, f, *args, **kwargs):
-        calls.append(obj)
-        if len(calls) < 2:
-            return real(obj, f, *args, **kwargs)
-        text = json.dumps(obj, *args, **kwargs)
-        f.write(text[:len(text) // 2])
-        raise KeyboardInterrupt
+    real, calls = checkpoint.os.fdopen, []
 
-    monkeypatch.setattr(json, "dump", killed_on_the_second)
+    class KilledMidWrite:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            raise KeyboardInterrupt
+
+    def killed_on_the_second(*args, **kwargs):
+        calls.append(args)
+        f = real(*args, **kwargs)
+        return f if len(calls) < 2 else KilledMidWrite(f)
+
+    monkeypatch.setattr(checkpoint.os, "fdopen", killed_on_the_second)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         command.main(["--quick", "--backends", "emulator_sparse", "--activities", "0.02",

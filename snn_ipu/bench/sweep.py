@@ -351,25 +351,12 @@ def run_config(name: str, args: argparse.Namespace, status: Status,
 
 
 def write_json(path: os.PathLike, result: dict) -> None:
-    """``result`` as JSON at ``path``, through a temporary file in the same folder renamed
-    over it: a bench killed mid-write keeps the rows written before (json.dump writes
-    piece by piece, and over the file itself a kill left a cut, unreadable JSON that
-    lost every row of the config)."""
+    """``result`` as JSON at ``path``, written atomically: a bench killed mid-write keeps
+    the rows written before (``json.dump`` over the file itself left a cut, unreadable
+    JSON that lost every row of the config)."""
     import json
 
-    from ..checkpoint import _umask
+    from ..checkpoint import write_atomically
 
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                         dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as f:
-            json.dump(result, f, indent=1, default=str)
-        os.chmod(temporary, 0o666 & ~_umask())  # open()'s mode, not mkstemp's 0600
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    text = json.dumps(result, indent=1, default=str)
+    write_atomically(Path(path), lambda f: f.write(text.encode()))
