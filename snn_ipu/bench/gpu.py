@@ -15,7 +15,6 @@ weights :mod:`.workload`'s.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 import traceback
@@ -36,6 +35,7 @@ from .networks import (
     make_adam,
 )
 from .report import save_plot
+from .sweep import write_json
 from .workload import calibrate, make_problem
 
 __all__ = ["GPU_BACKENDS", "check_device", "run"]
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace, out: Path) -> int:
         result = run_config(name, args, device)
         result["args"] = {k: v for k, v in vars(args).items()}
         path = out / f"bench_gpu_{name}.json"
-        path.write_text(json.dumps(result, indent=1, default=str))
+        write_json(path, result)
         err = plot(result, out / f"bench_gpu_{name}.png")
         print(f"wrote {path}" + ("" if err is None else f" ({err})"), flush=True)
         results.append(result)
