@@ -405,7 +405,7 @@ class _Layer(nn.Module):
             hint = (
                 " (float16 weights: torch's Adam divides by eps=1e-8, which is 0 in "
                 "float16; keep float32 master weights or use an optimizer that is safe "
-                "in float16, see the README's Precision section)"
+                "in float16, see the Precision section of docs/guide.md)"
                 if p.dtype == torch.float16 else ""
             )
             raise ValueError(f"{self.name}: {pname} contains NaN or inf{hint}")

@@ -2,6 +2,7 @@
 
 import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -383,8 +384,13 @@ def test_inf_in_half_weights_points_at_the_optimizer():
     layer = LIFLayer(4, 3, dtype=torch.float16, backend="reference")
     with torch.no_grad():
         layer.weight[0, 0] = math.inf
-    with pytest.raises(ValueError, match="weight contains NaN or inf .float16 weights: torch"):
+    with pytest.raises(ValueError,
+                       match="weight contains NaN or inf .float16 weights: torch") as err:
         layer(binary((5, 2, 4), 0.3, 0))
+    # the section it points to exists where it says (the README has none)
+    assert "the Precision section of docs/guide.md" in str(err.value)
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+    assert "\n## Precision\n" in guide.read_text()
 
 
 def test_a_windowed_layer_that_passes_no_gradient_warns_once(backend):
