@@ -94,7 +94,7 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     opt(net, "--grad-window", "surrogate support below threshold in the hidden layers "
         "(sparse backward pass); none: exact gradients", type=non_negative)
     opt(net, "--max-spikes", "spike-list capacity per step and sample; none: fitted per call "
-        "(CPU backends)", type=at_least(1))
+        "(CPU and GPU backends)", type=at_least(1))
     opt(net, "--overflow", "when a list overflows max-spikes", choices=OVERFLOW_POLICIES)
     opt(net, "--backend", "layer backend (auto: emulator on the CPU, triton with --device "
         "cuda)", choices=BACKENDS)

@@ -628,7 +628,7 @@ class _SpikingLayer(_Layer):
             warn=not self.overflow_warned,
             note=" (warned once per layer; see the layer's stats for running totals)",
             stacklevel=stacklevel,
-            planned=self.max_spikes is None,  # CPU backends size such lists to fit
+            planned=self.max_spikes is None,  # CPU and GPU backends size such lists to fit
         )
         if record.overflow.first is not None and self.overflow == "drop":
             self.overflow_warned = True
@@ -716,8 +716,8 @@ class LIFLayer(_SpikingLayer):
             (snnTorch ``RLeaky``, except for its zero reset: see the module docstring).
         max_spikes: capacity of the output spike list per (t, b): its spikes and, when
             autograd records the call, its gradient-eligible neurons (all of them with
-            ``grad_window=None``); ``None`` sizes it to fit on CPU backends (the IPU
-            needs a static capacity). Above ``out_features`` it is ``out_features``.
+            ``grad_window=None``); ``None`` sizes it to fit on the CPU and GPU backends
+            (the IPU needs a static capacity). Above ``out_features`` it is ``out_features``.
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
             (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.

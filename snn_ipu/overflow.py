@@ -2,8 +2,8 @@
 
 A list holds, per (t, b), the spikes and then the gradient-eligible neurons, up to its
 capacity K. More is an overflow, never silent: ``"error"`` raises, ``"drop"`` keeps the
-first K entries (spikes first, lowest ids first) and warns, ``"grow"`` (CPU backends)
-raises the capacity to fit.
+first K entries (spikes first, lowest ids first) and warns, ``"grow"`` (not on the IPU
+backends) raises the capacity to fit.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def raise_or_warn_overflow(
             f". Set the layer's max_spikes (at least {needed} here: layer.max_spikes = "
             f"{needed}, or max_spikes= in its constructor), or overflow='drop' to discard "
             "the excess." if planned else
-            ". Raise max_spikes, use overflow='grow' (CPU backends) or "
+            ". Raise max_spikes, use overflow='grow' (not on the IPU backends) or "
             "overflow='drop' to discard the excess."))
     if policy == "drop" and warn:
         warnings.warn(

@@ -49,7 +49,7 @@ class LayerConfig:
     # in a call autograd does not record (spikes alone are listed).
     grad_window: Optional[float] = None
     recurrent: bool = False
-    capacity: Optional[int] = None  # None: sized to fit (CPU backends)
+    capacity: Optional[int] = None  # None: sized to fit (the CPU and GPU backends)
     overflow: str = "error"
     plan_target: str = "host"
     record_membrane: bool = False  # return the dense membrane [T, B, out] (detached)
