@@ -721,8 +721,9 @@ class LIFLayer(_SpikingLayer):
         overflow: ``"error"`` | ``"drop"`` | ``"grow"`` when ``max_spikes`` is too small
             (a dropped spike is not passed on, but its neuron still resets).
         learn_beta, learn_threshold: make them parameters.
-        backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu"`` | ``"triton"``
-            (NVIDIA GPUs; ``auto`` picks it for CUDA weights, docs/gpu.md).
+        backend: ``"auto"`` | ``"reference"`` | ``"emulator"`` | ``"ipu_graph"`` (the IPU
+            program run on the host) | ``"ipu"`` | ``"triton"`` (NVIDIA GPUs; ``auto``
+            picks it for CUDA weights, docs/gpu.md).
         dtype: weight dtype, ``torch.float32`` or ``torch.float16`` (state stays float32);
             ``torch.bfloat16`` on the ``triton`` and ``reference`` backends.
         plan_target: the tile plan the emulator executes (``"host"`` or ``"ipu2"``).
