@@ -317,6 +317,29 @@ def _learned_gradients(layer, fc, neuron, model):
     return out
 
 
+def _assert_matches_snntorch(layer, neuron, model, x, readout, membrane_rtol, grad_rtol):
+    """The layer against nn.Linear (its weights) + snnTorch's ``neuron`` on ``x``, in the
+    layer's dtype: spikes, membranes, and the gradients of a loss weighted by
+    ``readout`` for W, b, the input and every learned constant."""
+    fc = torch.nn.Linear(layer.in_features, layer.out_features).to(layer.weight.dtype)
+    with torch.no_grad():
+        fc.weight.copy_(layer.weight)
+        fc.bias.copy_(layer.bias)
+    x_ref = x.clone().requires_grad_()
+    ref_spikes, ref_mems = _run_snntorch_neuron(fc, neuron, x_ref, layer.recurrent)
+    (ref_spikes * readout).sum().backward()
+    x_ours = x.clone().requires_grad_()
+    out = layer(x_ours)
+    (out.to_dense() * readout).sum().backward()
+
+    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
+    assert_rel_close(layer.last_membrane, ref_mems.detach(), membrane_rtol, "membrane")
+    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model) + [
+            ("input", x_ours.grad, x_ref.grad)]:
+        assert mine.dtype == theirs.dtype and float(theirs.abs().max()) > 0, name
+        assert_rel_close(mine, theirs, grad_rtol, f"{name} grad")
+
+
 def _per_neuron_layer(model, reset, recurrent, surrogate, backend, seed, n_in, n_out):
     """A layer with learned per-neuron beta, threshold (and alpha), spread so that some
     neurons leak fast and others fire below the usual threshold of 1."""
@@ -359,24 +382,8 @@ def test_surrogates_and_per_neuron_learned_constants_match_snntorch(backend, mod
         pytest.fail("no tie-free seed found")
     readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
     layer.backend = backend
-    fc = torch.nn.Linear(IN, HID)
-    with torch.no_grad():
-        fc.weight.copy_(layer.weight)
-        fc.bias.copy_(layer.bias)
     neuron = _snntorch_neuron(layer, model, spike_grad)
-    x_ref = x.clone().requires_grad_()
-    ref_spikes, ref_mems = _run_snntorch_neuron(fc, neuron, x_ref, False)
-    (ref_spikes * readout).sum().backward()
-    x_ours = x.clone().requires_grad_()
-    out = layer(x_ours)
-    (out.to_dense() * readout).sum().backward()
-
-    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
-    assert_rel_close(layer.last_membrane, ref_mems.detach(), 1e-6, "membrane")
-    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model) + [
-            ("input", x_ours.grad, x_ref.grad)]:
-        assert float(theirs.abs().max()) > 0, name
-        assert_rel_close(mine, theirs, 1e-4, f"{name} grad")
+    _assert_matches_snntorch(layer, neuron, model, x, readout, 1e-6, 1e-4)
 
 
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
@@ -404,24 +411,9 @@ def test_float64_yardstick_per_neuron_learned_constants(model, reset, recurrent)
         pytest.fail("no tie-free seed found")
     readout = torch.randn(T, B, HID, dtype=torch.float64,
                           generator=torch.Generator().manual_seed(seed))
-    fc = torch.nn.Linear(IN, HID).double()
-    with torch.no_grad():
-        fc.weight.copy_(layer.weight)
-        fc.bias.copy_(layer.bias)
     neuron = _snntorch_neuron(layer, model, lambda v: _Surrogate64.apply(v, kind, k)).double()
-    x_ref = x.clone().requires_grad_()
-    ref_spikes, ref_mems = _run_snntorch_neuron(fc, neuron, x_ref, recurrent)
-    (ref_spikes * readout).sum().backward()
-    x_ours = x.clone().requires_grad_()
-    out = layer(x_ours)
-    (out.to_dense() * readout).sum().backward()
-
-    assert torch.equal(out.to_dense().detach(), ref_spikes.detach())
-    assert_rel_close(layer.last_membrane, ref_mems.detach(), 1e-12, "membrane")
-    for name, mine, theirs in _learned_gradients(layer, fc, neuron, model) + [
-            ("input", x_ours.grad, x_ref.grad)]:
-        assert mine.dtype == torch.float64 and float(theirs.abs().max()) > 0, name
-        assert_rel_close(mine, theirs, 1e-10, f"{name} grad")
+    assert layer.weight.dtype == torch.float64
+    _assert_matches_snntorch(layer, neuron, model, x, readout, 1e-12, 1e-10)
 
 
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
