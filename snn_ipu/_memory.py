@@ -55,20 +55,21 @@ def available_bytes() -> Optional[int]:
 
 def layer_call_bytes(
     steps: int, batch: int, out_features: int, capacity: Optional[int], lists_everyone: bool,
-    dense_state: int, dense_input: int = 0,
+    dense_state: int,
 ) -> int:
     """The bytes a spiking or readout layer's forward pass allocates whatever its
     activity: every neuron-step listed (8 bytes in the tiles' histories, 12 in the
     output list: id, membrane, value) where every neuron is listed (exact gradients
     in training), else a ``[T, B, K]`` output of ``capacity`` entries (12 bytes each);
     ``dense_state`` float32 ``[T, B, out]`` arrays (a kept membrane and synaptic
-    history: 0, 1 or 2); and ``dense_input`` bytes of dense input and currents."""
+    history: 0, 1 or 2). The dense input path's buffers, whose use depends on the
+    input's density, are checked where they are made (the emulator's ``_dense_input``)."""
     neuron_steps = steps * batch * out_features
     if lists_everyone:
         lists = neuron_steps * (8 + 12)
     else:
         lists = steps * batch * (capacity or 0) * 12
-    return lists + neuron_steps * 4 * dense_state + dense_input
+    return lists + neuron_steps * 4 * dense_state
 
 
 def require(where: str, needed: int, advice: str) -> None:
