@@ -74,3 +74,42 @@ def test_get_refuses_the_base_class_and_classes():
         surrogate.get(surrogate.Surrogate())
     with pytest.raises(TypeError, match=r"pass ATan\(\) rather than the class"):
         surrogate.get(surrogate.ATan)
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_a_window_of_triangles_width_gives_the_exact_gradients(backend):
+    """Triangle's derivative is zero at and below ``threshold - width``, so a window of
+    its width lists every neuron whose derivative is not: the gradients of
+    ``grad_window=None`` (the reference's, every neuron listed), with fewer entries."""
+    from snn_ipu import LIFLayer, SparseSpikes
+
+    T, B, IN, HID, OUT = 25, 4, 40, 60, 6
+    tri = surrogate.Triangle(width=0.4)
+    g = torch.Generator().manual_seed(3)
+    x = SparseSpikes.from_dense((torch.rand(T, B, IN, generator=g) < 0.2).float())
+    w1 = torch.randn(HID, IN, generator=g) * 0.5
+    w2 = torch.randn(OUT, HID, generator=g) * 0.6
+    readout = torch.randn(OUT, generator=g)
+
+    def grads(window, on):
+        torch.manual_seed(0)
+        layers = [LIFLayer(IN, HID, beta=0.9, surrogate=tri, grad_window=window, backend=on),
+                  LIFLayer(HID, OUT, beta=0.9, surrogate=tri, grad_window=window, backend=on)]
+        with torch.no_grad():
+            layers[0].weight.copy_(w1)
+            layers[1].weight.copy_(w2)
+        hidden = layers[0](x)
+        (layers[1](hidden).to_dense().sum(0) * readout).sum().backward()
+        listed = int(hidden.counts[..., 1].sum())
+        return [p.grad for layer in layers for p in (layer.weight, layer.bias)], listed
+
+    exact, all_listed = grads(None, "reference")
+    assert all_listed == T * B * HID
+    windowed, listed = grads(tri.width, backend)
+    assert listed < all_listed / 2  # the window follows the neurons near threshold
+    for got, want, what in zip(windowed, exact, ("w1", "b1", "w2", "b2")):
+        assert float(want.abs().max()) > 0, what
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6, msg=what)
+    # a narrower window cuts the derivative off where it is not zero
+    narrower, _ = grads(tri.width / 2, backend)
+    assert not torch.allclose(narrower[0], exact[0], rtol=1e-3, atol=1e-5)
