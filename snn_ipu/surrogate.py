@@ -45,7 +45,9 @@ class Surrogate:
     """Base class: ``kind`` is the surrogate's code in the native code (Codes.hpp);
     its dataclass fields are its parameters, each a finite number > 0, which the
     native code takes as ``params`` (the first is the shape: alpha, slope or width;
-    the second Triangle's height)."""
+    the second Triangle's height). A subclass of a built-in surrogate may change its
+    parameters' defaults, not its derivative: the native code evaluates the built-in
+    one (:func:`get` refuses an override)."""
 
     kind = -1
 
@@ -131,6 +133,37 @@ _BY_NAME = {
 }
 
 
+_BUILT_IN = (ATan, FastSigmoid, Sigmoid, Triangle, StraightThrough)
+_BY_KIND = {cls.kind: cls for cls in _BUILT_IN}
+
+
+def _check_native_form(surrogate: Surrogate) -> None:
+    """A subclass may change its parameters' defaults, nothing else: the emulator, the
+    IPU and the ipu_graph backend evaluate the derivative of the built-in class its
+    ``kind`` names, in C++, while the reference (and Triton) backend calls the Python
+    ``derivative``; an overridden one would train differently on each backend."""
+    cls = type(surrogate)
+    base = _BY_KIND.get(surrogate.kind)
+    if cls is base:
+        return
+    if base is None or not isinstance(surrogate, base):
+        what = "is not one of snn_ipu's surrogates (its kind names none it derives from)"
+    elif cls.derivative is not base.derivative:
+        what = f"overrides {base.__name__}.derivative"
+    elif cls.params is not Surrogate.params or \
+            [f.name for f in fields(cls)] != [f.name for f in fields(base)]:
+        what = f"changes {base.__name__}'s parameters"
+    else:
+        return
+    raise TypeError(
+        f"surrogate {cls.__name__} {what}: the derivative runs in C++ on the emulator and "
+        "the IPU, which take a surrogate's kind and parameters alone, so a custom one would "
+        "be ignored there and used by the reference and triton backends; use ATan(), "
+        "FastSigmoid(), Sigmoid(), Triangle() or StraightThrough() with their parameters "
+        "(a subclass may change their defaults)"
+    )
+
+
 def get(surrogate: Union[str, Surrogate, None]) -> Surrogate:
     """A Surrogate from an instance, a name such as ``"atan"``, or None (ATan(2))."""
     if surrogate is None:
@@ -141,11 +174,12 @@ def get(surrogate: Union[str, Surrogate, None]) -> Surrogate:
             f"{surrogate.__name__}"
         )
     if isinstance(surrogate, Surrogate):
-        if surrogate.kind < 0:
+        if type(surrogate) is Surrogate:
             raise TypeError(
                 "Surrogate is the abstract base class; use ATan(), FastSigmoid(), Sigmoid(), "
                 "Triangle() or StraightThrough()"
             )
+        _check_native_form(surrogate)
         return surrogate
     if isinstance(surrogate, str):
         key = surrogate.lower()

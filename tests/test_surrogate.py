@@ -1,10 +1,13 @@
 """Surrogate derivatives against snnTorch's autograd and hand-computed values."""
 
+from dataclasses import dataclass
+
 import pytest
 import snntorch.surrogate as sts
 import torch
 
-from snn_ipu import surrogate
+from snn_ipu import LIFLayer, surrogate
+from snn_ipu._codes import SURROGATES
 from snn_ipu.backends.reference import spike
 
 X = torch.linspace(-2, 2, 81, dtype=torch.float64)
@@ -113,3 +116,41 @@ def test_a_window_of_triangles_width_gives_the_exact_gradients(backend):
     # a narrower window cuts the derivative off where it is not zero
     narrower, _ = grads(tri.width / 2, backend)
     assert not torch.allclose(narrower[0], exact[0], rtol=1e-3, atol=1e-5)
+
+
+def test_a_subclass_may_change_defaults_but_not_the_derivative():
+    """The emulator and the IPU evaluate the built-in derivative of a surrogate's kind in
+    C++; a Python override reached the reference backend alone (a layer's dL/dW summed
+    to 94207 there and 119 on the emulator for the same model)."""
+
+    class Steep(surrogate.ATan):
+        def derivative(self, x):
+            return 100.0 * torch.ones_like(x)
+
+    with pytest.raises(TypeError, match=r"Steep overrides ATan\.derivative"):
+        surrogate.get(Steep())
+    with pytest.raises(TypeError, match="overrides ATan.derivative"):
+        LIFLayer(4, 3, surrogate=Steep())
+    layer = LIFLayer(4, 3)
+    with pytest.raises(TypeError, match="overrides ATan.derivative"):
+        layer.surrogate = Steep()
+
+    class Renamed(surrogate.FastSigmoid):
+        kind = SURROGATES["sigmoid"]  # FastSigmoid's slope read as Sigmoid's
+
+    with pytest.raises(TypeError, match="is not one of snn_ipu's surrogates"):
+        surrogate.get(Renamed())
+
+    @dataclass(frozen=True)
+    class Extra(surrogate.Triangle):
+        offset: float = 1.0  # a third parameter no native code reads
+
+    with pytest.raises(TypeError, match="changes Triangle's parameters"):
+        surrogate.get(Extra())
+
+    @dataclass(frozen=True)
+    class ATan5(surrogate.ATan):
+        alpha: float = 5.0
+
+    assert surrogate.get(ATan5()) == ATan5()
+    torch.testing.assert_close(ATan5().derivative(X), snntorch_derivative(sts.atan(5.0)))
