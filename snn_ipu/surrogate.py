@@ -20,6 +20,7 @@ StraightThrough()  1                                       ``straight_through_es
 
 from __future__ import annotations
 
+import ctypes
 import math
 import numbers
 from dataclasses import dataclass, fields
@@ -71,6 +72,14 @@ def _positive(name: str, value: float) -> float:
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"surrogate parameter {name} must be a finite number > 0, got {value}")
+    as_float32 = ctypes.c_float(value).value
+    if not math.isfinite(as_float32) or as_float32 <= 0:
+        # 1e39 is inf there (NaN gradients), 1e-46 is 0 (Triangle's width: no gradient;
+        # FastSigmoid's slope: the straight-through estimator)
+        raise ValueError(
+            f"surrogate parameter {name}={value} is {as_float32} in float32, in which the "
+            "native code and the layers compute: it must be a finite number > 0 there "
+            "(between about 1.4e-45 and 3.4e38)")
     return value
 
 

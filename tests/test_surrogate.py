@@ -154,3 +154,22 @@ def test_a_subclass_may_change_defaults_but_not_the_derivative():
 
     assert surrogate.get(ATan5()) == ATan5()
     torch.testing.assert_close(ATan5().derivative(X), snntorch_derivative(sts.atan(5.0)))
+
+
+@pytest.mark.parametrize("make, shown", [
+    (lambda: surrogate.ATan(1e39), "inf"),  # NaN gradients
+    (lambda: surrogate.Sigmoid(slope=1e39), "inf"),
+    (lambda: surrogate.Triangle(width=1e-46), "0.0"),  # no gradient at all
+    (lambda: surrogate.FastSigmoid(slope=1e-46), "0.0"),  # the straight-through estimator
+    (lambda: surrogate.Triangle(height=1e-50), "0.0"),
+])
+def test_parameters_must_survive_float32(make, shown):
+    with pytest.raises(ValueError, match=f"is {shown} in float32"):
+        make()
+
+
+def test_small_and_large_float32_parameters_are_kept():
+    # a float32 subnormal and a value near float32's largest are still > 0 and finite
+    assert surrogate.FastSigmoid(1e-44).slope == 1e-44
+    assert surrogate.ATan(3e38).alpha == 3e38
+    assert surrogate.Triangle(1e-3, 2.0).derivative(torch.tensor([0.0])).item() == 2.0
