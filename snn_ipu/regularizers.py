@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from ._numbers import flag
+from ._numbers import flag, real_number
 from .losses import SpikesLike, _is_sparse, spike_count
 
 __all__ = ["l1_rate_sparsity", "lower_rate_penalty", "upper_rate_penalty", "spike_rates"]
@@ -49,9 +49,22 @@ def spike_rates(spikes: SpikesLike, time_first: bool = True) -> torch.Tensor:
 
 
 def _non_negative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not math.isfinite(value) or value < 0:
+    number = real_number(name, value)  # names the argument for a bool or a string
+    if not math.isfinite(number) or number < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return number
+
+
+def _rate(name: str, value: float) -> float:
+    """A rate bound in spikes per step: a neuron spikes at most once a step, so a bound
+    above 1 (a rate in Hz, say) is one a lower bound can never meet and an upper bound
+    never reaches."""
+    number = _non_negative(name, value)
+    if number > 1:
+        raise ValueError(
+            f"{name} is in spikes per step, in [0, 1] (a neuron spikes at most once a step), "
+            f"got {value!r}; for a rate in Hz pass rate * dt (dt: the step in seconds)")
+    return number
 
 
 def l1_rate_sparsity(spikes: SpikesLike, scale: float = 1e-5,
@@ -65,9 +78,9 @@ def l1_rate_sparsity(spikes: SpikesLike, scale: float = 1e-5,
 
 def lower_rate_penalty(spikes: SpikesLike, min_rate: float, per_neuron: bool = True,
                        time_first: bool = True) -> torch.Tensor:
-    """Squared shortfall of the rate below ``min_rate`` spikes per step (module docstring);
-    ``per_neuron=False`` bounds the layer's mean rate instead."""
-    _non_negative("min_rate", min_rate)
+    """Squared shortfall of the rate below ``min_rate`` spikes per step, in [0, 1] (module
+    docstring); ``per_neuron=False`` bounds the layer's mean rate instead."""
+    min_rate = _rate("min_rate", min_rate)
     rates = spike_rates(spikes, time_first)
     if not flag("per_neuron", per_neuron):
         rates = rates.mean(1)
@@ -76,9 +89,9 @@ def lower_rate_penalty(spikes: SpikesLike, min_rate: float, per_neuron: bool = T
 
 def upper_rate_penalty(spikes: SpikesLike, max_rate: float, per_neuron: bool = False,
                        time_first: bool = True) -> torch.Tensor:
-    """Squared excess of the layer's mean rate over ``max_rate`` spikes per step (module
-    docstring); ``per_neuron=True`` bounds every neuron's rate instead."""
-    _non_negative("max_rate", max_rate)
+    """Squared excess of the layer's mean rate over ``max_rate`` spikes per step, in
+    [0, 1] (module docstring); ``per_neuron=True`` bounds every neuron's rate instead."""
+    max_rate = _rate("max_rate", max_rate)
     rates = spike_rates(spikes, time_first)
     if not flag("per_neuron", per_neuron):
         rates = rates.mean(1)

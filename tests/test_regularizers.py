@@ -1,5 +1,6 @@
 """Activity regularisers against snnTorch (l1_rate_sparsity) and dense formulas."""
 
+import numpy as np
 import pytest
 import snntorch.functional as SF
 import torch
@@ -56,3 +57,29 @@ def test_bad_bounds():
         lower_rate_penalty(torch.zeros(2, 1, 1), -0.1)
     with pytest.raises(ValueError, match="scale"):
         l1_rate_sparsity(torch.zeros(2, 1, 1), float("nan"))
+
+
+@pytest.mark.parametrize("fn, name", [(lower_rate_penalty, "min_rate"),
+                                      (upper_rate_penalty, "max_rate")])
+@pytest.mark.parametrize("rate", [1.5, 10.0])
+def test_rate_bounds_above_one_spike_per_step_are_refused(spk, fn, name, rate):
+    """A neuron spikes at most once a step: upper_rate_penalty(spk, 10.0) (10 Hz, say)
+    was 0 whatever the spikes, lower_rate_penalty(spk, 1.5) a penalty no network meets."""
+    with pytest.raises(ValueError, match=rf"{name} is in spikes per step, in \[0, 1\]"):
+        fn(spk, rate)
+
+
+def test_rate_bounds_at_one_by_hand(spk):
+    rates = spk.mean(0)
+    torch.testing.assert_close(lower_rate_penalty(spk, 1.0), ((1.0 - rates) ** 2).mean())
+    assert float(upper_rate_penalty(spk, 1.0, per_neuron=True)) == 0.0
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda s: l1_rate_sparsity(s, "1e-3"), "scale"),
+    (lambda s: lower_rate_penalty(s, "0.1"), "min_rate"),
+    (lambda s: upper_rate_penalty(s, np.True_), "max_rate"),
+])
+def test_bounds_of_the_wrong_type_are_named(spk, call, name):
+    with pytest.raises(TypeError, match=f"{name} must be a number"):
+        call(spk)
