@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ._devices import values_readable
-from ._numbers import flag, whole_number
+from ._numbers import flag, real_number, whole_number
 
 __all__ = [
     "spike_count",
@@ -390,7 +390,7 @@ def mse_membrane_loss(
     """
     _check_reduction(reduction)
     for name, value in (("on_target", on_target), ("off_target", off_target)):
-        if isinstance(value, bool) or not math.isfinite(value):
+        if not math.isfinite(real_number(name, value)):
             raise ValueError(f"{name} must be a finite number, got {value!r}")
     membrane = _membrane(membrane, time_first)
     targets = _check_targets(targets, membrane.shape[1], membrane.shape[2])
@@ -436,7 +436,7 @@ def mse_count_loss(
     """
     _check_reduction(reduction)
     for name, rate in (("correct_rate", correct_rate), ("incorrect_rate", incorrect_rate)):
-        if not 0.0 <= rate <= 1.0:
+        if not 0.0 <= real_number(name, rate) <= 1.0:  # a bool or a string: named
             raise ValueError(f"{name} must be in [0, 1], got {rate}")
     counts = spike_count(spikes, population, time_first=time_first)
     num_steps = spikes.num_steps if _is_sparse(spikes) else spikes.shape[0 if time_first else 1]

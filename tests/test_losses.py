@@ -3,6 +3,7 @@ values, the sparse input form and error cases."""
 
 import math
 
+import numpy as np
 import pytest
 import snntorch.functional as SF
 import torch
@@ -437,3 +438,14 @@ def test_batch_first_dense_inputs_with_time_first_false(spk, targets):
     assert accuracy(batch_first, targets, time_first=False) == accuracy(spk, targets)
     with pytest.raises(ValueError, match="always time-major"):
         ce_count_loss(SparseSpikes.from_dense(spk), targets, time_first=False)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda s, y: mse_count_loss(s, y, True, False), "correct_rate"),  # was 1.0 and 0.0
+    (lambda s, y: mse_count_loss(s, y, 0.8, "0.2"), "incorrect_rate"),
+    (lambda s, y: mse_membrane_loss(s, y, np.True_), "on_target"),  # was 1.0
+    (lambda s, y: mse_membrane_loss(s, y, 1.0, "0"), "off_target"),
+])
+def test_target_rates_and_potentials_of_the_wrong_type_are_named(spk, targets, call, name):
+    with pytest.raises(TypeError, match=f"{name} must be a number"):
+        call(spk, targets)
