@@ -26,11 +26,16 @@ def neuron_constant(name: str, value: Scalar, size: int) -> torch.Tensor:
     if isinstance(value, (str, bytes, bool, np.bool_)):
         raise TypeError(f"{name} must be a number or a tensor of numbers, got {value!r}")
     try:
-        t = torch.as_tensor(value, dtype=torch.float32).detach().clone()
+        raw = torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError):
         raise TypeError(
             f"{name} must be a number or a tensor of numbers, got {type(value).__name__}"
         ) from None
+    if raw.dtype == torch.bool or raw.is_complex():
+        # a cast to float32 would take True as 1 and drop an imaginary part
+        raise TypeError(f"{name} must hold real numbers, got a {type(value).__name__} of "
+                        f"dtype {raw.dtype}")
+    t = raw.detach().to(torch.float32).clone()
     if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, size)):
         raise ValueError(f"{name} must be a scalar or have shape [{size}], got {tuple(t.shape)}")
     return t

@@ -369,6 +369,28 @@ def test_flags_and_numbers_are_taken_as_they_are(kwargs, message):
         LIFLayer(5, 4, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    # these were cast to float32: True as 1, the imaginary part dropped
+    (dict(beta=torch.tensor([True, False, True, True])), "beta must hold real numbers, "
+     "got a Tensor of dtype torch.bool"),
+    (dict(threshold=np.ones(4, dtype=bool)), "threshold must hold real numbers"),
+    (dict(beta=[True, False, True, True]), "beta must hold real numbers"),
+    (dict(beta=torch.tensor(0.5 + 0.5j)), "beta must hold real numbers, got a Tensor of "
+     "dtype torch.complex64"),
+    (dict(threshold=np.complex128(1 + 2j)), "threshold must hold real numbers"),
+])
+def test_bool_and_complex_constants_are_refused(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        LIFLayer(5, 4, **kwargs)
+    with pytest.raises(TypeError, match=message):
+        SynapticLayer(5, 4, **kwargs)
+
+
+def test_synaptic_alpha_of_bools_is_refused():
+    with pytest.raises(TypeError, match="alpha must hold real numbers"):
+        SynapticLayer(5, 4, alpha=np.array([True, True, False, True]))
+
+
 def test_numpy_flags_and_numbers_are_accepted():
     layer = SynapticLayer(5, 4, bias=np.True_, recurrent=np.False_, learn_alpha=np.True_,
                           grad_window=np.float32(0.5), beta=np.float64(0.8))
