@@ -39,10 +39,20 @@ class SpikeDropout(nn.Module):
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        p = real_number("p", p)
+        self.p = p
+
+    @property
+    def p(self) -> float:
+        """The probability of dropping an entry, in [0, 1): checked when set, also after
+        the constructor (a dropout schedule, a notebook)."""
+        return self._p
+
+    @p.setter
+    def p(self, value: float) -> None:
+        p = real_number("SpikeDropout: p", value)
         if not 0.0 <= p < 1.0:
             raise ValueError(f"SpikeDropout: p must lie in [0, 1), got {p}")
-        self.p = p
+        self._p = p
 
     def forward(self, x: Union[SparseSpikes, torch.Tensor]) -> Union[SparseSpikes, torch.Tensor]:
         if not self.training or self.p == 0.0:

@@ -4,6 +4,7 @@ each, and never becomes a valid wrong list. Each case once went wrong (issue 30)
 
 import re
 
+import numpy as np
 import pytest
 import torch
 from conftest import binary
@@ -281,6 +282,25 @@ def test_spike_dropout_drops_spikes_with_dropouts_gradient(backend):
     layer(out)  # a list every backend takes
     drop.eval()
     assert drop(x) is x
+
+
+def test_spike_dropout_p_is_checked_when_set():
+    """p was checked in the constructor alone: drop.p = 1.5 (a schedule gone wrong)
+    dropped every spike, drop.p = -0.2 none, without a word."""
+    drop = SpikeDropout(0.5)
+    for bad in (1.5, 1.0, -0.2, float("nan")):
+        with pytest.raises(ValueError, match=r"SpikeDropout: p must lie in \[0, 1\)"):
+            drop.p = bad
+    with pytest.raises(TypeError, match="p must be a number"):
+        drop.p = "0.1"
+    assert drop.p == 0.5
+    drop.p = np.float32(0.25)
+    assert drop.p == 0.25 and type(drop.p) is float and "p=0.25" in repr(drop)
+    x = binary((T, B, IN), 0.4, 7)
+    torch.manual_seed(0)
+    kept = drop(x)
+    torch.manual_seed(0)
+    assert torch.equal(kept, x * (torch.rand(x.shape) >= 0.25))  # nn.Dropout's mask, unscaled
 
 
 def test_membrane_losses_point_to_readout_layer():
