@@ -342,6 +342,9 @@ def ce_membrane_loss(
     :return: scalar loss (``[B]`` for ``reduction="none"``)
     """
     _check_reduction(reduction)
+    if time_reduction not in _MEMBRANE_REDUCTIONS + ("per_step",):
+        raise ValueError(f"time_reduction must be one of {_MEMBRANE_REDUCTIONS + ('per_step',)}, "
+                         f"got {time_reduction!r}")
     membrane = _membrane(membrane, time_first)
     num_steps, batch_size, num_classes = membrane.shape
     if time_reduction == "per_step":

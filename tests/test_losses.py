@@ -418,6 +418,12 @@ def test_batch_reduction_is_checked_and_points_at_time_reduction(spk, targets, b
         ce_membrane_loss(spk, targets, reduction=bad)
 
 
+def test_an_unknown_time_reduction_names_every_choice(targets):
+    mem = torch.randn(6, 5, 4, generator=torch.Generator().manual_seed(6))
+    with pytest.raises(ValueError, match=r"time_reduction must be one of .*'per_step'.*'median'"):
+        ce_membrane_loss(mem, targets, "median")
+
+
 @pytest.mark.parametrize("weight, match", [
     (torch.ones(3), r"shape \[C\] = \[4\]"), (torch.tensor([1.0, -1, 1, 1]), ">= 0"),
     (torch.tensor([1.0, float("nan"), 1, 1]), "finite"),
