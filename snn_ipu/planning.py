@@ -133,7 +133,10 @@ class PlanReport:
     layer's data stays resident: ``layout`` is ``"overlaid"`` (every layer from
     tile 0, each with its fastest plan: the network fits only if the layers'
     busiest tiles together fit in one tile, a conservative test) or
-    ``"disjoint"`` (each layer on tiles of its own, ``tile_offsets``).
+    ``"disjoint"`` (each layer on tiles of its own, ``tile_offsets``). On the host a
+    training step keeps every layer's lists and history over T, weights and gradients
+    until its backward pass: the network fits only if they fit together in the host's
+    memory budget (``host_bytes_total`` against ``host_memory_budget``).
     """
 
     target: str
@@ -198,6 +201,28 @@ class PlanReport:
         return self.layers[0].bytes_budget if self.layers else 0
 
     @property
+    def host_memory_budget(self) -> int:
+        """Host: the memory a training step may take (half of RAM, as each layer's own
+        check allows it); 0 on an IPU."""
+        if self.is_ipu or not self.layers:
+            return 0
+        return int(self.layers[0].details.get("host_memory_budget", 0))
+
+    @property
+    def host_bytes_total(self) -> int:
+        """Host: the bytes of a training step at its peak, by each layer's own count
+        (``bytes_total``, what its check compares with the budget). A step keeps every
+        layer's parameters, their gradients and its history and lists over T
+        (``bytes_kept``) from the forward pass to the backward pass, all at once; the rest
+        of a layer's bytes (state, a step's buffers) lives while its op runs, so the
+        largest such rest is added once. 0 on an IPU."""
+        if self.is_ipu or not self.layers:
+            return 0
+        totals = [int(r.details.get("bytes_total", 0)) for r in self.layers]
+        kept = [int(r.details.get("bytes_kept", 0)) for r in self.layers]
+        return sum(kept) + max(t - k for t, k in zip(totals, kept))
+
+    @property
     def cycles_per_step(self) -> int:
         """A training step: the layers' sum, or with pipelining the fused time loop's
         (:meth:`fused_cycles_per_step`)."""
@@ -243,7 +268,9 @@ class PlanReport:
         return sum(r.exchange_bytes_per_step for r in self.layers)
 
     def _combined_fits(self) -> bool:
-        return not self.is_ipu or self.bytes_per_tile_combined <= self.budget
+        if not self.is_ipu:  # no budget known (a report put together by hand): no check
+            return not self.host_memory_budget or self.host_bytes_total <= self.host_memory_budget
+        return self.bytes_per_tile_combined <= self.budget
 
     @property
     def fits(self) -> bool:
@@ -252,7 +279,15 @@ class PlanReport:
     def problems(self) -> List[str]:
         """One sentence per reason the network does not fit (empty if it does)."""
         out = [f"layer {r.name}: {r.reason}" for r in self.layers if not r.fits]
-        if not out and not self._combined_fits():
+        if not out and not self._combined_fits() and not self.is_ipu:
+            out.append(
+                f"each layer fits alone, but a training step keeps every layer's lists and "
+                f"history over T, weights and gradients until its backward pass: together "
+                f"they need {_kib(self.host_bytes_total)} of host memory, more than the "
+                f"{_kib(self.host_memory_budget)} allowed (half of RAM); use a smaller batch, "
+                "shorter num_steps, smaller max_spikes or half weights"
+            )
+        elif not out and not self._combined_fits():
             where = (
                 "the busiest tile (every layer's input and output tensors are spread over "
                 "all tiles of the IPU)" if self.disjoint else
@@ -343,7 +378,8 @@ class PlanReport:
             lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
                          f"samples; tiles keep their weight block within "
                          f"{_kib(self.budget)} (a core's L2); data limit "
-                         f"{_kib(int(self.layers[0].details.get('host_memory_budget', 0)))}")
+                         f"{_kib(self.host_memory_budget)} (half of RAM), a training step "
+                         f"of all layers needs {_kib(self.host_bytes_total)}")
         lines.extend(f"  {p}" for p in self.problems())
         return "\n".join(lines)
 

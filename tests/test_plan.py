@@ -67,6 +67,10 @@ def test_tiny_layer_on_the_host_keeps_its_tensors_and_reserves_nothing():
     p = tiny(neurons_per_tile=4, target="host")
     assert p["memory"]["io_share"] == 552 and p["memory"]["reserved"] == 0
     assert p["bytes_per_tile_max"] == 1760 + 552 == p["bytes_total"]
+    # kept through the step: W and its gradient (8-padded rows x 10 inputs x 4 bytes,
+    # 320 each), bias, beta, threshold and their gradients (8 x 3 x 4 x 2 = 192) and
+    # the op's tensors over T (552); not the state and a step's buffers
+    assert p["bytes_kept"] == 320 + 320 + 192 + 552
 
 
 def test_tiny_layer_on_two_tiles_bytes_and_exchange_by_hand():
@@ -465,3 +469,37 @@ def test_plan_gives_only_the_first_layer_no_input_gradient():
         assert flags == [False, True, True], pipelined
         assert report.layers[0].details["cycles"]["input_grad"] == 0
         assert report.layers[1].details["cycles"]["input_grad"] > 0
+
+
+def test_host_network_whose_layers_fit_alone_but_not_together_does_not_fit():
+    """A training step keeps every layer's forward lists until its backward pass, so on
+    the host the layers' kept bytes add up: four 64-neuron layers whose lists over T
+    each take about a quarter of the host budget fit alone and not together.
+
+    By hand, from ioBytes (MemoryEstimation.cpp), K_in = K_out = 64, per step and sample:
+    the first layer (no input gradient) 64*4 + 8 + 64*12 + 8 = 1040 bytes, the two
+    hidden ones 1040 + 64*4 = 1296, the readout 64*4 + 8 + 64*4 + 2*64*4 = 1032, plus its
+    membrane history 64*4 = 256: 4920 in all. The budget is half of physical RAM
+    (Target.cpp), read here from the machine, so the test holds on any machine."""
+    import os
+
+    budget = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    batch, per_step = 64, 4920
+    steps = math.ceil(1.25 * budget / (batch * per_step))  # the lists alone: 1.25 budgets
+    sizes = [64, 64, 64, 64, 64]
+    r = plan(sizes, batch, steps, target="host", max_spikes=64, input_max_spikes=64, threads=2)
+    assert r.layers[0].details["host_memory_budget"] == budget
+    assert all(x.fits for x in r.layers)  # each about a third of the budget at most
+    assert not r.fits
+    assert r.host_bytes_total >= steps * batch * per_step > budget
+    (problem,) = r.problems()
+    assert "together" in problem and "batch" in problem and "num_steps" in problem
+    assert "max_spikes" in problem
+    with pytest.raises(PlanError, match="together"):
+        r.raise_if_not_fits()
+    assert "DOES NOT FIT" in str(r)
+    # half the steps: the lists take 0.63 budgets, the rest is small; it fits
+    half = plan(sizes, batch, steps // 2, target="host", max_spikes=64, input_max_spikes=64,
+                threads=2)
+    assert half.fits and half.problems() == []
+    assert steps // 2 * batch * per_step <= half.host_bytes_total <= budget

@@ -95,6 +95,7 @@ py::dict planDict(const plan::LayerPlan &p, const plan::Target &t) {
   d["bytes_per_tile_max"] = p.bytesPerTileMax;
   d["bytes_per_tile_mean"] = p.bytesPerTileMean;
   d["bytes_total"] = p.bytesTotal;
+  d["bytes_kept"] = p.bytesKept;
   d["bytes_budget"] = p.bytesBudget;
   d["bytes_reserved"] = t.reservedBytesPerTile;
   d["host_memory_budget"] = t.isIpu() ? 0 : t.totalMemoryBytes;

@@ -362,6 +362,10 @@ void fillMemory(LayerPlan &p, const Target &t) {
   p.bytesPerTileMean = double(onGroupTiles) / p.numTiles + double(ioShare);
   p.bytesTotal = groups * onGroupTiles + (t.isIpu() ? p.bytesIoTotal : ownIo +
                                           full.ioShare * (p.ioTiles - p.numTiles));
+  const auto kept = [](const TileMemory &m) {
+    return m.weights + m.gradWeights + m.neuronParams + m.history;
+  };
+  p.bytesKept = groups * (kept(full) * (p.numTiles - 1) + kept(tail)) + p.bytesIoTotal;
   p.bytesBudget = t.bytesPerTile;
 }
 

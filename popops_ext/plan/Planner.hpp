@@ -65,6 +65,11 @@ struct LayerPlan {
   std::uint64_t bytesIoTotal = 0; // the op's [T, B, ...] tensors alone
   unsigned ioTiles = 0;           // tiles those are spread over
   std::uint64_t bytesBudget = 0;  // per tile (IPU) or per work item's weights (host)
+  // Of bytesTotal, what lives through a whole training step: the parameters and their
+  // gradients, the dense history and the op's tensors over T (kept from the forward pass
+  // for the backward pass). The rest (state, a step's lists and buffers) lives while the
+  // layer's op runs. The host's network total adds the layers' kept bytes up.
+  std::uint64_t bytesKept = 0;
 
   std::uint64_t exchangeBytesForward = 0;  // per timestep, summed over receivers
   std::uint64_t exchangeBytesBackward = 0; // per timestep, summed over receivers
