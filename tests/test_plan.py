@@ -200,11 +200,45 @@ def test_too_big_layer_does_not_fit_and_says_why():
     p = _C.plan_layer(100_000, 100_000, 32, 100, False, 0, 0, 0, 0.05, 4, "ipu2", 1)
     assert not p["fits"]
     assert p["bytes_per_tile_max"] > TILE
-    # 2 x 1e10 weight bytes alone need > 20e9 / (1472 * 592 KiB) = 22 IPUs
+    # 2 x 1e10 weight bytes alone need > 20e9 / (1472 * 592 KiB) = 22 IPUs of memory, but
+    # a tile of 8 neurons (the fewest) holds 8 rows of 100000 inputs, W and its float
+    # gradient: 8 x 100000 x (4 + 4) = 6.4e6 bytes > 624 KiB, so more IPUs cannot help;
+    # nor can half weights: 8 x 100000 x (2 + 4) = 4.8e6 bytes
     assert p["ipus_needed"] > 22
-    assert "half weights" in p["reason"] and "IPUs" in p["reason"]
+    assert "more IPUs would not help" in p["reason"] and "use about" not in p["reason"]
+    assert "half weights" not in p["reason"]
+    assert "split the layer over" not in p["reason"]
+    assert "input features would have to be split" in p["reason"]
     half = _C.plan_layer(100_000, 100_000, 32, 100, False, 0, 0, 0, 0.05, 2, "ipu2", 1)
     assert not half["fits"] and "half weights" not in half["reason"]
+
+
+def test_a_tile_whose_smallest_share_does_not_fit_is_not_sent_to_more_ipus():
+    """700 -> 8000, batch 256, K_out 1600: the plan already gives each tile 8 neurons,
+    the fewest, and every tile holds each sample's combined output list with membranes
+    and gradients (256 x (1600 x 12 + 8) = 4.9e6 bytes, MemoryEstimation.cpp's
+    gradBuffers) whatever the layer is split over: more IPUs cannot help (the message said
+    "use about 12 IPUs"), a smaller batch or max_spikes can."""
+    p = _C.plan_layer(700, 8000, 256, 500, False, 0, 700, 1600, 0.05, 4, "ipu2", 1)
+    assert not p["fits"] and p["neurons_per_tile_max"] == 8
+    assert p["memory"]["grad_buffers"] >= 256 * (1600 * 12 + 8) > TILE
+    reason = p["reason"]
+    assert "more IPUs would not help" in reason and "use about" not in reason
+    assert "max_spikes" in reason and "batch (256)" in reason
+    # a tile's lists are per step: T is no remedy for them
+    assert "T (500)" not in reason
+    # a quarter of the batch and K_out 100: what the message says helps, helps
+    assert _C.plan_layer(700, 8000, 64, 500, False, 0, 100, 100, 0.05, 4, "ipu2", 1)["fits"]
+
+
+def test_more_ipus_are_suggested_where_a_tile_of_fewer_neurons_fits():
+    """4000 -> 200000, batch 2: 136 neurons a tile on one IPU hold 136 x 4000 x 8 bytes
+    of W and its gradient (4.3e6); a tile of 8 neurons would hold 8 x 4000 x 8 = 256000
+    bytes, so splitting the layer over more IPUs helps and is suggested."""
+    p = _C.plan_layer(4000, 200_000, 2, 10, False, 0, 8, 8, 0.05, 4, "ipu2", 1)
+    assert not p["fits"] and p["ipus_needed"] > 1
+    assert f"split the layer over about {p['ipus_needed']} IPUs" in p["reason"]
+    assert "would not help" not in p["reason"]
 
 
 def test_long_sequences_blame_the_history():
@@ -333,7 +367,9 @@ def test_plan_error_names_the_layer_and_the_fix():
         r.raise_if_not_fits()
     assert isinstance(info.value, ValueError)
     msg = str(info.value)
-    assert "layer0" in msg and "half weights" in msg
+    # an 8-neuron tile of layer0 holds 8 x 100000 x 4 bytes of dL/dW (3.2e6) and each
+    # sample's list of 20000 entries (auto capacity: 32 x 20000 x 12 bytes = 7.7e6)
+    assert "layer0" in msg and "max_spikes" in msg and "fewer inputs" in msg
     assert "DOES NOT FIT" in str(r)
 
 

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace snn {
 namespace plan {
@@ -369,6 +370,20 @@ void fillMemory(LayerPlan &p, const Target &t) {
   p.bytesBudget = t.bytesPerTile;
 }
 
+// IPU: the least a tile of the layer holds however many tiles (or IPUs) the layer is
+// split over: the fewest neurons a tile takes (a grain, or the whole layer where it is
+// smaller), this plan's samples, and nothing of what spreads over more tiles (its share
+// of the op's tensors over T, the lists a tile combines, the gradients it reduces).
+TileMemory smallestShare(const LayerPlan &p, const Target &t) {
+  LayerSpec s = p.spec;
+  s.batch = p.samplesPerGroupMax;
+  const unsigned neurons = std::min(s.outFeatures, std::max(1u, t.neuronGrain));
+  const unsigned tiles = unsigned(ceilDiv(s.outFeatures, neurons));
+  TileMemory m = tileMemory(s, TileRole{neurons, tiles, 0, 0, 0, tiles}, t.reservedBytesPerTile);
+  m.ioShare = m.combine = m.reduce = 0;
+  return m;
+}
+
 std::string notFitReason(const LayerPlan &p, const Target &t) {
   const LayerSpec &s = p.spec;
   const TileMemory &m = p.maxTile;
@@ -405,6 +420,54 @@ std::string notFitReason(const LayerPlan &p, const Target &t) {
   else
     caps << "max_spikes (capacity_in=" << s.capacityIn << ", capacity_out=" << s.capacityOut << ")";
   const std::string capacities = caps.str();
+  // More IPUs give a tile fewer neurons and a smaller share of the op's tensors; where
+  // even the smallest share does not fit, only what shrinks that share helps.
+  const TileMemory least = smallestShare(p, t);
+  if (least.total() > t.bytesPerTile) {
+    std::vector<Part> leastParts = {
+        {"weights and their gradients", least.weights + least.gradWeights},
+        {"BPTT history over T", least.history},
+        {"spike lists and exchange buffers", least.spikeBuffers + least.gradBuffers},
+        {"neuron state", least.state + least.neuronParams}};
+    std::stable_sort(leastParts.begin(), leastParts.end(),
+                     [](const Part &a, const Part &b) { return a.bytes > b.bytes; });
+    // What to shrink: the largest parts, until the rest would fit.
+    std::uint64_t rest = least.total();
+    std::vector<std::string> fixes;
+    std::ostringstream shares;
+    for (const Part &part : leastParts) {
+      if (rest <= t.bytesPerTile || part.bytes == 0)
+        break;
+      const std::string what = part.what;
+      std::ostringstream fix;
+      if (what == "weights and their gradients") {
+        // half weights halve W, not its float gradient: named only where that is enough
+        if (s.weightBytes == 4 && rest - least.weights / 2 <= t.bytesPerTile)
+          fix << "use half weights (weight_bytes=2) or ";
+        fix << "fewer inputs (in_features=" << s.inFeatures;
+        if (s.recurrent)
+          fix << ", and out_features=" << s.outFeatures << " of the recurrent rows";
+        fix << "; the input features would have to be split across tiles, not supported)";
+      } else if (what == "BPTT history over T") {
+        fix << "shorten T (" << s.timesteps << ") or lower the batch (" << s.batch << ")";
+      } else if (what == "spike lists and exchange buffers") {
+        fix << "lower " << capacities << " or the batch (" << s.batch << ")";
+      } else {
+        fix << "lower the batch (" << s.batch << ")";
+      }
+      fixes.push_back(fix.str());
+      shares << (fixes.size() > 1 ? ", " : "") << part.what << " "
+             << human(double(part.bytes));
+      rest -= part.bytes;
+    }
+    for (std::size_t i = 0; i < fixes.size(); ++i)
+      os << (i ? ", and " : "") << fixes[i];
+    os << "; more IPUs would not help: a tile of "
+       << std::min(s.outFeatures, std::max(1u, t.neuronGrain))
+       << " neurons, the fewest it takes, still needs " << human(double(least.total())) << " ("
+       << shares.str() << ") for its " << p.samplesPerGroupMax << " samples";
+    return os.str();
+  }
   const std::string moreIpus =
       p.ipusNeeded > 1 ? ", or use about " + std::to_string(p.ipusNeeded) + " IPUs" : "";
   if (top0 == "weights and their gradients") {
