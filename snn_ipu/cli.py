@@ -10,7 +10,8 @@
 ``train`` fits ``inputs -> hidden LIF layers -> readout`` with BPTT and Adam
 (:mod:`snn_ipu.training`); ``eval`` scores a checkpoint; ``plot`` draws a run's curves
 and spike rasters (:mod:`snn_ipu.plot`); ``plan`` prints the IPU fit report of the
-configured network; ``bench`` runs the training benchmark. See docs/cli.md.
+configured network (exit status 1 when it does not fit); ``bench`` runs the training
+benchmark. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser(
         "plan", help="IPU fit report of the configured network",
         description="Tiles, memory per tile and estimated cycles of the network that train "
-                    "would build (or of a checkpoint's), on a Mk2 IPU.")
+                    "would build (or of a checkpoint's), on a Mk2 IPU. Exit status 1 when "
+                    "the network does not fit.")
     _add_training_options(plan)
     plan.add_argument("--checkpoint", help="plan this checkpoint's network (default: none)")
     plan.add_argument("--target", choices=("ipu2", "host"), default="ipu2",
@@ -392,7 +394,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     print(report)
     if args.graph_report:
         print(report.graph_report())
-    return 0
+    return 0 if report.fits else 1  # for scripts: 1, the network does not fit
 
 
 def _run_bench(argv: Sequence[str]) -> int:

@@ -388,6 +388,20 @@ def test_plan_prints_the_report_of_the_configured_network(capsys):
     assert expected.disjoint and str(expected) in out and "pipelined:" in out
 
 
+def test_plan_exits_1_when_the_network_does_not_fit_and_prints_the_report(capsys):
+    """Scripts read the exit status: 0 when it fits, 1 when it does not (the report is
+    printed either way), 2 for a mistake. A 20000-neuron hidden layer at batch 64 does
+    not fit a Mk2 IPU: each of its tiles holds every sample's combined list of 4000
+    entries with membranes and gradients, 64 x (4000 x 12 + 8) bytes = 3.1e6 > 624 KiB."""
+    captured = run(capsys, ["plan", "--data", "randman", "--hidden", "20000",
+                            "--batch-size", "64"], 1)
+    assert "network 100-20000-10, batch 64" in captured.out
+    assert "DOES NOT FIT" in captured.out and "layer hidden1:" in captured.out
+    assert captured.err == ""
+    out = run(capsys, ["plan", "--data", "randman", "--hidden", "16", "--batch-size", "8"]).out
+    assert " - fits" in out
+
+
 @pytest.mark.parametrize("activity", ["2", "1.01", "0"])
 def test_plan_activity_outside_a_fraction_is_refused_before_any_report(capsys, activity):
     """--activity must lie in (0, 1]: refused by argparse (exit 2) before the report's

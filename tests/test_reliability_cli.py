@@ -286,7 +286,8 @@ def test_plan_does_not_build_the_weights():
         import resource
         from snn_ipu import cli
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        assert cli.main(["plan", "--data", "randman", "--hidden", "20000", "20000"]) == 0
+        # 1: the network does not fit on an IPU (its report printed all the same)
+        assert cli.main(["plan", "--data", "randman", "--hidden", "20000", "20000"]) == 1
         grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
         print("grown_kib", grown)
     """)
