@@ -240,6 +240,17 @@ def _unused_options(config, given) -> list:
             for name, (used, needs) in applies.items() if name in given and not used]
 
 
+def _refuse_unused(command: str, config, given) -> bool:
+    """Prints the error and returns True where an option given is not read by
+    ``config``'s run (:func:`_unused_options`)."""
+    unused = _unused_options(config, given)
+    if unused:
+        print(f"{PROG} {command}: error: {', '.join(unused)}: not read by this run "
+              f"(--data {config.data}, --neuron {config.neuron}, --readout {config.readout})",
+              file=sys.stderr)
+    return bool(unused)
+
+
 def _ipu_defaults(config, given):
     """A new run on the IPU: the defaults that PopTorch's loop does not implement (a
     cosine schedule, the dataset's augmentation) replaced by what it does, so that its
@@ -288,11 +299,7 @@ def _run_train(args: argparse.Namespace) -> int:
                 config.epochs = 2
             if "randman_samples_per_class" not in given:
                 config.randman_samples_per_class = 50
-    unused = _unused_options(config, given)
-    if unused:
-        print(f"{PROG} train: error: {', '.join(unused)}: not read by this run "
-              f"(--data {config.data}, --neuron {config.neuron}, --readout {config.readout})",
-              file=sys.stderr)
+    if _refuse_unused("train", config, given):
         return 2
     if config.backend == "ipu":  # PopTorch's own loop (docs/ipu.md)
         from . import poptorch_training
@@ -346,6 +353,8 @@ def _run_eval(args: argparse.Namespace) -> int:
                                  ("backend", args.backend), ("batch_size", args.batch_size))
                if v is not None}
     config = dataclasses.replace(config, **changes)
+    if _refuse_unused("eval", config, changes):  # --data-dir of digits or randman
+        return 2
     device = training_device(args.device, config.backend)
     task = load_task(config, download=args.download)
     model = build_model(config, task.num_inputs, task.num_classes)
@@ -362,8 +371,15 @@ def _run_eval(args: argparse.Namespace) -> int:
 
 
 def _run_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_run
+    from pathlib import Path
 
+    from .plot import _load_run, plot_run
+    from .training import TrainConfig
+
+    if args.data_dir is not None:  # read by event data only: refused as train refuses it
+        config = TrainConfig.from_dict(_load_run(Path(args.source))["config"])
+        if _refuse_unused("plot", config, {"data_dir": args.data_dir}):
+            return 2
     for path in plot_run(args.source, out=args.out, sample=args.sample, data_dir=args.data_dir):
         print(path)
     return 0

@@ -274,6 +274,39 @@ def test_eval_matches_the_recorded_test_accuracy(tmp_path, capsys):
     assert "randman train" in out
 
 
+def test_eval_and_plot_refuse_a_data_dir_that_the_run_does_not_read(tmp_path, capsys):
+    """--data-dir is read by event data only (shd, ssc, tonic:NAME), as train says; eval
+    and plot of a randman run ignored it without a word. Refused as train refuses it,
+    before any work: one line, exit status 2, no PNG written."""
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    elsewhere = str(tmp_path / "data")
+    for argv in (["eval", str(path)], ["plot", str(path), "--out", str(tmp_path / "png")],
+                 ["plot", str(tmp_path / "model.metrics.jsonl"),
+                  "--out", str(tmp_path / "png")]):
+        captured = run(capsys, argv + ["--data-dir", elsewhere], 2)
+        err = captured.err
+        assert f"snn-ipu {argv[0]}: error: " in err and len(err.strip().splitlines()) == 1
+        assert "--data-dir (only for event data (shd, ssc, tonic:NAME))" in err
+        assert "--data randman" in err and captured.out == ""
+    assert not (tmp_path / "png").exists()
+    # event data reads it: a run whose SHD files moved is evaluated and plotted from there
+    labels = [c for c in range(20) for _ in range(2)]
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    first.mkdir()
+    write_heidelberg(first / "shd_train.h5", labels, seed=0)
+    write_heidelberg(first / "shd_test.h5", labels[::2], seed=1)
+    shd = tmp_path / "shd.pt"
+    run(capsys, ["train", "--data", "shd", "--data-dir", str(first), "--epochs", "1",
+                 "--hidden", "16", "--steps", "10", "--batch-size", "8", "--progress", "off",
+                 "--save", str(shd)])
+    first.rename(moved)
+    assert "accuracy" in run(capsys, ["eval", str(shd), "--data-dir", str(moved)]).out
+    out = run(capsys, ["plot", str(shd), "--data-dir", str(moved),
+                       "--out", str(tmp_path / "png")]).out
+    assert "shd_raster.png" in out
+
+
 def test_plot_writes_curves_activity_and_rasters(tmp_path, capsys):
     path = tmp_path / "model.pt"
     run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
