@@ -197,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "would build (or of a checkpoint's), on a Mk2 IPU. Exit status 1 when "
                     "the network does not fit.")
     _add_training_options(plan)
-    plan.add_argument("--checkpoint", help="plan this checkpoint's network (default: none)")
+    plan.add_argument("--checkpoint", help="plan this checkpoint's network; of the options "
+                      "above only --batch-size, --steps, --dt, --duration and --max-spikes "
+                      "may change (default: none)")
     plan.add_argument("--target", choices=("ipu2", "host"), default="ipu2",
                       help="(default: ipu2)")
     # a fraction checked by argparse: above 1 it passed here and snn_ipu.plan refused it
@@ -238,6 +240,12 @@ def _unused_options(config, given) -> list:
             applies[name] = (config.data == "randman", "--data randman")
     return [f"--{name.replace('_', '-')} (only for {needs})"
             for name, (used, needs) in applies.items() if name in given and not used]
+
+
+def _flags(names) -> str:
+    """The command line's options of TrainConfig fields (``num_steps`` is ``--steps``)."""
+    return ", ".join("--" + {"num_steps": "steps"}.get(name, name).replace("_", "-")
+                     for name in names)
 
 
 def _refuse_unused(command: str, config, given) -> bool:
@@ -283,11 +291,8 @@ def _run_train(args: argparse.Namespace) -> int:
         config, given = _config_from(args, saved)
         refused = sorted(set(given) - set(RESUME_OVERRIDES))
         if refused:
-            def flags(names):
-                return ", ".join("--" + name.replace("_", "-") for name in names)
-
             print(f"{PROG} train: error: --resume continues the checkpoint's run; "
-                  f"{flags(refused)} cannot change (only {flags(RESUME_OVERRIDES)} can)",
+                  f"{_flags(refused)} cannot change (only {_flags(RESUME_OVERRIDES)} can)",
                   file=sys.stderr)
             return 2
     else:
@@ -385,6 +390,11 @@ def _run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+# What may change in the plan of a checkpoint's network: the run it is planned for (the
+# batch, the time grid, the lists' capacity), not the network.
+PLAN_CHECKPOINT_OVERRIDES = ("batch_size", "num_steps", "dt", "duration", "max_spikes")
+
+
 def _run_plan(args: argparse.Namespace) -> int:
     from .planning import plan
     from .training import TrainConfig, model_shapes
@@ -394,9 +404,19 @@ def _run_plan(args: argparse.Namespace) -> int:
 
         state = load_checkpoint(args.checkpoint)
         require_entries(state, args.checkpoint, ("config",), "plan its network")
-        config, _ = _config_from(args, TrainConfig.from_dict(state["config"]))
+        config, given = _config_from(args, TrainConfig.from_dict(state["config"]))
+        # the checkpoint defines the network (--hidden planned another network under its
+        # name) and a plan reads no training option (--lr was dropped without a word)
+        refused = sorted(set(given) - set(PLAN_CHECKPOINT_OVERRIDES))
+        if refused:
+            print(f"{PROG} plan: error: --checkpoint plans the checkpoint's network; "
+                  f"{_flags(refused)} cannot change it (only {_flags(PLAN_CHECKPOINT_OVERRIDES)}"
+                  " can)", file=sys.stderr)
+            return 2
     else:
-        config, _ = _config_from(args)
+        config, given = _config_from(args)
+    if _refuse_unused("plan", config, given):
+        return 2
     from .data.tasks import task_shape
 
     shape = task_shape(config)

@@ -180,6 +180,9 @@ def test_resume_refuses_to_change_the_run(tmp_path, capsys):
     run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
     err = run(capsys, ["train", "--resume", str(path), "--lr", "0.1", "--hidden", "8"], 2).err
     assert "--hidden, --lr cannot change" in err
+    # named as the command line spells it: --steps (it said --num-steps)
+    err = run(capsys, ["train", "--resume", str(path), "--steps", "20", "--epochs", "2"], 2).err
+    assert "--steps cannot change" in err and "--num-steps" not in err
     out = run(capsys, ["train", "--resume", str(path), "--epochs", "2", "--progress",
                        "off"]).out
     assert "epoch   2/2" in out
@@ -433,6 +436,36 @@ def test_plan_exits_1_when_the_network_does_not_fit_and_prints_the_report(capsys
     assert captured.err == ""
     out = run(capsys, ["plan", "--data", "randman", "--hidden", "16", "--batch-size", "8"]).out
     assert " - fits" in out
+
+
+def test_plan_of_a_checkpoint_refuses_options_that_change_its_network(tmp_path, capsys):
+    """--checkpoint plans the checkpoint's network: --hidden 512 planned a network of 512
+    neurons under the checkpoint's name, and --lr was dropped without a word. Options that
+    change the network, or that a plan does not read, are refused by name (exit 2, before
+    the report); the run's batch size, steps and list capacity may change."""
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "1", "--save", str(path)])
+    plan = ["plan", "--checkpoint", str(path)]
+    out = run(capsys, plan).out
+    assert "network 20-16-16-3, batch 8, T=12, target ipu2" in out
+    for extra, named in ((["--hidden", "512"], "--hidden"),
+                         (["--data", "digits"], "--data"),
+                         (["--recurrent"], "--recurrent"),
+                         (["--randman-inputs", "40"], "--randman-inputs"),
+                         (["--lr", "0.1", "--epochs", "3"], "--epochs, --lr")):
+        captured = run(capsys, plan + extra, 2)
+        assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+        assert f"snn-ipu plan: error: --checkpoint plans the checkpoint's network; {named} " \
+               "cannot change it (only --batch-size, --steps, --dt, --duration, " \
+               "--max-spikes can)" in captured.err
+    # the run's options: a batch of 32 over 40 steps with lists of 5 entries
+    out = run(capsys, plan + ["--batch-size", "32", "--steps", "40", "--max-spikes", "5"]).out
+    assert "network 20-16-16-3, batch 32, T=40, target ipu2" in out
+    assert "plan on ipu2: batch 32, 40 steps" in out
+    assert re.search(r"hidden2 +leaky +16->16 +5/5 ", out)
+    # what the checkpoint's data does not read is refused as train refuses it
+    err = run(capsys, plan + ["--dt", "0.01"], 2).err
+    assert "--dt (only for event data" in err
 
 
 @pytest.mark.parametrize("activity", ["2", "1.01", "0"])
