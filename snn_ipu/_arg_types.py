@@ -56,3 +56,16 @@ def fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text}")
     return value
+
+
+class RateAndStrength(argparse.Action):
+    """``RATE STRENGTH`` of a rate penalty (each ``type=non_negative``): the rate is in
+    spikes per step, which a neuron can exceed only by a rate in the wrong unit (Hz)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        rate, strength = values
+        if rate > 1:
+            parser.error(f"argument {option_string}: RATE is in spikes per step, in [0, 1] "
+                         f"(a neuron spikes at most once a step), got {rate:g}; for a rate "
+                         "in Hz give rate * dt (dt: the step in seconds)")
+        setattr(namespace, self.dest, [rate, strength])

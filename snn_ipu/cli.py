@@ -22,7 +22,7 @@ import os
 import sys
 from typing import List, Optional, Sequence
 
-from ._arg_types import at_least, decay, fraction, non_negative, positive
+from ._arg_types import RateAndStrength, at_least, decay, fraction, non_negative, positive
 
 __all__ = ["main", "build_parser"]
 
@@ -111,13 +111,15 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     opt(fit, "--reg-l1", "l1_rate_sparsity scale on the hidden spikes (0: off)",
         type=non_negative)
     opt(fit, "--reg-lower", "lower_rate_penalty: min spikes/step per neuron, strength",
-        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"))
+        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"),
+        action=RateAndStrength)
     opt(fit, "--augment-jitter", "training batches: move each input spike by up to this "
         "many steps, at random", "1 for digits, 0 otherwise", type=at_least(0))
     opt(fit, "--augment-drop", "training batches: delete each input spike with this "
         "probability", "0.1 for digits, 0 otherwise", type=decay)
     opt(fit, "--reg-upper", "upper_rate_penalty: max mean spikes/step per layer, strength",
-        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"))
+        nargs=2, type=non_negative, metavar=("RATE", "STRENGTH"),
+        action=RateAndStrength)
 
 
 def _config_from(args: argparse.Namespace, base=None):

@@ -479,6 +479,19 @@ def test_plan_activity_outside_a_fraction_is_refused_before_any_report(capsys, a
     assert "argument --activity" in captured.err
 
 
+@pytest.mark.parametrize("flag", ["--reg-lower", "--reg-upper"])
+def test_a_rate_penalty_above_one_spike_per_step_is_refused_at_parsing(capsys, flag):
+    """RATE is in spikes per step: 10 (a rate in Hz) was parsed and failed in the first
+    training step; at 1 it is kept, with its strength."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(TINY + ["--epochs", "1", flag, "10", "0.5"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"argument {flag}: RATE is in spikes per step" in err
+    assert "rate * dt" in err
+    args = cli.build_parser().parse_args(TINY + [flag, "1", "0.5"])
+    assert getattr(args, flag[2:].replace("-", "_")) == [1.0, 0.5]
+
+
 def test_help_names_the_program_and_every_default(capsys):
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])
