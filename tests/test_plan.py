@@ -231,6 +231,73 @@ def test_a_tile_whose_smallest_share_does_not_fit_is_not_sent_to_more_ipus():
     assert _C.plan_layer(700, 8000, 64, 500, False, 0, 100, 100, 0.05, 4, "ipu2", 1)["fits"]
 
 
+def test_a_tile_whose_rows_fit_is_told_that_tile_0s_gather_of_lists_does_not():
+    """8000 -> 8000, batch 16, T 100, 100-entry lists: the message said "even 8 neurons'
+    weight rows exceed a tile", but they take 500 KiB of the 592 KiB a tile has for data.
+    What does not fit is tile 0's buffer for combining a sample's lists, gathered from
+    all 1000 tiles; more tiles would only make it larger."""
+    p = _C.plan_layer(8000, 8000, 16, 100, False, 0, 100, 100, 0.05, 4, "ipu2", 1)
+    assert not p["fits"] and p["num_tiles"] == 1000 and p["neurons_per_tile_max"] == 8
+    rows = 8 * 8000 * (4 + 4)  # W and its float gradient: 512000 bytes, 500 KiB
+    own = (rows
+           + 8 * 3 * 4 * 2                        # bias, beta, threshold and their grads
+           + 16 * 8 * 4 * 6                       # [B, n] state: 3072
+           + 16 * ((100 * 4 + 8) + 2 * 8 * 8 + 8)  # input list, tile's two lists: 8704
+           + 16 * (100 * 12 + 8) + 16 * 2 * 8 * 12 + 16 * 100 * 4  # grad buffers: 28800
+           + RESERVED)
+    assert own == 585536 <= TILE  # a tile's own share, 572 KiB, fits
+    # 16 neurons' rows alone would not: 16 x 8000 x 8 = 1024000 bytes
+    gather = 1000 * (2 * 8 * (4 + 4) + 8)  # one sample's pieces from every tile: 133 KiB
+    reduce = math.ceil(16 * 100 / 1000) * 1000 * 4  # its partial input gradients: 8000
+    io = math.ceil(100 * 16 * (408 + 400 + 1200 + 8) / 1472)  # share of the op's tensors
+    assert p["memory"]["combine"] == gather == 136000
+    assert p["bytes_per_tile_max"] == own + gather + reduce + io == 731728 > TILE
+    assert own + reduce + io <= TILE  # without the gather it would fit
+    reason = p["reason"]
+    assert "weight rows exceed a tile" not in reason
+    assert "combines the spike lists" in reason and "all 1000 tiles" in reason
+    assert "133 KiB" in reason and "572 KiB" in reason
+    assert "would not shrink that gather" in reason
+    assert "use about" not in reason and "split the layer over" not in reason
+    # each remedy named is one that, by hand, fits these tiles: half weights save
+    # 8 x 8000 x 2 bytes; capacity_out 3 (a tile then sends 2 x 3 entries, not 2 x 8),
+    # not 4; 6550 inputs save 1450 x 8 x 8 bytes of rows, 6551 not quite
+    assert "use half weights (weight_bytes=2)" in reason
+    assert 731728 - 8 * 8000 * 2 <= TILE
+    assert "max_spikes of at most 3 (capacity_out=100" in reason
+
+    def with_k(k):
+        gather_k = 1000 * (2 * k * 8 + 8)
+        grad_k = 16 * (k * 12 + 8) + 16 * 2 * k * 12 + 16 * 100 * 4
+        io_k = math.ceil(100 * 16 * (408 + 400 + k * 12 + 8) / 1472)
+        return own - 28800 + grad_k + gather_k + reduce + io_k
+
+    assert with_k(3) == 629919 <= TILE < with_k(4) == 646508
+    four = _C.plan_layer(8000, 8000, 16, 100, False, 0, 100, 4, 0.05, 4, "ipu2", 1,
+                         neurons_per_tile=8)
+    assert four["bytes_per_tile_max"] == 646508
+    assert "at most 6550 inputs (in_features=8000" in reason
+    assert 731728 - 1450 * 64 <= TILE < 731728 - 1449 * 64
+    assert "at most 2627 output neurons (out_features=8000" in reason
+
+    def with_out(o):  # fewer tiles of 8 to gather from, the last with what is left
+        tiles = math.ceil(o / 8)
+        last = o - 8 * (tiles - 1)
+        gather_o = (tiles - 1) * 136 + (2 * last * 8 + 8)
+        return own + gather_o + math.ceil(1600 / tiles) * tiles * 4 + io
+
+    assert with_out(2627) == 638972 <= TILE < with_out(2628) == 638988
+    for fixed in (dict(weight_bytes=2), dict(capacity_out=3), dict(in_features=6550),
+                  dict(out_features=2627)):
+        args = dict(in_features=8000, out_features=8000, batch=16, timesteps=100,
+                    recurrent=False, model=0, capacity_in=100, capacity_out=100,
+                    activity=0.05, weight_bytes=4, target="ipu2", threads=1)
+        assert _C.plan_layer(**{**args, **fixed})["fits"], fixed
+    # a smaller batch cannot help: tile 0 combines one sample already, and the rest
+    # of the batch's buffers (about 40 KiB) are less than the 90 KiB too much
+    assert "a batch of at most" not in reason
+
+
 def test_more_ipus_are_suggested_where_a_tile_of_fewer_neurons_fits():
     """4000 -> 200000, batch 2: 136 neurons a tile on one IPU hold 136 x 4000 x 8 bytes
     of W and its gradient (4.3e6); a tile of 8 neurons would hold 8 x 4000 x 8 = 256000

@@ -370,18 +370,176 @@ void fillMemory(LayerPlan &p, const Target &t) {
   p.bytesBudget = t.bytesPerTile;
 }
 
-// IPU: the least a tile of the layer holds however many tiles (or IPUs) the layer is
-// split over: the fewest neurons a tile takes (a grain, or the whole layer where it is
-// smaller), this plan's samples, and nothing of what spreads over more tiles (its share
-// of the op's tensors over T, the lists a tile combines, the gradients it reduces).
-TileMemory smallestShare(const LayerPlan &p, const Target &t) {
+// IPU: what a tile of `neurons` neurons (at most the layer's) holds of its own for this
+// plan's samples, however many tiles (or IPUs) the layer is split over: not its share of
+// the op's tensors over T (spread over all tiles), nor what tile 0 holds for the others
+// (the partial lists it combines, the partial gradients it reduces).
+TileMemory ownShare(const LayerPlan &p, const Target &t, unsigned neurons) {
   LayerSpec s = p.spec;
   s.batch = p.samplesPerGroupMax;
-  const unsigned neurons = std::min(s.outFeatures, std::max(1u, t.neuronGrain));
+  neurons = std::max(1u, std::min(s.outFeatures, neurons));
   const unsigned tiles = unsigned(ceilDiv(s.outFeatures, neurons));
   TileMemory m = tileMemory(s, TileRole{neurons, tiles, 0, 0, 0, tiles}, t.reservedBytesPerTile);
   m.ioShare = m.combine = m.reduce = 0;
   return m;
+}
+
+// IPU: the least a tile of the layer holds: the fewest neurons a tile takes (a grain, or
+// the whole layer where it is smaller).
+TileMemory smallestShare(const LayerPlan &p, const Target &t) {
+  return ownShare(p, t, std::max(1u, t.neuronGrain));
+}
+
+// The largest v in [lo, hi] for which fits(v) holds, fits being true up to some value and
+// false above it; 0 when fits(lo) does not hold.
+template <class Fits> unsigned largestFitting(unsigned lo, unsigned hi, Fits fits) {
+  if (lo > hi || !fits(lo))
+    return 0;
+  while (lo < hi) {
+    const unsigned mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// IPU: the most neurons (whole grains, or the whole layer) a tile can take and still hold
+// its own share (ownShare); 0 where not even a grain's fits.
+unsigned widestOwnShare(const LayerPlan &p, const Target &t) {
+  const unsigned grain = std::max(1u, t.neuronGrain);
+  const unsigned grains = unsigned(ceilDiv(p.spec.outFeatures, grain));
+  const unsigned k = largestFitting(
+      1, grains, [&](unsigned k) { return ownShare(p, t, k * grain).total() <= t.bytesPerTile; });
+  return std::min(k * grain, p.spec.outFeatures);
+}
+
+// The memory of a plan of `s` (its capacities clamped as resolveSpec clamps them) on tiles
+// of `neurons` neurons in `sampleGroups` groups, as planWithTileSize places them: what the
+// reasons weigh a change against.
+LayerPlan memoryPlan(LayerSpec s, const Target &t, unsigned neurons, unsigned sampleGroups) {
+  s.capacityIn = std::min(s.capacityIn, s.inFeatures);
+  s.capacityOut = s.model == NeuronModel::Readout ? 0 : std::min(s.capacityOut, s.outFeatures);
+  LayerPlan q;
+  q.spec = s;
+  q.target = t.name;
+  q.sampleGroups = std::max(1u, std::min(sampleGroups, s.batch));
+  q.samplesPerGroupMax = unsigned(ceilDiv(s.batch, q.sampleGroups));
+  const unsigned chunk = std::max(1u, std::min(neurons, s.outFeatures));
+  q.numTiles = unsigned(ceilDiv(s.outFeatures, chunk));
+  q.tileStarts.resize(q.numTiles + 1);
+  for (unsigned i = 0; i <= q.numTiles; ++i)
+    q.tileStarts[i] = std::min<unsigned>(s.outFeatures, i * chunk);
+  q.neuronsPerTileMax = q.tileStarts[1] - q.tileStarts[0];
+  q.neuronsPerTileMin = q.tileStarts[q.numTiles] - q.tileStarts[q.numTiles - 1];
+  q.localCapacity = localCapacity(s, q.neuronsPerTileMax);
+  fillMemory(q, t);
+  return q;
+}
+
+// IPU: why a layer whose tiles' own shares fit on this IPU's tiles still does not: what
+// tile 0 holds for the others (the partial lists it gathers and combines, the partial
+// gradients it reduces) and its share of the op's tensors. Where the plan's tiles are
+// wider than a tile's own share allows (planLayer found the narrower ones' tile 0 larger
+// still, or the tile size was given), the tiles of `widest` neurons are the ones
+// described. The changes named are those that, each alone, make tile 0 of those tiles fit.
+std::string tileZeroReason(const LayerPlan &p, const Target &t, unsigned widest) {
+  const LayerSpec &s = p.spec;
+  const bool readout = s.model == NeuronModel::Readout;
+  const bool own = p.neuronsPerTileMax <= widest;
+  const LayerPlan q = memoryPlan(s, t, own ? p.neuronsPerTileMax : widest, p.sampleGroups);
+  const TileMemory &m = q.maxTile;
+  const TileMemory mine = ownShare(q, t, q.neuronsPerTileMax);
+  std::ostringstream os;
+  if (own)
+    os << "Each tile's own share fits (" << q.neuronsPerTileMax << " neurons: "
+       << human(double(mine.total())) << ", of it "
+       << human(double(mine.weights + mine.gradWeights))
+       << " weight rows and their gradients), but tile 0 also ";
+  else
+    os << "Tiles of up to " << widest << " neurons (" << q.numTiles
+       << " tiles) would hold their own share (" << human(double(mine.total()))
+       << "), but tile 0 would then need " << human(double(m.total())) << ": it also ";
+  // Largest first: what tile 0 holds beyond its own share.
+  std::vector<std::pair<std::uint64_t, std::string>> extras;
+  const unsigned combineSamples = unsigned(ceilDiv(q.samplesPerGroupMax, q.numTiles));
+  if (m.combine) {
+    std::ostringstream e;
+    e << "combines the spike lists of " << combineSamples << " of the "
+      << q.samplesPerGroupMax << " samples, gathering for each the partial lists of all "
+      << q.numTiles << " tiles (up to 2 x " << q.localCapacity
+      << " entries of 8 bytes and 8 bytes of counts from each tile: "
+      << human(double(m.combine)) << ")";
+    extras.emplace_back(m.combine, e.str());
+  }
+  if (m.reduce)
+    extras.emplace_back(m.reduce, "reduces partial gradients gathered from the tiles (" +
+                                      human(double(m.reduce)) + ")");
+  if (m.ioShare)
+    extras.emplace_back(m.ioShare, "holds, as every tile of the IPU does, its share of the "
+                                   "op's tensors over T (" +
+                                       human(double(m.ioShare)) + ")");
+  std::stable_sort(extras.begin(), extras.end(),
+                   [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (std::size_t i = 0; i < extras.size(); ++i)
+    os << (i == 0 ? "" : i + 1 == extras.size() ? " and " : ", ") << extras[i].second;
+  os << ". ";
+  const bool gatherFirst = m.combine >= m.reduce && m.combine >= m.ioShare;
+  if (gatherFirst && combineSamples == 1)
+    os << "More tiles (or IPUs) would not shrink that gather: it takes a piece from every "
+          "tile. ";
+  // What, each alone, makes tile 0 of these tiles fit.
+  auto fitsWith = [&](const LayerSpec &x) {
+    return memoryPlan(x, t, q.neuronsPerTileMax, q.sampleGroups).bytesPerTileMax <=
+           t.bytesPerTile;
+  };
+  auto largest = [&](unsigned now, auto set) {
+    return now > 1 ? largestFitting(1, now - 1, [&](unsigned v) {
+      LayerSpec x = s;
+      set(x, v);
+      return fitsWith(x);
+    })
+                   : 0u;
+  };
+  std::vector<std::string> fixes;
+  if (s.weightBytes == 4) {
+    LayerSpec x = s;
+    x.weightBytes = 2;
+    if (fitsWith(x))
+      fixes.push_back("use half weights (weight_bytes=2)");
+  }
+  if (!readout)
+    if (unsigned k = largest(s.capacityOut, [](LayerSpec &x, unsigned v) { x.capacityOut = v; }))
+      fixes.push_back("max_spikes of at most " + std::to_string(k) + " (capacity_out=" +
+                      std::to_string(s.capacityOut) + "; a tile sends up to min(capacity_out, " +
+                      std::to_string(q.neuronsPerTileMax) + " neurons) entries of each list)");
+  if (unsigned k = largest(s.capacityIn, [](LayerSpec &x, unsigned v) { x.capacityIn = v; }))
+    fixes.push_back("the input's max_spikes of at most " + std::to_string(k) +
+                    " (capacity_in=" + std::to_string(s.capacityIn) + ")");
+  if (unsigned b = largest(s.batch, [](LayerSpec &x, unsigned v) { x.batch = v; }))
+    fixes.push_back("a batch of at most " + std::to_string(b) + " (now " +
+                    std::to_string(s.batch) + ")");
+  if (unsigned n = largest(s.timesteps, [](LayerSpec &x, unsigned v) { x.timesteps = v; }))
+    fixes.push_back("shorten T to at most " + std::to_string(n) + " steps (now " +
+                    std::to_string(s.timesteps) + ")");
+  if (unsigned o = largest(s.outFeatures, [](LayerSpec &x, unsigned v) { x.outFeatures = v; }))
+    fixes.push_back("at most " + std::to_string(o) + " output neurons (out_features=" +
+                    std::to_string(s.outFeatures) +
+                    (gatherFirst ? ", fewer tiles to gather from)" : ")"));
+  if (unsigned i = largest(s.inFeatures, [](LayerSpec &x, unsigned v) { x.inFeatures = v; }))
+    fixes.push_back("at most " + std::to_string(i) + " inputs (in_features=" +
+                    std::to_string(s.inFeatures) + ", shorter weight rows)");
+  if (fixes.empty()) {
+    os << "No one change alone makes tile 0 fit: lower several of max_spikes (capacity_in="
+       << s.capacityIn << ", capacity_out=" << s.capacityOut << "), the batch (" << s.batch
+       << ") and the layer's inputs and outputs together";
+  } else {
+    os << "To fit, on tiles of " << q.neuronsPerTileMax << " neurons, any one of: ";
+    for (std::size_t i = 0; i < fixes.size(); ++i)
+      os << (i ? "; or " : "") << fixes[i];
+  }
+  return os.str();
 }
 
 std::string notFitReason(const LayerPlan &p, const Target &t) {
@@ -398,6 +556,11 @@ std::string notFitReason(const LayerPlan &p, const Target &t) {
      << p.neuronsPerTileMax << " neurons on each of " << p.numTiles << " tiles) but a tile has "
      << human(double(t.bytesPerTile)) << " (" << human(double(t.reservedBytesPerTile))
      << " of it reserved for code). ";
+  // Where this IPU has the tiles for every tile's own share (tiles of the most neurons
+  // that hold theirs, widest), what does not fit is what tile 0 holds for the others.
+  const unsigned widest = widestOwnShare(p, t);
+  if (widest > 0 && ceilDiv(s.outFeatures, widest) * p.sampleGroups <= t.numTiles)
+    return os.str() + tileZeroReason(p, t, widest);
   struct Part {
     const char *what;
     std::uint64_t bytes;
