@@ -298,6 +298,39 @@ def test_a_tile_whose_rows_fit_is_told_that_tile_0s_gather_of_lists_does_not():
     assert "a batch of at most" not in reason
 
 
+def test_spike_list_advice_does_not_name_t_where_more_tiles_can_help():
+    """16 -> 200000, batch 256, T 100, K_in 16, K_out 8: the IPU's tiles hold 136 neurons
+    each, whose own share does not fit (more tiles would shrink it), and the largest part
+    of the busiest tile is its spike lists and exchange buffers. Those are one step's
+    (MemoryEstimation.cpp): shortening T does not shrink them, but the message said
+    "lower max_spikes (...), the batch (256) or T (100)"."""
+    args = (16, 200_000, 256, 100, False, 0, 16, 8, 0.05, 4, "ipu2", 1)
+    p = _C.plan_layer(*args)
+    assert not p["fits"] and p["num_tiles"] == 1471 and p["neurons_per_tile_max"] == 136
+    B, n, tiles = 256, 136, 1471
+    lists = {
+        # the step's input list; the tile's spike and eligible lists with membranes
+        "spike_buffers": B * ((16 * 4 + 8) + 2 * n * (4 + 4) + 8),               # 577536
+        # the combined list with membranes and grads, the tile's slice, partial input grads
+        "grad_buffers": B * (8 * 12 + 8) + B * 2 * 8 * 12 + B * 16 * 4,        # 92160
+        # tile 0 gathers one sample's pieces (2 x min(8, 136) entries) from every tile
+        "combine": math.ceil(B / tiles) * tiles * (2 * 8 * 8 + 8),              # 200056
+        # and reduces ceil(256 x 16 / 1471) inputs' partial gradients from every tile
+        "reduce": math.ceil(B * 16 / tiles) * tiles * 4,                        # 17652
+    }
+    assert {k: p["memory"][k] for k in lists} == lists
+    state = B * n * 4 * 6 + n * 3 * 4 * 2  # 838848, the next largest part
+    assert p["memory"]["state"] + p["memory"]["neuron_params"] == state < sum(lists.values())
+    reason = p["reason"]
+    assert "Largest share: spike lists and exchange buffers (867 KiB)" in reason
+    assert "would not help" not in reason and "tile 0 also" not in reason
+    assert "max_spikes (capacity_in=16, capacity_out=8)" in reason and "batch (256)" in reason
+    assert "T (100)" not in reason and "shorten T" not in reason
+    # twice the steps: the same lists and buffers a tile
+    longer = _C.plan_layer(*args[:3], 200, *args[4:])
+    assert {k: longer["memory"][k] for k in lists} == lists
+
+
 def test_more_ipus_are_suggested_where_a_tile_of_fewer_neurons_fits():
     """4000 -> 200000, batch 2: 136 neurons a tile on one IPU hold 136 x 4000 x 8 bytes
     of W and its gradient (4.3e6); a tile of 8 neurons would hold 8 x 4000 x 8 = 256000

@@ -647,8 +647,8 @@ std::string notFitReason(const LayerPlan &p, const Target &t) {
     os << "shorten T (" << s.timesteps << "), lower " << capacities << " or the batch (" << s.batch
        << ")" << moreIpus;
   } else if (top0 == "spike lists and exchange buffers") {
-    os << "lower " << capacities << ", the batch (" << s.batch << ") or T (" << s.timesteps << ")"
-       << moreIpus;
+    // a step's lists and buffers: T does not change them
+    os << "lower " << capacities << " or the batch (" << s.batch << ")" << moreIpus;
   } else {
     os << "a smaller batch (" << s.batch << ") or fewer neurons" << moreIpus;
   }
