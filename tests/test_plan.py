@@ -331,14 +331,39 @@ def test_spike_list_advice_does_not_name_t_where_more_tiles_can_help():
     assert {k: longer["memory"][k] for k in lists} == lists
 
 
-def test_more_ipus_are_suggested_where_a_tile_of_fewer_neurons_fits():
-    """4000 -> 200000, batch 2: 136 neurons a tile on one IPU hold 136 x 4000 x 8 bytes
-    of W and its gradient (4.3e6); a tile of 8 neurons would hold 8 x 4000 x 8 = 256000
-    bytes, so splitting the layer over more IPUs helps and is suggested."""
+def test_ipus_needed_counts_the_tiles_whose_own_share_fits():
+    """4000 -> 200000, batch 2, T 10, lists of 8: 136 neurons a tile on one IPU hold
+    136 x 4000 x 8 bytes of W and its gradient (4.3e6). The layer's bytes over an IPU's
+    said "split the layer over about 8 IPUs", but 8 IPUs' 11776 tiles would hold 24
+    neurons each (200000 / 8 = 25000 grains), whose own share is still too large: it
+    takes tiles of 16, 12500 of them, 9 IPUs at least. And snn_ipu places a layer on one
+    IPU, so the message says that rather than suggest a split it cannot make."""
     p = _C.plan_layer(4000, 200_000, 2, 10, False, 0, 8, 8, 0.05, 4, "ipu2", 1)
-    assert not p["fits"] and p["ipus_needed"] > 1
-    assert f"split the layer over about {p['ipus_needed']} IPUs" in p["reason"]
-    assert "would not help" not in p["reason"]
+    assert not p["fits"] and p["num_tiles"] == 1471 and p["neurons_per_tile_max"] == 136
+
+    def own(n):  # a tile's own share of n neurons (n >= 8), with the batch of 2
+        return (n * 4000 * (4 + 4)               # W and its float gradient
+                + n * 3 * 4 * 2                  # bias, beta, threshold and their grads
+                + 2 * n * 4 * 6                  # [B, n] state
+                + 2 * ((8 * 4 + 8) + 2 * n * 8 + 8)  # input list, the tile's two lists
+                + 2 * (8 * 12 + 8) + 2 * 2 * 8 * 12 + 2 * 8 * 4  # grad buffers
+                + RESERVED)
+
+    assert own(16) == 547184 <= TILE < own(24) == 804016
+    usable = (TILE - RESERVED) * 1472
+    assert math.ceil(200_000 * 4000 * 8 / usable) == 8  # what the bytes alone said
+    assert math.ceil(200_000 / 8 / (8 * 1472)) == 3  # 8 IPUs: up to 3 grains a tile
+    assert p["ipus_needed"] == math.ceil(200_000 / 16 / 1472) == 9
+    reason = p["reason"]
+    assert "about 8" not in reason and "split the layer over" not in reason
+    assert "Tiles of at most 16 neurons would hold their own share (534 KiB" in reason
+    assert "12500 tiles, at least 9 IPUs" in reason
+    assert "snn_ipu places a layer on one IPU" in reason
+    assert "would not help" not in reason
+    # half weights alone would not do: they save 2 bytes a weight, so tiles of 24 neurons
+    # hold their own share, not of 32; 200000 / 24 = 8334 tiles, more than an IPU has
+    assert own(24) - 24 * 4000 * 2 <= TILE < own(32) - 32 * 4000 * 2
+    assert math.ceil(200_000 / 24) > 1472 and "half weights" not in reason
 
 
 def test_long_sequences_blame_the_history():

@@ -542,7 +542,18 @@ std::string tileZeroReason(const LayerPlan &p, const Target &t, unsigned widest)
   return os.str();
 }
 
-std::string notFitReason(const LayerPlan &p, const Target &t) {
+// IPU: whether half weights alone let the layer fit: every tile's own share on tiles this
+// IPU has, and tile 0 of the widest such tiles.
+bool halfWeightsFit(const LayerPlan &p, const Target &t) {
+  LayerPlan h = p;
+  h.spec.weightBytes = 2;
+  const unsigned w = widestOwnShare(h, t);
+  return w > 0 && ceilDiv(h.spec.outFeatures, w) * h.sampleGroups <= t.numTiles &&
+         memoryPlan(h.spec, t, w, h.sampleGroups).bytesPerTileMax <= t.bytesPerTile;
+}
+
+// `widest`: widestOwnShare(p, t) (IPU).
+std::string notFitReason(const LayerPlan &p, const Target &t, unsigned widest) {
   const LayerSpec &s = p.spec;
   const TileMemory &m = p.maxTile;
   std::ostringstream os;
@@ -558,7 +569,6 @@ std::string notFitReason(const LayerPlan &p, const Target &t) {
      << " of it reserved for code). ";
   // Where this IPU has the tiles for every tile's own share (tiles of the most neurons
   // that hold theirs, widest), what does not fit is what tile 0 holds for the others.
-  const unsigned widest = widestOwnShare(p, t);
   if (widest > 0 && ceilDiv(s.outFeatures, widest) * p.sampleGroups <= t.numTiles)
     return os.str() + tileZeroReason(p, t, widest);
   struct Part {
@@ -631,41 +641,57 @@ std::string notFitReason(const LayerPlan &p, const Target &t) {
        << shares.str() << ") for its " << p.samplesPerGroupMax << " samples";
     return os.str();
   }
-  const std::string moreIpus =
-      p.ipusNeeded > 1 ? ", or use about " + std::to_string(p.ipusNeeded) + " IPUs" : "";
+  // Tiles narrow enough for their own share are more than this IPU has: how many IPUs'
+  // tiles they would take, at least (tile 0's gather of their lists comes on top), and
+  // that a layer is not split across IPUs here.
+  const std::uint64_t tilesForOwn = ceilDiv(s.outFeatures, widest) * p.sampleGroups;
+  std::ostringstream more;
+  more << ". Tiles of at most " << widest << " neurons would hold their own share ("
+       << human(double(ownShare(p, t, widest).total()))
+       << " each, before tile 0's gather of their lists), but the layer would then take "
+       << tilesForOwn << " tiles"
+       << (p.sampleGroups > 1 ? " (" + std::to_string(p.sampleGroups) + " sample groups)" : "")
+       << ", at least " << p.ipusNeeded << " IPUs"
+       << (p.ipusNeeded > ceilDiv(tilesForOwn, t.numTiles) ? " by the layer's bytes" : "")
+       << ", and snn_ipu places a layer on one IPU: it cannot split one across IPUs";
   if (top0 == "weights and their gradients") {
-    if (s.weightBytes == 4)
-      os << "use half weights (weight_bytes=2), ";
+    // half weights halve W, not its float gradient: named only where that is enough
+    if (s.weightBytes == 4 && halfWeightsFit(p, t))
+      os << "use half weights (weight_bytes=2) or ";
     os << "fewer neurons (in_features=" << s.inFeatures << ", out_features=" << s.outFeatures
        << (s.recurrent ? ", recurrent" : "") << ")";
-    if (p.ipusNeeded > 1)
-      os << " or split the layer over about " << p.ipusNeeded << " IPUs";
-    else // the whole IPU has room: the rows of a single tile's neurons do not
-      os << "; even " << p.neuronsPerTileMax << " neurons' weight rows exceed a tile, so the "
-         << "input features would have to be split across tiles (not supported)";
   } else if (top0 == "BPTT history over T") {
     os << "shorten T (" << s.timesteps << "), lower " << capacities << " or the batch (" << s.batch
-       << ")" << moreIpus;
+       << ")";
   } else if (top0 == "spike lists and exchange buffers") {
     // a step's lists and buffers: T does not change them
-    os << "lower " << capacities << " or the batch (" << s.batch << ")" << moreIpus;
+    os << "lower " << capacities << " or the batch (" << s.batch << ")";
   } else {
-    os << "a smaller batch (" << s.batch << ") or fewer neurons" << moreIpus;
+    os << "a smaller batch (" << s.batch << ") or fewer neurons";
   }
+  os << more.str();
   return os.str();
 }
 
 void judge(LayerPlan &p, const Target &t) {
+  unsigned widest = 0;
   if (t.isIpu()) {
     const std::uint64_t usable = t.bytesPerTile - t.reservedBytesPerTile;
     const std::uint64_t data = p.bytesTotal - std::uint64_t(p.numTiles) * t.reservedBytesPerTile;
-    p.ipusNeeded = unsigned(std::max<std::uint64_t>(1, ceilDiv(data, usable * t.numTiles)));
     p.fits = p.bytesPerTileMax <= t.bytesPerTile;
+    // At least the layer's bytes over an IPU's, and at least the IPUs whose tiles, each of
+    // the most neurons that holds its own share, the layer would take (none where not
+    // even a grain's share fits: no number of IPUs does).
+    const std::uint64_t byBytes = std::max<std::uint64_t>(1, ceilDiv(data, usable * t.numTiles));
+    widest = p.fits ? 0 : widestOwnShare(p, t);
+    const std::uint64_t byTiles =
+        widest ? ceilDiv(ceilDiv(p.spec.outFeatures, widest) * p.sampleGroups, t.numTiles) : 0;
+    p.ipusNeeded = unsigned(std::max(byBytes, byTiles));
   } else {
     p.ipusNeeded = 0;
     p.fits = p.bytesTotal <= t.totalMemoryBytes;
   }
-  p.reason = p.fits ? "" : notFitReason(p, t);
+  p.reason = p.fits ? "" : notFitReason(p, t, widest);
 }
 
 } // namespace

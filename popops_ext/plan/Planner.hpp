@@ -84,6 +84,12 @@ struct LayerPlan {
 
   bool fits = false;
   std::string reason; // empty when it fits
+  // IPU: a lower bound on the IPUs the layer would take: its bytes over an IPU's, and the
+  // IPUs whose tiles it would take with each tile of the most neurons that holds its own
+  // share (tile 0's gather of the lists and its reductions not counted). snn_ipu places a
+  // layer on one IPU and does not split it across IPUs: more than 1 says the layer is too
+  // large for this toolkit on this target. Where not even a grain of neurons holds its
+  // share (no number of IPUs helps; the reason says so), the bytes' bound alone.
   unsigned ipusNeeded = 1;
 };
 
