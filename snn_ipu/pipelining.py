@@ -71,6 +71,11 @@ def delayed(spikes: SparseSpikes, steps: int) -> SparseSpikes:
     out = SparseSpikes._made(_shift(spikes.ids, steps), _shift(spikes.counts, steps),
                              spikes.num_neurons, _shift(spikes.values, steps))
     out._checked = spikes.values_checked
+    # A list an IPU op made stays one: its dense view is an op of the device, and it
+    # carries a gradient to the op (while PopTorch traces, its values do not say so;
+    # without this the next op was built with input_needs_grad=0 and every layer
+    # before it was left untrained by PopART, docs/ipu.md).
+    out._dense_on_device = spikes._dense_on_device
     return out
 
 

@@ -29,6 +29,10 @@ R4  Which inputs a grown op's grad ops give a gradient (``gradOutToNonGradIn``):
     (``op/detach.cpp``, ``Op::getGradOps`` in ``op.cpp`` returns none).
     Comparisons (``op/equal.cpp``, ``less.cpp``, ``greater.cpp``) throw if asked for grad
     ops; their bool outputs can never get a gradient (R4), so they fail first (R3).
+    Concat and Slice move data without reading it: their grad ops give every input a
+    gradient of that input's own type, integer ones too (``op/concat.cpp``,
+    ``ConcatOp::getGradOps`` and ``ConcatGradOp``'s ``outType``; ``op/slice.cpp``,
+    ``SliceOp::getGradOps``), as a list delayed by ``snn_ipu.pipeline`` needs.
 R5  A custom op's grad op gives the gradients its ``gradOutToNonGradIn`` lists: for
     ours, ``popops_ext/poplar/OpSignatures.hpp`` (``grad_outputs``), less ``in_values``
     where the op's attribute ``input_needs_grad`` is 0 (``LayerOps.hpp``:
@@ -53,6 +57,9 @@ from torch.utils._pytree import tree_flatten
 
 # R4: aten ops without a grad op, whatever their inputs' types.
 NO_GRAD_OPS = {"aten.detach.default", "aten.alias.default"}
+# R4: aten ops (PopART's Concat and Slice) whose grad ops give every input a gradient,
+# whatever its type.
+EVERY_INPUT_GRAD_OPS = {"aten.cat.default", "aten.slice.Tensor"}
 
 
 @dataclass
@@ -121,6 +128,8 @@ class _Recorder(TorchDispatchMode):
         name = str(func)
         if name in NO_GRAD_OPS:
             grads: Set[int] = set()
+        elif name in EVERY_INPUT_GRAD_OPS:
+            grads = set(range(len(inputs)))
         else:  # R4: float inputs get a gradient, integer and bool ones never
             grads = {i for i, t in enumerate(inputs) if t.is_floating_point()}
         mutable = func._schema.is_mutable if hasattr(func, "_schema") else False

@@ -183,3 +183,39 @@ def test_the_data_fed_layer_gives_its_input_no_gradient(monkeypatch):
     assert values not in spiking[0].grad_inputs and values in spiking[1].grad_inputs
     assert untrained_parameters(graph) == []
 
+
+
+@pytest.mark.parametrize("readout", ["membrane", "spikes"])
+@pytest.mark.parametrize("frozen_middle", [False, True])
+def test_a_pipelined_network_trains_every_layer(monkeypatch, readout, frozen_middle):
+    """snn_ipu.pipeline: each layer after the first reads its input list one step late
+    (a slice and a concatenation of the op's list, snn_ipu.pipelining.delayed). The
+    delayed list is still an op's: the next op builds its input gradient and (frozen or
+    not) lists its window, so PopART trains every layer before it. It lost that mark:
+    the ops after the first were built with input_needs_grad=0 and only the last layer
+    trained (net.0 and net.1 untrained)."""
+    from snn_ipu import pipeline
+
+    torch.manual_seed(0)
+    middle = LIFLayer(HIDDEN, HIDDEN, grad_window=0.3, max_spikes=8, overflow="drop",
+                      backend="ipu")
+    if frozen_middle:
+        for p in middle.parameters():
+            p.requires_grad_(False)
+    last = (ReadoutLayer(HIDDEN, CLASSES, backend="ipu") if readout == "membrane"
+            else spiking_output())
+    loss_fn = (lambda out, y: losses.ce_membrane_loss(out, y, "max")) if readout == "membrane" \
+        else losses.ce_count_loss
+    net = torch.nn.Sequential(hidden(), middle, last)
+    assert len(pipeline(net)) == 2
+    poptorch = install(monkeypatch)
+    model = WithLoss(net, loss_fn)
+    graph = trace(poptorch, model, (torch.rand(B, T, IN) < 0.3).float(),
+                  torch.randint(0, CLASSES, (B,)), signatures=SIGNATURES)
+    ops = [c for c in poptorch.custom_op_calls if c["phase"] == "trace"][:3]
+    assert [c["attributes"]["input_needs_grad"] for c in ops] == [0, 1, 1]
+    assert ops[1]["attributes"]["grad_window"] == pytest.approx(0.3)
+    untrained = untrained_parameters(graph)
+    trainable = [n for n, p in net.named_parameters() if p.requires_grad]
+    assert [n for n in untrained if n[len("net."):] in trainable] == []
+    assert untrained == [] or frozen_middle
