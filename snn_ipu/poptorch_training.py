@@ -123,7 +123,9 @@ class WithLoss(nn.Module):
     :class:`snn_ipu.data.SpikeLists`, ``ids [B, T, K]`` and ``counts [B, T, 2]``, so
     that the first layer's list holds K entries, not ``num_inputs``. Returns
     ``(predictions [B], loss, overflow counts)``, or without labels (the inference
-    model) ``(predictions, overflow counts)``.
+    model) ``(predictions, overflow counts)``. ``loss_fn`` returns one number, the loss
+    reduced over the micro-batch (a ``[B]`` loss is refused: PopTorch would
+    differentiate its sum).
     """
 
     def __init__(self, net: nn.Module,
@@ -152,6 +154,14 @@ class WithLoss(nn.Module):
         if not labels:
             return predictions, overflow.counts
         loss = self.loss_fn(out, labels[0])
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            # poptorch.identity_loss(reduction="none") of a [B] loss differentiates its
+            # sum: a learning rate B times the mean's, where the CPU's backward() refuses
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ValueError(
+                f"WithLoss: loss_fn must return one number (the loss reduced over the batch, "
+                f"as the CPU loop's backward() needs), got {shape}: reduce it, e.g. with "
+                "reduction='mean'")
         return predictions, _poptorch().identity_loss(loss, reduction="none"), overflow.counts
 
 

@@ -470,3 +470,19 @@ def test_spike_dropout_refuses_an_ipu_ops_list():
         SpikeDropout(0.3)(out)
     SpikeDropout(0.3)(x)  # on the data: fine
 
+
+def test_a_per_sample_loss_is_refused_not_summed(monkeypatch):
+    """A loss_fn returning one loss per sample ([B], reduction="none") went into
+    poptorch.identity_loss(reduction="none"), whose gradient is that of the sum: the IPU
+    trained at B times the learning rate of the mean (the CPU's backward() refuses a
+    [B] loss), without a word."""
+    install(monkeypatch)
+    train_set, test_set = small_task()
+
+    def per_sample(out, y):
+        return ce_membrane_loss(out, y, time_reduction="max", reduction="none")
+
+    with pytest.raises(ValueError, match=r"loss_fn must return one number .* got \(6,\)"):
+        train(small_net(), train_set, test_set, per_sample, epochs=1, batch_size=6, lr=1e-2,
+              log=lambda _: None)
+
