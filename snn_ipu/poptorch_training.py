@@ -140,6 +140,7 @@ class WithLoss(nn.Module):
         self.num_inputs = num_inputs
 
     def forward(self, *inputs: torch.Tensor):
+        self._check_inputs(inputs)
         if self.num_inputs is None:
             x, labels = inputs[0].transpose(0, 1), inputs[1:]  # the layers are time-major
         else:
@@ -163,6 +164,35 @@ class WithLoss(nn.Module):
                 f"as the CPU loop's backward() needs), got {shape}: reduce it, e.g. with "
                 "reduction='mean'")
         return predictions, _poptorch().identity_loss(loss, reduction="none"), overflow.counts
+
+    def _check_inputs(self, inputs) -> None:
+        """The inputs' number, types and ranks (all a traced model can check): a list
+        read as dense spikes, or labels in the place of counts, would fail far from
+        here or train on the wrong tensors."""
+        def form(t) -> str:
+            if not isinstance(t, torch.Tensor):
+                return type(t).__name__
+            return f"{str(t.dtype).replace('torch.', '')} {list(t.shape)}"
+
+        got = ", ".join(form(t) for t in inputs)
+        if self.num_inputs is None:
+            if not 1 <= len(inputs) <= 2 or not isinstance(inputs[0], torch.Tensor) or \
+                    inputs[0].dim() != 3:
+                raise ValueError(
+                    "WithLoss takes dense spikes [B, T, in] (then the labels [B] when "
+                    f"training), got {len(inputs)} inputs ({got}); spike lists (ids [B, T, "
+                    "K], counts [B, T, 2], labels) need WithLoss(..., num_inputs=in)")
+            return
+        ids, counts = (inputs + (None, None))[:2]
+        lists = all(isinstance(t, torch.Tensor) and t.dim() == 3 and not t.is_floating_point()
+                    and t.dtype != torch.bool for t in (ids, counts))
+        if not 2 <= len(inputs) <= 3 or not lists or counts.shape[-1] != 2 \
+                or ids.shape[:2] != counts.shape[:2]:
+            raise ValueError(
+                f"WithLoss(num_inputs={self.num_inputs}) takes spike lists: integer ids "
+                "[B, T, K] and counts [B, T, 2] (snn_ipu.data.SpikeLists), then the labels "
+                f"[B] when training; got {len(inputs)} inputs ({got}). Dense spikes "
+                "[B, T, in] go in without num_inputs")
 
 
 class Padded(torch.utils.data.Dataset):

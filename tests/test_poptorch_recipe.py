@@ -486,3 +486,26 @@ def test_a_per_sample_loss_is_refused_not_summed(monkeypatch):
         train(small_net(), train_set, test_set, per_sample, epochs=1, batch_size=6, lr=1e-2,
               log=lambda _: None)
 
+
+def test_inputs_of_the_wrong_form_are_named(monkeypatch):
+    """Dense samples given to WithLoss(num_inputs=...) failed with an IndexError in
+    transpose; spike lists given without num_inputs were read as dense spikes of K
+    features, their counts as the labels and the labels dropped (an error only where K
+    differed from in_features); a third input was dropped without a word."""
+    from snn_ipu.data import SpikeLists, collate_dense
+
+    install(monkeypatch)
+    train_set, test_set = small_task()
+    with pytest.raises(ValueError, match=r"num_inputs=20\) takes spike lists.*got 2 inputs "
+                                         r"\(float32 \[6, 10, 20\], int64 \[6\]\)"):
+        train(small_net(), train_set, test_set, loss_fn, epochs=1, batch_size=6, lr=1e-2,
+              num_inputs=20, log=lambda _: None)
+    lists = SpikeLists(train_set, collate_dense, datasets=(test_set,))
+    test_lists = SpikeLists(test_set, collate_dense, capacity=lists.capacity)
+    with pytest.raises(ValueError, match=r"got 3 inputs .* need WithLoss\(\.\.\., num_inputs"):
+        train(small_net(), lists, test_lists, loss_fn, epochs=1, batch_size=6, lr=1e-2,
+              log=lambda _: None)
+    model = WithLoss(small_net(), loss_fn)
+    with pytest.raises(ValueError, match="got 3 inputs"):  # a second label was dropped
+        model(torch.zeros(2, 10, 20), torch.zeros(2, dtype=torch.long),
+              torch.zeros(2, dtype=torch.long))
