@@ -290,6 +290,14 @@ def train(
 
         state = load_checkpoint(resume)
         require_entries(state, resume, ("model", "optimizer", "epoch"), "resume training")
+        saved = state["optimizer"]
+        if not (isinstance(saved, dict) and "ipu_state" in saved and "ipu_param" in saved):
+            # PopTorch's optimizers load only their own state (the device's, read back
+            # as ipu_state/ipu_param); torch's Adam moments cannot be mapped onto it
+            raise ValueError(
+                f"{resume}: its optimizer state is not a PopTorch optimizer's (a run "
+                "trained on a CPU or GPU backend holds torch's Adam state, which PopTorch "
+                "cannot load onto the IPU): resume it on the backend it trained on")
         if epochs <= state["epoch"]:
             raise ValueError(f"{resume} has already trained {state['epoch']} epochs; epochs="
                              f"{epochs} leaves nothing to train: give more to continue")

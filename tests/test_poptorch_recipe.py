@@ -509,3 +509,21 @@ def test_inputs_of_the_wrong_form_are_named(monkeypatch):
     with pytest.raises(ValueError, match="got 3 inputs"):  # a second label was dropped
         model(torch.zeros(2, 10, 20), torch.zeros(2, dtype=torch.long),
               torch.zeros(2, dtype=torch.long))
+
+
+def test_cli_refuses_to_resume_a_cpu_runs_optimizer_on_the_ipu(monkeypatch, capsys, tmp_path):
+    """A CPU run that PopTorch's loop could continue (a constant rate, no augmentation),
+    resumed with --backend ipu: PopTorch's Adam loads only an IPU optimizer's state, and
+    the run died in optimizer.load_state_dict with a traceback ("Only IPU optimizer states
+    can be loaded onto the IPU"). Refused in one line naming the checkpoint."""
+    save = tmp_path / "cpu.pt"
+    cpu_run = [a for a in IPU_RUN if a not in ("--backend", "ipu")] + [
+        "--lr-schedule", "constant", "--augment-jitter", "0", "--augment-drop", "0"]
+    assert cli_main(cpu_run + ["--save", str(save)]) == 0
+    install(monkeypatch)
+    capsys.readouterr()
+    assert cli_main(["train", "--resume", str(save), "--epochs", "2", "--backend", "ipu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{save}: its optimizer state is not a PopTorch optimizer's" in err
+    assert len(err.strip().splitlines()) == 1
+    assert load_checkpoint(save)["epoch"] == 1
