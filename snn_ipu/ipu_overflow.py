@@ -25,8 +25,9 @@ raises after that step, ``"drop"`` warns once per layer, ``"grow"`` cannot grow 
 compiled capacity and raises like ``"error"``. Set
 ``poptorch.Options().outputMode(poptorch.OutputMode.All)`` so that the rows of
 every micro-batch come back; with PopTorch's training default (``Final``) only
-the last one's do. The same model runs on a CPU unchanged: there the layers keep
-their own stats and ``counts`` holds no rows.
+the last one's do, and ``Sum`` adds them up (:func:`record` refuses such rows).
+The same model runs on a CPU unchanged: there the layers keep their own stats and
+``counts`` holds no rows.
 """
 
 from __future__ import annotations
@@ -184,21 +185,67 @@ def _rows(counts: torch.Tensor) -> Iterator[List[int]]:
     yield from counts.detach().cpu().reshape(-1, len(ROW)).tolist()
 
 
+_ONE_ROW_EACH = ("PopTorch returns one row per layer call only with "
+                 "poptorch.Options().outputMode(poptorch.OutputMode.All); OutputMode.Sum "
+                 "adds the rows of all micro-batches up")
+
+
+def _row_fault(f: dict, layer: nn.Module) -> Optional[str]:
+    """What makes ``f`` no row of one call of ``layer`` as compiled (None: nothing):
+    the relations every row of :func:`overflow_row` keeps, which rows summed over
+    micro-batches (``OutputMode.Sum``) or from another model break."""
+    T, B, K, N = f["num_steps"], f["batch_size"], f["capacity"], layer.out_features
+    first = f["first_overflow"]
+    compiled = getattr(layer, "max_spikes", None)
+    if T < 1 or B < 1 or not 0 <= K <= N:
+        return f"num_steps={T}, batch_size={B}, capacity={K} for {N} neurons"
+    if compiled is not None and K != min(compiled, N):
+        return f"capacity {K}, but the layer's max_spikes is {compiled}"
+    if not 0 <= f["needed_capacity"] <= N:
+        return f"{f['needed_capacity']} entries needed at one step for {N} neurons"
+    if min(f["spikes"], f["eligible_listed"], f["spikes_dropped"], f["eligible_dropped"]) < 0 \
+            or f["spikes_dropped"] > f["spikes"]:
+        return (f"{f['spikes']} spikes, {f['spikes_dropped']} dropped, "
+                f"{f['eligible_listed']} eligible listed, {f['eligible_dropped']} dropped")
+    if first == -1:
+        if f["spikes_dropped"] or f["eligible_dropped"] or f["first_spikes"] \
+                or f["first_needed"]:
+            return (f"entries dropped ({f['spikes_dropped']} spikes, "
+                    f"{f['eligible_dropped']} eligible) but no step over capacity")
+    elif not 0 <= first < T * B:
+        return f"first step over capacity {first}, of {T * B} steps and samples"
+    elif not K < f["first_needed"] <= f["needed_capacity"] or \
+            not 0 <= f["first_spikes"] <= f["first_needed"]:
+        return (f"{f['first_needed']} entries ({f['first_spikes']} spikes) needed at the "
+                f"first step over capacity {K}")
+    return None
+
+
 def record(model: nn.Module, counts: torch.Tensor) -> None:
     """Records the rows of ``counts`` (an :class:`OverflowCounts`' output, as
     PopTorch returns it: any number of iterations, replicas and calls) into the
     stats of ``model``'s spiking layers, one call after another, and applies each
     layer's overflow policy: ``"error"`` and ``"grow"`` raise
-    :class:`~snn_ipu.SpikeOverflowError`, ``"drop"`` warns once per layer."""
+    :class:`~snn_ipu.SpikeOverflowError`, ``"drop"`` warns once per layer. Rows that
+    cannot be one call's (summed by ``OutputMode.Sum``, another model's) are refused
+    before any is recorded; the rows ``OutputMode.Final`` or ``EveryN`` leave out
+    cannot be seen here."""
     from .backends.contract import CallRecord
 
     layers = spiking_layers(model)
-    for row in _rows(counts):
-        f = dict(zip(ROW, row))
+    rows = [dict(zip(ROW, row)) for row in _rows(counts)]
+    for i, f in enumerate(rows):
         if not 0 <= f["layer"] < len(layers):
             raise ValueError(f"record(): a row names layer {f['layer']}, but the model has "
                              f"{len(layers)} spiking layers: pass the module given to "
-                             "OverflowCounts")
+                             f"OverflowCounts ({_ONE_ROW_EACH})")
+        fault = _row_fault(f, layers[f["layer"]])
+        if fault is not None:
+            raise ValueError(
+                f"record(): row {i} is not the counts of one call of "
+                f"{layers[f['layer']].name} ({fault}): {_ONE_ROW_EACH}; pass the counts of "
+                "the model as compiled, of the module given to OverflowCounts")
+    for f in rows:
         layer = layers[f["layer"]]
         B = f["batch_size"]
         first = None if f["first_overflow"] < 0 else (

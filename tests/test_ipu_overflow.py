@@ -176,3 +176,51 @@ def test_through_a_compiled_model(monkeypatch):
         assert ours.stats["spikes_dropped"] > 0
         for key in STATS:
             assert ours.stats[key] == pytest.approx(ref.stats[key]), (ours.name, key)
+
+
+def test_rows_summed_by_output_mode_sum_are_refused(monkeypatch):
+    """OutputMode.Sum (PopTorch's cheap way to monitor a metric) returns the sum of every
+    micro-batch's outputs: two device iterations' rows came back as one row of twice the
+    steps, samples and capacity (6 for max_spikes=3) and were recorded so, the activity
+    half the calls' mean. Refused, naming OutputMode.All, and nothing is recorded."""
+    poptorch = install(monkeypatch)
+    net = torch.nn.Sequential(make(LIFLayer, 3, 0.4, backend="auto"),
+                              ReadoutLayer(N, 3, backend="auto"))
+    opts = poptorch.Options().deviceIterations(2).outputMode(poptorch.OutputMode.Sum)
+    x = torch.stack([binary((T, N_IN), 0.4, s) for s in range(2 * B)])
+    _, counts = poptorch.inferenceModel(WithLoss(net, loss_fn=None), options=opts)(x)
+    assert counts.shape == (1, len(ipu_overflow.ROW))
+    assert counts[0, 1:4].tolist() == [2 * T, 2 * B, 2 * 3]  # summed, by hand
+    with pytest.raises(ValueError, match=r"row 0 is not the counts of one call of hidden "
+                                         r"\(capacity 6, but the layer's max_spikes is 3\).*"
+                                         r"OutputMode.All"):
+        ipu_overflow.record(net, counts)
+    assert "spikes" not in net[0].stats
+
+
+def hand_row(needed, listed, capacity):
+    """A row from an op's ``needed`` and listed ``counts`` given by hand ([T, B, 2])."""
+    return ipu_overflow.overflow_row(torch.tensor(listed, dtype=torch.int32),
+                                     torch.tensor(needed, dtype=torch.float32), capacity, 0)
+
+
+def test_a_summed_overflow_is_not_recorded_as_none():
+    """Two micro-batches' rows added up (OutputMode.Sum): the first overflowed at its
+    first (t, b) (index 0) and the second did not (-1), so the sum said -1, "no step
+    over capacity", and an overflow="error" layer without max_spikes recorded the 2
+    dropped spikes without raising. Rows that break what one call's rows keep are
+    refused."""
+    over = hand_row([[[5, 5]], [[1, 1]]], [[[3, 3]], [[1, 1]]], 3)  # T=2, B=1
+    fits = hand_row([[[1, 2]], [[0, 0]]], [[[1, 2]], [[0, 0]]], 3)
+    assert over[ipu_overflow.ROW.index("first_overflow")] == 0
+    assert fits[ipu_overflow.ROW.index("first_overflow")] == -1
+    layer = make(LIFLayer, None, 0.4, policy="error", backend="ipu")
+    with pytest.raises(SpikeOverflowError):
+        ipu_overflow.record(layer, over.reshape(1, -1))  # one call's row: raises
+    with pytest.raises(ValueError, match=r"entries dropped \(2 spikes, 0 eligible\) but no "
+                                         r"step over capacity.*OutputMode.All"):
+        ipu_overflow.record(layer, (over + fits).reshape(1, -1))
+    with pytest.raises(ValueError, match=r"first step over capacity -2, of 8 steps"):
+        ipu_overflow.record(layer, (fits + fits).reshape(1, -1))
+    ipu_overflow.record(layer, torch.stack([fits, fits]))  # as OutputMode.All returns them
+    assert layer.stats["spikes"] == 1 and layer.stats["total_spikes_dropped"] == 2
