@@ -111,6 +111,16 @@ def test_record_membrane_is_refused_not_ignored(fake_poptorch):
     assert not fake_poptorch.custom_op_calls
 
 
+def test_a_readouts_record_membrane_is_refused_not_ignored(fake_poptorch):
+    """A readout with record_membrane=True traced for the IPU left last_membrane None
+    without a word, where the spiking layers refuse it."""
+    layer = ReadoutLayer(8, 5, backend="ipu")
+    layer.record_membrane = True
+    with pytest.raises(ValueError, match="record_membrane is not supported on the ipu"):
+        layer(spikes())
+    assert not fake_poptorch.custom_op_calls
+
+
 def test_learned_decay_keeps_dense_state(fake_poptorch):
     layer = SynapticLayer(8, 6, max_spikes=4)
     beta = torch.full((6,), 0.9, requires_grad=True)

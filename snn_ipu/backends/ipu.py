@@ -363,6 +363,12 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
                   initial: Optional[LayerState], cache: Optional[dict] = None,
                   ) -> Tuple[torch.Tensor, CallRecord]:
     _no_carried_state(cfg, initial)
+    if cfg.record_membrane:
+        # the op's output is the membrane, a tensor of the device: last_membrane would
+        # stay None without a word, as for a spiking layer
+        raise ValueError(f"{cfg.name}: record_membrane is not supported on the ipu backend "
+                         "(the membrane stays on the device); the readout's output is its "
+                         "membrane: return it from the model")
     poptorch = _require_ipu()
     load_library()
     _check_input_capacity(cfg, spikes)
