@@ -46,7 +46,7 @@ from ._compile import compiling, eager
 from ._devices import values_readable
 from ._finite import FINITE, POSITIVE, UNIT, first_nonfinite, first_out_of_range
 from ._numbers import ArgumentTypeError, flag, positive_size
-from .backends import select
+from .backends import _running_on_ipu, select
 from .backends.contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .layer_input import as_sparse
 from .layer_settings import (
@@ -483,6 +483,15 @@ class _Layer(nn.Module):
     def _backend(self):
         name = self.backend
         if name != "auto":  # (the weights' device, a new object per read, decides "auto")
+            if name != "ipu" and _running_on_ipu():
+                # PopTorch would compile another backend's torch ops (the reference's
+                # dense ones) instead of the layer's op: no overflow counts reach the
+                # host, and a loss reaching a list through its integer ids leaves every
+                # layer before it untrained (docs/ipu.md, "Gradients through PopART")
+                raise ValueError(
+                    f"{self.name}: backend={name!r} inside a model PopTorch runs on the IPU "
+                    "(poptorch.isRunningOnIpu()); there a layer runs as its IPU op: set "
+                    "backend='ipu' or 'auto'")
             return select(name)
         return select(name, self._tensor("weight").device, self.recurrent)
 

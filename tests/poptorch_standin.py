@@ -363,7 +363,11 @@ class StandinPoptorch(types.ModuleType):
                     self.device_logs.append("No device set in torch.zeros(): forcing to IPU")
             return [torch.zeros_like(t, device="meta") for t in example_outputs]
         if self._phase == "run":
-            outputs = self.devices[name](list(inputs), dict(attributes or {}))
+            self._phase = None  # the op's implementation is the device's, not the model's
+            try:
+                outputs = self.devices[name](list(inputs), dict(attributes or {}))
+            finally:
+                self._phase = "run"
             for got, want in zip(outputs, example_outputs):
                 if got.shape != want.shape or got.dtype != want.dtype:
                     raise Error(f"{name}: the op made {got.dtype} {tuple(got.shape)}, its "

@@ -527,3 +527,23 @@ def test_cli_refuses_to_resume_a_cpu_runs_optimizer_on_the_ipu(monkeypatch, caps
     assert f"{save}: its optimizer state is not a PopTorch optimizer's" in err
     assert len(err.strip().splitlines()) == 1
     assert load_checkpoint(save)["epoch"] == 1
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_a_layer_on_another_backend_is_refused_inside_a_poptorch_model(monkeypatch, backend):
+    """backend='reference' traced by PopTorch compiled the reference's dense torch ops in
+    place of the layer's op: no overflow counts reached the host, and by PopART's rules
+    (tests/popart_autodiff.py) the hidden layer's weights got no gradient (all four
+    parameters with a spiking output, whose loss reads the list's integer ids). The
+    stand-in trained it, its device running Python. The emulator failed on the traced
+    tensors ("runs on the CPU; got a tensor on meta"). Both are refused by name."""
+    install(monkeypatch)
+    train_set, test_set = small_task()
+    net = small_net(overflow="drop")
+    for layer in net:
+        layer.backend = backend
+    with pytest.raises(ValueError, match=rf"LIFLayer\(20->16\): backend='{backend}' inside a "
+                                         "model PopTorch runs on the IPU"):
+        train(net, train_set, test_set, loss_fn, epochs=1, batch_size=6, lr=1e-2,
+              log=lambda _: None)
+    net(train_set.spikes[:2].transpose(0, 1))  # outside the model they run as before
