@@ -123,16 +123,22 @@ inference_model.detachFromDevice()
 print(f"compiled in {time.perf_counter() - start:.1f}s")
 
 for epoch in range(first_epoch, args.epochs + 1):
+    losses, rows = [], []
     for ids, counts, y in train_loader:
         predictions, loss, overflow = training_model(ids, counts, y)
         ipu_overflow.record(net, overflow)  # layer.stats; raises for overflow="error"
+        losses.append(float(loss.mean()))
+        rows.append(overflow)  # every micro-batch's (OutputMode.All)
     training_model.copyWeightsToHost()  # the IPU holds the weights until now
     torch.save({"epoch": epoch, "model": net.state_dict(),
                 "optimizer": optimizer.state_dict()}, args.checkpoint)
     training_model.detachFromDevice()  # free the IPU(s) for the inference model
     test_acc = evaluate(inference_model, test_loader, net)
     inference_model.detachFromDevice()
-    activity = ", ".join(f"{layer.stats['activity']:.3f}" for layer in net[:2])
-    print(f"epoch {epoch}: loss {float(loss.mean()):.3f}, test acc {test_acc:.3f} "
+    # the epoch's training lists, from all its rows (layer.stats: the last call's only,
+    # here a test batch)
+    lists = ipu_overflow.totals(net, torch.cat(rows))
+    activity = ", ".join(f"{lists[layer.name]['activity']:.3f}" for layer in net[:2])
+    print(f"epoch {epoch}: loss {sum(losses) / len(losses):.3f}, test acc {test_acc:.3f} "
           f"({len(test_set)} samples), hidden activity {activity}, lists need up to "
-          f"{max(layer.stats['needed_capacity'] for layer in net[:2])} entries")
+          f"{max(lists[layer.name]['needed_capacity'] for layer in net[:2])} entries")

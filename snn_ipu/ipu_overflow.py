@@ -32,7 +32,7 @@ The same model runs on a CPU unchanged: there the layers keep their own stats an
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import torch
 from torch import nn
@@ -40,7 +40,7 @@ from torch import nn
 from .overflow import Overflow, SpikeOverflowError, raise_or_warn_overflow
 from .spikes import SparseSpikes
 
-__all__ = ["ROW", "OverflowCounts", "overflow_row", "record", "spiking_layers"]
+__all__ = ["ROW", "OverflowCounts", "overflow_row", "record", "spiking_layers", "totals"]
 
 # One int32 row per layer call: where it comes from, then what its lists needed.
 ROW = (
@@ -276,3 +276,33 @@ def record(model: nn.Module, counts: torch.Tensor) -> None:
                 raise SpikeOverflowError(
                     f"{exc}{grow} This happened on the IPU; the step that overflowed has "
                     "run (its spikes past the capacity were dropped)") from None
+
+
+def totals(model: nn.Module, counts: torch.Tensor) -> Dict[str, Dict[str, float]]:
+    """What ``counts`` (rows of any number of calls: an epoch's, concatenated) say of
+    each spiking layer of ``model``, by name: ``activity`` (its spikes per neuron and
+    step over all of them), ``needed_capacity`` (the most entries any step needed) and
+    ``spikes_dropped``. ``layer.stats`` holds only the last call's; a layer without rows
+    is left out. The rows are checked as :func:`record` checks them."""
+    layers = spiking_layers(model)
+    out: Dict[str, Dict[str, float]] = {}
+    steps: Dict[str, int] = {}
+    for i, f in enumerate(dict(zip(ROW, row)) for row in _rows(counts)):
+        if not 0 <= f["layer"] < len(layers):
+            raise ValueError(f"totals(): a row names layer {f['layer']}, but the model has "
+                             f"{len(layers)} spiking layers ({_ONE_ROW_EACH})")
+        layer = layers[f["layer"]]
+        fault = _row_fault(f, layer)
+        if fault is not None:
+            raise ValueError(f"totals(): row {i} is not the counts of one call of "
+                             f"{layer.name} ({fault}): {_ONE_ROW_EACH}")
+        t = out.setdefault(layer.name, {"activity": 0.0, "needed_capacity": 0,
+                                        "spikes_dropped": 0})
+        t["activity"] += f["spikes"]
+        t["needed_capacity"] = max(t["needed_capacity"], f["needed_capacity"])
+        t["spikes_dropped"] += f["spikes_dropped"]
+        steps[layer.name] = steps.get(layer.name, 0) + (
+            f["num_steps"] * f["batch_size"] * layer.out_features)
+    for name, t in out.items():
+        t["activity"] /= max(steps[name], 1)
+    return out

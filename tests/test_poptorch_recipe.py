@@ -547,3 +547,36 @@ def test_a_layer_on_another_backend_is_refused_inside_a_poptorch_model(monkeypat
         train(net, train_set, test_set, loss_fn, epochs=1, batch_size=6, lr=1e-2,
               log=lambda _: None)
     net(train_set.spikes[:2].transpose(0, 1))  # outside the model they run as before
+
+
+def test_the_example_reports_the_epochs_training_lists(monkeypatch, tmp_path, capsys):
+    """The example printed layer.stats, which hold the last call's row: a test
+    micro-batch's (eval mode, spikes alone): 'hidden activity 0.065, 0.079, lists need up
+    to 6 entries' where the epoch's training lists needed up to 15 of 20 entries at an
+    activity of 0.107 and 0.143. It prints the epoch's, checked here against what the
+    device's ops themselves reported needing (their ``needed`` outputs)."""
+    poptorch = install(monkeypatch)
+    needed = []
+    device = poptorch.devices["SnnSpikingLayer"]
+
+    def recording(inputs, attributes):
+        out = device(inputs, attributes)
+        needed.append((out[4], inputs[3].shape[0]))  # the op's [T, B, 2] needed; N
+        return out
+
+    poptorch.devices["SnnSpikingLayer"] = recording
+    monkeypatch.setattr(sys, "argv", ["train_poptorch.py", *SMALL, "--epochs", "1",
+                                      "--checkpoint", str(tmp_path / "c.pt")])
+    ns = runpy.run_path(str(ROOT / "examples" / "train_poptorch.py"), run_name="__main__")
+    training = needed[:len(ns["train_loader"]) * 2 * 2]  # calls x micro-batches x layers
+    expected = []
+    for layer in range(2):
+        calls = training[layer::2]
+        spikes = sum(float(n[..., 0].sum()) for n, _ in calls)
+        expected.append((spikes / sum(n[..., 0].numel() * width for n, width in calls),
+                         max(int(n[..., 1].max()) for n, _ in calls)))
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("epoch 1")][0]
+    activity = [float(a) for a in line.split("hidden activity ")[1].split(", lists")[0]
+                .split(", ")]
+    assert activity == pytest.approx([a for a, _ in expected], abs=5e-4)
+    assert f"lists need up to {max(n for _, n in expected)} entries" in line
