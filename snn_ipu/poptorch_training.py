@@ -260,7 +260,8 @@ def train(
     ``test_set`` (padded to whole batches, the padding not counted) by an inference
     model after every epoch, the host weights and the optimizer's state saved to
     ``checkpoint`` after every epoch; ``resume``: a checkpoint to start from (weights,
-    optimizer state and epoch; an ``epochs`` it has already reached is an error);
+    optimizer state and epoch; an ``epochs`` it has already reached, or an ``lr``
+    other than the one it trained at, is an error);
     ``checkpoint_extra``: more entries for every checkpoint. Samples are
     ``(spikes [T, in], label)``, or with ``num_inputs`` spike lists
     ``(ids [T, K], counts [T, 2], label)`` (:class:`snn_ipu.data.SpikeLists`).
@@ -301,6 +302,14 @@ def train(
         if epochs <= state["epoch"]:
             raise ValueError(f"{resume} has already trained {state['epoch']} epochs; epochs="
                              f"{epochs} leaves nothing to train: give more to continue")
+        # The loaded state sets the rate (its param_groups, and on the device its
+        # ipu_param): another lr would be ignored without a word
+        rates = sorted({float(g["lr"]) for g in saved.get("param_groups", ()) if "lr" in g})
+        if rates and not all(math.isclose(r, lr, rel_tol=1e-6) for r in rates):
+            raise ValueError(
+                f"{resume} trained at lr={', '.join(f'{r:g}' for r in rates)}; lr={lr:g} "
+                "would be ignored (the optimizer state it resumes holds its rate): give "
+                "its lr to continue it")
         load_weights(net, state, resume)
         optimizer.load_state_dict(state["optimizer"])
         first_epoch = state["epoch"] + 1

@@ -580,3 +580,22 @@ def test_the_example_reports_the_epochs_training_lists(monkeypatch, tmp_path, ca
                 .split(", ")]
     assert activity == pytest.approx([a for a, _ in expected], abs=5e-4)
     assert f"lists need up to {max(n for _, n in expected)} entries" in line
+
+
+def test_resuming_at_another_rate_is_refused_not_ignored(monkeypatch, tmp_path):
+    """train(lr=..., resume=...) loaded the checkpoint's optimizer state, whose
+    param_groups (and ipu_param) hold the rate it trained at: lr=1e-2 after a run at
+    2e-2 trained on at 2e-2 without a word (the device's optimizer took the loaded
+    rate). Refused, naming both rates; the checkpoint's own rate resumes."""
+    install(monkeypatch)
+    train_set, test_set = small_task()
+    net = small_net(overflow="drop")
+    ckpt = tmp_path / "c.pt"
+    quiet = dict(batch_size=6, config=PopTorchConfig(device_iterations=2),
+                 log=lambda _: None)
+    train(net, train_set, test_set, loss_fn, epochs=1, lr=2e-2, checkpoint=ckpt, **quiet)
+    with pytest.raises(ValueError, match=r"trained at lr=0.02; lr=0.01 would be ignored"):
+        train(net, train_set, test_set, loss_fn, epochs=2, lr=1e-2, resume=ckpt, **quiet)
+    monkeypatch.undo()
+    install(monkeypatch)
+    train(net, train_set, test_set, loss_fn, epochs=2, lr=2e-2, resume=ckpt, **quiet)
