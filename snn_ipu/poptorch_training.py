@@ -210,10 +210,19 @@ class Padded(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int):
         if i < len(self.dataset):
-            return self.dataset[i]
+            *tensors, label = item = self.dataset[i]
+            label = torch.as_tensor(label)
+            # an unsigned label (uint8, bool) cannot hold the padding's -1 (uint8 made it
+            # 255, a label evaluate() counted): every label is an int64 then
+            return (*tensors, label.long()) if _unsigned(label) else item
         *tensors, label = self.dataset[0]
+        label = torch.as_tensor(label)
         return (*(torch.zeros_like(t) for t in tensors),
-                torch.full_like(torch.as_tensor(label), -1))
+                torch.full_like(label.long() if _unsigned(label) else label, -1))
+
+
+def _unsigned(label: torch.Tensor) -> bool:
+    return not label.dtype.is_floating_point and not label.dtype.is_signed
 
 
 def evaluate(inference_model, loader, net: nn.Module) -> float:

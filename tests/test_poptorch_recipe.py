@@ -8,6 +8,7 @@ import runpy
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from poptorch_standin import ROOT, install
@@ -599,3 +600,25 @@ def test_resuming_at_another_rate_is_refused_not_ignored(monkeypatch, tmp_path):
     monkeypatch.undo()
     install(monkeypatch)
     train(net, train_set, test_set, loss_fn, epochs=2, lr=2e-2, resume=ckpt, **quiet)
+
+
+def test_padding_of_unsigned_labels_is_not_scored():
+    """Padded labels its padding -1 and evaluate() skips labels below 0, but
+    full_like(uint8 label, -1) is 255: the 4 padding samples of 20 (padded to 24) were
+    scored as wrong, a perfect model's accuracy 20/24 = 0.833. Unsigned labels become
+    int64, so the padding is -1."""
+    from snn_ipu.poptorch_training import Padded, evaluate
+
+    labels = torch.arange(20) % 3 + 1
+    # each sample carries its label, which the stand-in model below predicts
+    data = [(torch.full((4, 5), float(y)), np.uint8(y)) for y in labels.tolist()]
+    loader = torch.utils.data.DataLoader(Padded(data, 8), batch_size=8)
+
+    def perfect(x):
+        return x[:, 0, 0].to(torch.int32), torch.zeros(0, len(ipu_overflow.ROW),
+                                                       dtype=torch.int32)
+
+    assert len(loader.dataset) == 24
+    assert evaluate(perfect, loader, torch.nn.Sequential()) == 1.0
+    *_, padding = loader.dataset[23]
+    assert int(padding) == -1
