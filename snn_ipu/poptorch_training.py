@@ -232,6 +232,13 @@ def evaluate(inference_model, loader, net: nn.Module) -> float:
     layers = len(ipu_overflow.spiking_layers(net))
     for *inputs, y in loader:
         predictions, counts = inference_model(*inputs)
+        if predictions.numel() != y.numel():
+            # OutputMode.Final/EveryN/Sum: fewer (or summed) predictions, which a
+            # batch of 1 compared with every label by broadcasting
+            raise ValueError(
+                f"evaluate(): the inference model returned {predictions.numel()} predictions "
+                f"for a combined batch of {y.numel()} samples: compile it with "
+                "poptorch.Options().outputMode(poptorch.OutputMode.All)")
         real = y.reshape(-1) >= 0
         if layers and counts.numel():
             # the overflow rows of micro-batches of padding alone say nothing of the data

@@ -622,3 +622,22 @@ def test_padding_of_unsigned_labels_is_not_scored():
     assert evaluate(perfect, loader, torch.nn.Sequential()) == 1.0
     *_, padding = loader.dataset[23]
     assert int(padding) == -1
+
+
+def test_evaluate_refuses_predictions_of_fewer_micro_batches():
+    """An inference model compiled with OutputMode.Final returns the last micro-batch's
+    predictions only: with a micro-batch of 1, evaluate() compared that one prediction
+    with all 4 labels by broadcasting (labels 0, 1, 2, 2, the last predicted right:
+    accuracy 0.5 where it is 1.0 for the one it saw, unknown for the rest). Refused,
+    naming OutputMode.All."""
+    from snn_ipu.poptorch_training import evaluate
+
+    loader = [(torch.zeros(4, 3, 2), torch.tensor([0, 1, 2, 2]))]
+
+    def final_only(x):  # 4 micro-batches of 1; the last one's prediction, 2
+        return torch.tensor([2], dtype=torch.int32), torch.zeros(0, len(ipu_overflow.ROW),
+                                                                 dtype=torch.int32)
+
+    with pytest.raises(ValueError, match=r"returned 1 predictions for a combined batch of 4 "
+                                         r"samples.*OutputMode.All"):
+        evaluate(final_only, loader, torch.nn.Sequential())
