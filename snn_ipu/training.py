@@ -581,6 +581,13 @@ def _resume_state(resume: os.PathLike, config: TrainConfig) -> Dict[str, Any]:
     if not same_run(saved, config):
         raise ValueError(f"{resume} was trained with another config; resume it with its "
                          "own (snn-ipu train --resume takes the checkpoint's)")
+    saved_optimizer = state.get("optimizer")
+    if isinstance(saved_optimizer, dict) and "ipu_state" in saved_optimizer:
+        # PopTorch's loop writes the device's Adam state and no scheduler, metrics or
+        # random state: torch's Adam cannot take it, nor this loop continue the run
+        raise ValueError(
+            f"{resume}: its optimizer state is a PopTorch optimizer's (a run trained with "
+            "--backend ipu, by PopTorch's loop): resume it on the backend it trained on")
     require_entries(state, resume, ("model", "optimizer", "scheduler", "epoch", "metrics",
                                     "rng"), "resume training")
     done = state["epoch"]

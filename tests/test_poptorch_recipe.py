@@ -530,6 +530,22 @@ def test_cli_refuses_to_resume_a_cpu_runs_optimizer_on_the_ipu(monkeypatch, caps
     assert load_checkpoint(save)["epoch"] == 1
 
 
+def test_cli_refuses_to_resume_an_ipu_runs_checkpoint_on_the_cpu(monkeypatch, capsys, tmp_path):
+    """An IPU run resumed with --backend emulator: PopTorch's loop writes no scheduler,
+    metrics or random state, and the refusal said only that they were missing. It now
+    names the cause in one line, and nothing is written."""
+    save = tmp_path / "ipu.pt"
+    install(monkeypatch)
+    assert cli_main(IPU_RUN + ["--save", str(save)]) == 0
+    before = save.read_bytes()
+    capsys.readouterr()
+    code = cli_main(["train", "--resume", str(save), "--epochs", "2", "--backend", "emulator"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{save}: its optimizer state is a PopTorch optimizer's" in err
+    assert "--backend ipu" in err and len(err.strip().splitlines()) == 1
+    assert save.read_bytes() == before
+
+
 @pytest.mark.parametrize("backend", ["reference", "emulator"])
 def test_a_layer_on_another_backend_is_refused_inside_a_poptorch_model(monkeypatch, backend):
     """backend='reference' traced by PopTorch compiled the reference's dense torch ops in
