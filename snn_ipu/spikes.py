@@ -404,8 +404,14 @@ class SparseSpikes:
         else:
             ids, counts, dropped = lists_by_rank(x, max_spikes, overflow, eligible)
         xf = x if x.is_floating_point() else x.float()
-        # x is 0 at eligible-only entries, so values is too; the mask keeps their gradient.
-        values = listed_only(torch.gather(xf, -1, ids.long()), counts)
+        if readable and not (x.requires_grad and torch.is_grad_enabled()):
+            # x was checked to be 0/1 (1 at the spikes, 0 at eligible-only entries), and
+            # nothing differentiates it: the values are the spike mask, without a gather
+            values = listed_mask(counts, ids.shape[-1], 0).to(xf.dtype)
+        else:
+            # x is 0 at eligible-only entries, so values is too; the mask keeps their
+            # gradient.
+            values = listed_only(torch.gather(xf, -1, ids.long()), counts)
         out = cls(ids, counts, x.shape[-1], values, validate=False)
         out._checked = readable  # the static lists take x's values unchecked
         out.dropped = dropped

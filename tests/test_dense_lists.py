@@ -104,3 +104,30 @@ def test_nan_or_inf_anywhere_is_named_before_other_values(dtype, bad):
     x[2, 1, 19] = bad
     with pytest.raises(ValueError, match="dense spikes contain NaN or inf"):
         lists_by_nonzero(x, None, "error", None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_values_are_1_at_the_spikes_in_the_inputs_float_dtype(dtype):
+    """Without a gradient to carry, from_dense writes the values from the counts; they must
+    be what x holds at the listed entries (1 at spikes, 0 at eligible-only and padding),
+    in x's float dtype (float32 for bool and integers)."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.rand(5, 3, 70, generator=gen) < 0.05
+    eligible = torch.rand(5, 3, 70, generator=gen) < 0.1
+    s = SparseSpikes.from_dense(x.to(dtype), eligible=eligible)
+    want_dtype = dtype if dtype.is_floating_point else torch.float32
+    assert s.values.dtype == want_dtype
+    ids_r, counts_r, _ = reference_lists(x.numpy(), eligible.numpy(), None, "error")
+    expected = np.take_along_axis(x.numpy(), ids_r.astype(np.int64), -1).astype(np.float32)
+    expected[np.arange(ids_r.shape[-1]) >= counts_r[..., 1:2]] = 0.0
+    np.testing.assert_array_equal(s.values.float().numpy(), expected)
+
+
+def test_negative_zero_is_not_a_spike():
+    x = torch.zeros(2, 2, 40)
+    x[0, 0, 3] = x[1, 1, 38] = 1.0
+    x[0, 0, 17] = x[1, 0, 0] = x[1, 1, 21] = -0.0
+    for dtype in (torch.float32, torch.float64):
+        s = SparseSpikes.from_dense(x.to(dtype))
+        assert s.counts[..., 0].tolist() == [[1, 0], [0, 1]]
+        assert s.ids[0, 0, 0] == 3 and s.ids[1, 1, 0] == 38
