@@ -94,6 +94,13 @@ def _versions() -> Dict[str, Optional[str]]:
     return out
 
 
+#: How each backend's activity is measured (the JSON's method).
+ACTIVITY_TEXT = ("spikes / (T*B*N) per layer: ours, the mean over its timed steps of its "
+                 "layers' own counts; a dense peer's, counted in one forward pass of its own "
+                 "after its timed steps (at the same weights with lr 0), not inside the "
+                 "timed steps")
+
+
 def method_text(args: argparse.Namespace, calib_backend: str) -> Dict[str, str]:
     """How each number was measured, written into the JSON next to it."""
     return {
@@ -112,8 +119,7 @@ def method_text(args: argparse.Namespace, calib_backend: str) -> Dict[str, str]:
                   "warm-up on a 2-step 1-sample slice, Adam state allocated before"
                   if args.memory else "not measured (--no-memory)",
         "activity": "input density = target; per-layer weight gain bisected on a forward "
-                    f"pass ({calib_backend}); reported activity = mean over the timed steps "
-                    "of spikes / (T*B*N) per layer",
+                    f"pass ({calib_backend}); reported activity = " + ACTIVITY_TEXT,
         "spike_matmul": "the SpikeMatmul kernel alone (emulator.spike_matmul) on layer 1's "
                         "input and weights: the input list's repack and the vertex calls "
                         "over every tile, step and sample (busiest thread), timed in the "
@@ -328,7 +334,7 @@ def run_config(name: str, args: argparse.Namespace, status: Status,
             f"the network's own after {cfg['train']['epochs']} epochs of training "
             f"(snn_ipu.training.train, {calib_backend} backend; see each row's 'training'), "
             "on the first B samples of its test set; no calibration; reported activity = "
-            "mean over the timed steps of spikes / (T*B*N) per layer")
+            + ACTIVITY_TEXT)
     try:
         result["dense_matmul"] = dense_matmul_rate(cfg)
     except Exception as exc:
