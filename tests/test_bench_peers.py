@@ -305,3 +305,46 @@ def test_dense_activity_counts_the_spikes(problem):
     ours = OursNet(problem, "reference", None, 0.0, "fused")
     ours.step()
     assert ours.activity() == pytest.approx(expected, rel=1e-6)
+
+
+def test_sparse_step_windows_the_hidden_layers_only(problem):
+    """Our sparse step is the one the project's trainer takes (and the trained configs
+    were trained with): the hidden layers windowed, the spiking output layer exact,
+    since a windowed spiking output layer stops learning (docs/guide.md). It windowed
+    the output layer too: a step that does not train, and whose output-layer gradient
+    was ~50% off the exact one. Its gradients are those of our reference layers built
+    that way here."""
+    from snn_ipu.bench.configs import SPARSE_WINDOW
+    from snn_ipu.bench.networks import family_status
+    from snn_ipu.bench.trained import train_config
+    from snn_ipu.training import build_model
+
+    if family_status("emulator") is not None:
+        pytest.skip(f"emulator unavailable: {family_status('emulator')}")
+    net = OursNet(problem, "emulator", SPARSE_WINDOW, 0.0, "fused")
+    sizes = problem["sizes"]
+    cfg = dict(sizes=sizes, T=problem["T"], B=problem["B"], train=dict(data="randman"))
+    trainer = build_model(train_config(cfg, 0, "reference"), sizes[0], sizes[-1])
+    assert [layer.grad_window for layer in net.layers] == \
+        [layer.grad_window for layer in trainer] == [SPARSE_WINDOW, SPARSE_WINDOW, None]
+
+    F.cross_entropy(net.forward().spike_counts(), net.y).backward()
+    layers = []
+    for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
+        layer = LIFLayer(sizes[i], sizes[i + 1], beta=BETA, threshold=THRESHOLD,
+                         grad_window=SPARSE_WINDOW if i < 2 else None, backend="reference")
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            layer.bias.copy_(b)
+        layers.append(layer)
+    from snn_ipu import SparseSpikes
+
+    s = SparseSpikes.from_dense(problem["x"])
+    for layer in layers:
+        s = layer(s)
+    F.cross_entropy(s.spike_counts(), problem["y"]).backward()
+    grads = lambda ls: [p.grad for layer in ls for p in (layer.weight, layer.bias)]  # noqa: E731
+    assert_grads_close(grads(net.layers), grads(layers))
+    # the output layer's gradient is the exact one (the reference's, exact everywhere)
+    _, exact = reference_run(problem)
+    assert_grads_close([net.layers[2].weight.grad], [exact[2]])

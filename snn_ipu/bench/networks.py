@@ -133,15 +133,19 @@ class DenseNet(TrainingNet):
 
 class OursNet(TrainingNet):
     """Our :class:`~snn_ipu.LIFLayer` on one backend; the input list is built once,
-    outside the timed step."""
+    outside the timed step. ``grad_window`` applies to the hidden layers; the spiking
+    output layer keeps exact gradients, as the trainer's (a windowed spiking output
+    layer stops learning: docs/guide.md)."""
 
     def __init__(self, problem: dict, backend: str, grad_window: Optional[float], lr: float,
                  adam: str):
         sizes = problem["sizes"]
         self.layers = []
+        last = len(sizes) - 2
         for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
             layer = LIFLayer(sizes[i], sizes[i + 1], beta=BETA, threshold=THRESHOLD,
-                             grad_window=grad_window, backend=backend, name=f"layer{i + 1}")
+                             grad_window=grad_window if i < last else None, backend=backend,
+                             name=f"layer{i + 1}")
             with torch.no_grad():
                 layer.weight.copy_(w)
                 layer.bias.copy_(b)

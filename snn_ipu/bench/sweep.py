@@ -153,6 +153,8 @@ def new_result(name: str, cfg: dict, args: argparse.Namespace, status: Status,
     return {
         "config": name, "sizes": list(cfg["sizes"]), "T": cfg["T"], "B": cfg["B"],
         "beta": BETA, "threshold": THRESHOLD, "sparse_grad_window": SPARSE_WINDOW,
+        "sparse_grad_window_layers": "hidden (the spiking output layer exact, as the "
+                                     "trainer's)",
         "lr": args.lr, "seed": args.seed,
         "optimizer": dict(requested=f"Adam ({args.adam}), every backend",
                           **adam_step_cost(cfg)),
