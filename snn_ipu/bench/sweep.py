@@ -139,7 +139,12 @@ def method_text(args: argparse.Namespace, calib_backend: str) -> Dict[str, str]:
                  "before timing (compile_s, not in the step times); torch_compile_step: "
                  "the torch loop with its one-step neuron cell (update, threshold, "
                  "surrogate) under torch.compile, the Python loop over T around it, "
-                 "compiled before timing (compile_s); snntorch: "
+                 "compiled before timing (compile_s). compile_s = the network's first "
+                 "forward and backward pass in this process; compile_cache: the graphs "
+                 "dynamo traced in it, and inductor's graph-cache misses (lowered; their "
+                 "C++ compiled unless its kernel cache on disk has it) and hits (loaded); "
+                 "all 0 where an earlier network of the same shapes in the process "
+                 "compiled them; snntorch: "
                  "nn.Linear + snntorch.Leaky per step",
     }
 

@@ -121,7 +121,8 @@ def time_interleaved(problem: dict, entries: Sequence[Entry], lr: float, adam: s
         for key in nets:
             per_step = acts[key]
             out[key] = {"median_s": statistics.median(times[key]), "times_s": times[key],
-                        **({"compile_s": nets[key].compile_s}
+                        **({"compile_s": nets[key].compile_s,
+                            "compile_cache": nets[key].compile_cache}
                            if hasattr(nets[key], "compile_s") else {}),
                         **({"entries_per_step": listed[key]} if listed[key] else {}),
                         "repeats": len(times[key]), "timed": True,
