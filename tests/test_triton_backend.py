@@ -376,3 +376,28 @@ def test_every_launch_is_a_listed_specialisation(monkeypatch):
         listed = {tuple(t for t in s.signature.values() if t != "constexpr")
                   for s in tk.SPECIALISATIONS if s.kernel is kernel}
         assert got in listed, f"{kernel.fn.__name__}: launched with {got}, listed {listed}"
+
+
+@pytest.mark.parametrize("kind", ["feed-forward", "recurrent", "readout"])
+def test_forward_mode_and_batched_gradients_are_refused_by_name(kind):
+    """A forward-mode tangent (torch.autograd.forward_ad) failed with torch's "You must
+    implement the jvp function for custom autograd.Function", and a batched backward
+    (is_grads_batched=True, jacobian(vectorize=True)) with "Cannot access storage of
+    BatchedTensorImpl" or a vmap rule of scatter_add_: neither named the layer or the
+    cause. Both are refused by name, as on the emulator (tests/test_torch_transforms.py)."""
+    import torch.autograd.forward_ad as fwAD
+
+    torch.manual_seed(0)
+    layer = ReadoutLayer(IN, OUT, backend="triton", name="probe") if kind == "readout" else \
+        LIFLayer(IN, HID, backend="triton", recurrent=kind == "recurrent", name="probe")
+    with torch.no_grad():
+        layer.weight.mul_(4.0)
+    x = binary((T, B, IN), 0.3, 0)
+    with fwAD.dual_level(), pytest.raises(
+            RuntimeError, match=r"probe: the triton backend has no forward-mode gradients"):
+        layer(fwAD.make_dual(x, torch.ones_like(x)))
+    out = layer(x)
+    y = (out if kind == "readout" else out.to_dense()).reshape(-1)[:3]
+    with pytest.raises(RuntimeError, match=r"probe: the triton backend's backward takes one "
+                                           r"gradient at a time; is_grads_batched=True"):
+        torch.autograd.grad(y, layer.weight, grad_outputs=torch.eye(3), is_grads_batched=True)

@@ -24,14 +24,14 @@ import contextlib
 import importlib.util
 import math
 import os
-from typing import Optional, Tuple
+from typing import NoReturn, Optional, Tuple
 
 import torch
 
 from ..lists import capacity_and_overflow, listed_mask, listed_only
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .emulator import _check_unchanged, _storage_of
+from .emulator import _check_unchanged, _has_storage, _storage_of
 
 __all__ = ["available", "spiking_layer", "readout_layer", "kernels"]
 
@@ -131,6 +131,28 @@ def _first_order_only(name: str) -> None:
         raise RuntimeError(
             f"{name}: the triton backend has first-order gradients only; create_graph=True "
             "(higher-order gradients) needs backend='reference'")
+
+
+def _no_forward_mode(name: str) -> NoReturn:
+    # Called where a forward-mode tangent (torch.autograd.forward_ad) reaches a layer,
+    # which otherwise failed with torch's "You must implement the jvp function for custom
+    # autograd.Function", naming neither the layer nor the backend (as on the emulator).
+    raise RuntimeError(
+        f"{name}: the triton backend has no forward-mode gradients "
+        "(torch.autograd.forward_ad); use reverse mode, loss.backward() or "
+        "torch.autograd.grad")
+
+
+def _unbatched_only(name: str, grad: Optional[torch.Tensor]) -> None:
+    # torch.autograd.grad(is_grads_batched=True) (jacobian(vectorize=True)) runs the
+    # backward under vmap, whose batched gradient has no storage for a kernel to read: it
+    # failed with "Cannot access storage of BatchedTensorImpl" or a vmap rule of
+    # scatter_add_, naming neither the layer nor the cause.
+    if grad is not None and not _has_storage(grad):
+        raise RuntimeError(
+            f"{name}: the triton backend's backward takes one gradient at a time; "
+            "is_grads_batched=True (torch.autograd.functional.jacobian / hessian with "
+            "vectorize=True) needs backend='reference', or vectorize=False")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -324,9 +346,14 @@ class _SpikingLayerFn(torch.autograd.Function):
         return values, ids, counts
 
     @staticmethod
+    def jvp(ctx, *tangents):
+        _no_forward_mode(ctx.cfg.name)
+
+    @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
+        _unbatched_only(cfg.name, grad_values)
         if grad_values is None:
             return (None,) * 13
         k = kernels()
@@ -416,9 +443,14 @@ class _ReadoutFn(torch.autograd.Function):
         return membrane
 
     @staticmethod
+    def jvp(ctx, *tangents):
+        _no_forward_mode(ctx.cfg.name)
+
+    @staticmethod
     def backward(ctx, grad_membrane):
         cfg = ctx.cfg
         _first_order_only(cfg.name)
+        _unbatched_only(cfg.name, grad_membrane)
         k = kernels()
         in_ids, in_counts, membrane, u0, weight, bias, beta = ctx.saved_tensors
         _check_unchanged(cfg.name, ctx.param_storage,
