@@ -401,3 +401,26 @@ def test_forward_mode_and_batched_gradients_are_refused_by_name(kind):
     with pytest.raises(RuntimeError, match=r"probe: the triton backend's backward takes one "
                                            r"gradient at a time; is_grads_batched=True"):
         torch.autograd.grad(y, layer.weight, grad_outputs=torch.eye(3), is_grads_batched=True)
+
+
+def test_deterministic_algorithms_take_no_atomics(monkeypatch):
+    """Under torch.use_deterministic_algorithms(True) the weight gradients (of W and of a
+    recurrent V) were still summed by the outer-product kernel's float32 atomics, whose
+    order of summation varies from run to run on a GPU: the mode was ignored without a
+    word. They take the GEMM there (no atomics), and give the reference's gradients."""
+    from snn_ipu.backends import triton_kernels as tk
+
+    launched = set()
+    launch = tk.Kernel.__getitem__
+    monkeypatch.setattr(tk.Kernel, "__getitem__",
+                        lambda self, grid: launched.add(self) or launch(self, grid))
+    net, x, readout = tie_free("leaky", "subtract", True, 0.3, sg.ATan(2.0))
+    was, warn_only = (torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True)
+    try:
+        compare_triton(net, on("triton", net), x, readout, path="dense")
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+    assert tk.neuron_scan_backward_kernel in launched  # the recurrent layer's backward ran
+    assert tk.spike_outer_kernel not in launched

@@ -201,8 +201,11 @@ def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: t
     n_in = weight.shape[1]
     rows = max(1, T * B * n_in)
     spikes, listed = in_counts.sum((0, 1), dtype=torch.int64).tolist()
+    # Under torch.use_deterministic_algorithms the weight gradient takes the GEMM: the
+    # outer-product kernel sums with float32 atomics, in an order that varies from run to
+    # run on a GPU.
     dense_in, dense_w = need_in and listed > DENSE_FRACTION * rows, \
-        need_w and spikes > DENSE_FRACTION * rows
+        need_w and (spikes > DENSE_FRACTION * rows or torch.are_deterministic_algorithms_enabled())
     grad_in = grad_w = None
     if dense_in:
         g_x = (di.reshape(T * B, N) @ weight.float()).reshape(T, B, n_in)
@@ -215,10 +218,7 @@ def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: t
     if grad_in is not None:
         grad_in = grad_in.to(values_dtype)
     if dense_w:
-        x = torch.zeros(T * B, n_in, dtype=torch.float32, device=di.device).scatter_add_(
-            1, in_ids.long().reshape(T * B, K),
-            listed_mask(in_counts.long(), K, 0).float().reshape(T * B, K))
-        grad_w = (di.reshape(T * B, N).t() @ x).to(weight.dtype)
+        grad_w = _outer_dense(in_ids, in_counts, di, n_in).to(weight.dtype)
     elif need_w:
         grad_w = _outer(in_ids, in_counts, di, n_in).t().to(weight.dtype)
     for side, need, dense in (("input", need_in, dense_in), ("weight", need_w, dense_w)):
@@ -226,8 +226,21 @@ def _input_grads(need_in: bool, need_w: bool, in_ids, in_counts, values_dtype: t
     return grad_in, grad_w
 
 
+def _outer_dense(ids: torch.Tensor, counts: torch.Tensor, di: torch.Tensor,
+                 n_in: int) -> torch.Tensor:
+    """:func:`_outer`'s sum, transposed ([out, n_in] float32), as one GEMM of ``di`` with
+    the list's spikes made dense: no atomics, so the same bits on every run (a scatter_add_
+    of distinct ids per row, and of zeros at the padding, is exact in any order)."""
+    K = ids.shape[-1]
+    R = ids.numel() // max(K, 1)
+    x = torch.zeros(R, n_in, dtype=torch.float32, device=di.device).scatter_add_(
+        1, ids.long().reshape(R, K), listed_mask(counts.long(), K, 0).float().reshape(R, K))
+    return di.reshape(R, di.shape[-1]).t() @ x
+
+
 def _outer(ids: torch.Tensor, counts: torch.Tensor, di: torch.Tensor, n_in: int) -> torch.Tensor:
-    """sum over rows r and spikes j of row r of di[r] as row j: [n_in, out] float32."""
+    """sum over rows r and spikes j of row r of di[r] as row j: [n_in, out] float32, by
+    float32 atomics (their order of summation varies on a GPU)."""
     k = kernels()
     K = ids.shape[-1]
     N = di.shape[-1]
@@ -403,9 +416,12 @@ class _SpikingLayerFn(torch.autograd.Function):
                                        di, params.weight, ctx.record.paths)
         grad_v = None
         if need[8]:
-            dvt = _outer(ids[:-1], counts[:-1], di[1:], N)
-            if ctx.r_init is not None:
-                with _float32_matmuls():
+            with _float32_matmuls():
+                if torch.are_deterministic_algorithms_enabled():  # (as _input_grads' dW)
+                    dvt = _outer_dense(ids[:-1], counts[:-1], di[1:], N).t()
+                else:
+                    dvt = _outer(ids[:-1], counts[:-1], di[1:], N)
+                if ctx.r_init is not None:
                     dvt += ctx.r_init.t() @ di[0]
             grad_v = dvt.t().to(params.rec_weight.dtype)
         return (
