@@ -16,6 +16,7 @@ import operator
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
+from torch.autograd import forward_ad
 
 from ._devices import values_readable
 from ._numbers import MAX_SIZE, flag, whole_number
@@ -33,6 +34,13 @@ def capacity_or_none(max_spikes) -> Optional[int]:
     if value is None:
         raise ValueError(f"max_spikes must be a positive integer or None, got {max_spikes!r}")
     return value
+
+
+def _differentiated(x: torch.Tensor) -> bool:
+    """Whether autograd records ``x``'s use, or it carries a forward-mode tangent (a
+    gradient the values must pass on, or a backend must refuse)."""
+    return (x.requires_grad and torch.is_grad_enabled()) or \
+        forward_ad.unpack_dual(x).tangent is not None
 
 
 class SparseSpikes:
@@ -404,7 +412,7 @@ class SparseSpikes:
         else:
             ids, counts, dropped = lists_by_rank(x, max_spikes, overflow, eligible)
         xf = x if x.is_floating_point() else x.float()
-        if readable and not (x.requires_grad and torch.is_grad_enabled()):
+        if readable and not _differentiated(x):
             # x was checked to be 0/1 (1 at the spikes, 0 at eligible-only entries), and
             # nothing differentiates it: the values are the spike mask, without a gather
             values = listed_mask(counts, ids.shape[-1], 0).to(xf.dtype)

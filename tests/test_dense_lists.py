@@ -131,3 +131,21 @@ def test_negative_zero_is_not_a_spike():
         s = SparseSpikes.from_dense(x.to(dtype))
         assert s.counts[..., 0].tolist() == [[1, 0], [0, 1]]
         assert s.ids[0, 0, 0] == 3 and s.ids[1, 1, 0] == 38
+
+
+def test_values_pass_on_a_forward_mode_tangent():
+    """A dual input's tangent reaches the values at the listed entries (a backend then
+    differentiates or refuses it); the values written from the counts would drop it."""
+    import torch.autograd.forward_ad as fwAD
+
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.rand(4, 3, 30, generator=gen) < 0.2).float()
+    tangent = torch.randn(4, 3, 30, generator=gen)
+    with fwAD.dual_level():
+        s = SparseSpikes.from_dense(fwAD.make_dual(x, tangent))
+        got = fwAD.unpack_dual(s.values).tangent
+    assert got is not None
+    ids_r, counts_r, _ = reference_lists(x.numpy(), None, None, "error")
+    expected = np.take_along_axis(tangent.numpy(), ids_r.astype(np.int64), -1)
+    expected[np.arange(ids_r.shape[-1]) >= counts_r[..., 1:2]] = 0.0
+    np.testing.assert_allclose(got.numpy(), expected)
