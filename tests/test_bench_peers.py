@@ -27,14 +27,16 @@ def problem():
     return calibrate(make_problem(CFG, 0.1, seed=3), "reference")
 
 
-def reference_run(problem, beta=BETA):
-    """Our reference backend on the problem: output spikes [T, B, out], the loss and the
-    weight gradients, with the benchmark's loss (cross-entropy of spike counts)."""
+def reference_layers(problem, beta=BETA, windows=None):
+    """Our reference backend's layers on the problem (``grad_window`` per layer from
+    ``windows``, exact by default) after one forward and backward pass of the benchmark's
+    loss (cross-entropy of spike counts): the output spikes [T, B, out] and the layers."""
     sizes = problem["sizes"]
+    windows = windows or [None] * (len(sizes) - 1)
     layers = []
     for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
         layer = LIFLayer(sizes[i], sizes[i + 1], beta=beta, threshold=THRESHOLD,
-                         backend="reference")
+                         grad_window=windows[i], backend="reference")
         with torch.no_grad():
             layer.weight.copy_(w)
             layer.bias.copy_(b)
@@ -44,9 +46,14 @@ def reference_run(problem, beta=BETA):
     s = SparseSpikes.from_dense(problem["x"])
     for layer in layers:
         s = layer(s)
-    loss = F.cross_entropy(s.spike_counts(), problem["y"])
-    loss.backward()
-    return s.to_dense().detach(), [layer.weight.grad for layer in layers]
+    F.cross_entropy(s.spike_counts(), problem["y"]).backward()
+    return s.to_dense().detach(), layers
+
+
+def reference_run(problem, beta=BETA):
+    """:func:`reference_layers`, exact: output spikes and the weight gradients."""
+    spikes, layers = reference_layers(problem, beta)
+    return spikes, [layer.weight.grad for layer in layers]
 
 
 def dense_run(net):
@@ -329,20 +336,7 @@ def test_sparse_step_windows_the_hidden_layers_only(problem):
         [layer.grad_window for layer in trainer] == [SPARSE_WINDOW, SPARSE_WINDOW, None]
 
     F.cross_entropy(net.forward().spike_counts(), net.y).backward()
-    layers = []
-    for i, (w, b) in enumerate(zip(weights_of(problem), biases_of(problem))):
-        layer = LIFLayer(sizes[i], sizes[i + 1], beta=BETA, threshold=THRESHOLD,
-                         grad_window=SPARSE_WINDOW if i < 2 else None, backend="reference")
-        with torch.no_grad():
-            layer.weight.copy_(w)
-            layer.bias.copy_(b)
-        layers.append(layer)
-    from snn_ipu import SparseSpikes
-
-    s = SparseSpikes.from_dense(problem["x"])
-    for layer in layers:
-        s = layer(s)
-    F.cross_entropy(s.spike_counts(), problem["y"]).backward()
+    _, layers = reference_layers(problem, windows=[SPARSE_WINDOW, SPARSE_WINDOW, None])
     grads = lambda ls: [p.grad for layer in ls for p in (layer.weight, layer.bias)]  # noqa: E731
     assert_grads_close(grads(net.layers), grads(layers))
     # the output layer's gradient is the exact one (the reference's, exact everywhere)

@@ -359,6 +359,23 @@ def _per_neuron_layer(model, reset, recurrent, surrogate, backend, seed, n_in, n
     return layer
 
 
+def _tie_free_per_neuron(model, reset, recurrent, surrogate, dtype, min_margin):
+    """(layer, x, seed): the first seed whose :func:`_per_neuron_layer` (reference, in
+    ``dtype``) keeps every membrane ``min_margin`` from its neuron's threshold on a binary
+    input, with some but not most neurons spiking."""
+    threshold = torch.linspace(0.6, 1.4, HID, dtype=dtype)
+    for seed in range(20):
+        layer = _per_neuron_layer(model, reset, recurrent, surrogate, "reference", seed, IN,
+                                  HID).to(dtype)
+        x = binary((T, B, IN), 0.25, seed).to(dtype)
+        with torch.no_grad():
+            layer(x)
+        if margin(layer.last_membrane, threshold) > min_margin and \
+                0.01 < layer.stats["activity"] < 0.5:
+            return layer, x, seed
+    pytest.fail("no tie-free seed found")
+
+
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 @pytest.mark.parametrize("ours, kind, k", SURROGATE_PAIRS, ids=[p[1] for p in SURROGATE_PAIRS])
 def test_surrogates_and_per_neuron_learned_constants_match_snntorch(backend, model, ours, kind, k):
@@ -369,17 +386,7 @@ def test_surrogates_and_per_neuron_learned_constants_match_snntorch(backend, mod
                   "sigmoid": snn.surrogate.sigmoid}.get(kind)
     spike_grad = spike_grad(k) if spike_grad else snn.surrogate.straight_through_estimator()
     reset = "zero" if kind in ("fast_sigmoid", "straight_through") else "subtract"
-    threshold = torch.linspace(0.6, 1.4, HID)
-    for seed in range(20):
-        layer = _per_neuron_layer(model, reset, False, ours, "reference", seed, IN, HID)
-        x = binary((T, B, IN), 0.25, seed)
-        with torch.no_grad():
-            layer(x)
-        if margin(layer.last_membrane, threshold) > 1e-4 and \
-                0.01 < layer.stats["activity"] < 0.5:
-            break
-    else:
-        pytest.fail("no tie-free seed found")
+    layer, x, seed = _tie_free_per_neuron(model, reset, False, ours, torch.float32, 1e-4)
     readout = torch.randn(T, B, HID, generator=torch.Generator().manual_seed(seed))
     layer.backend = backend
     neuron = _snntorch_neuron(layer, model, spike_grad)
@@ -397,18 +404,8 @@ def test_float64_yardstick_per_neuron_learned_constants(model, reset, recurrent)
     if model == "leaky" and recurrent and reset == "zero":
         pytest.skip("RLeaky's zero reset also zeroes the step's input")
     surrogate, kind, k = SURROGATE_PAIRS[(len(model) + len(reset) + recurrent) % 3]
-    threshold = torch.linspace(0.6, 1.4, HID, dtype=torch.float64)
-    for seed in range(20):
-        layer = _per_neuron_layer(model, reset, recurrent, surrogate, "reference", seed, IN,
-                                  HID).double()
-        x = binary((T, B, IN), 0.25, seed).double()
-        with torch.no_grad():
-            layer(x)
-        if margin(layer.last_membrane, threshold) > 1e-6 and \
-                0.01 < layer.stats["activity"] < 0.5:
-            break
-    else:
-        pytest.fail("no tie-free seed found")
+    layer, x, seed = _tie_free_per_neuron(model, reset, recurrent, surrogate, torch.float64,
+                                          1e-6)
     readout = torch.randn(T, B, HID, dtype=torch.float64,
                           generator=torch.Generator().manual_seed(seed))
     neuron = _snntorch_neuron(layer, model, lambda v: _Surrogate64.apply(v, kind, k)).double()
