@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple, NoReturn, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import torch
@@ -35,6 +35,7 @@ from .._native import _C, numpy_view
 from ..lists import listed_mask
 from ..overflow import Overflow
 from ..spikes import SparseSpikes
+from .autograd_limits import first_order_only, no_forward_mode, unbatched_only
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 from .dense_paths import backward_dense_fractions, forward_dense_fraction
 from .emulator_threads import get_num_threads, set_num_threads, threads_for
@@ -269,44 +270,6 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     return res, grad_in, grad_w
 
 
-def _first_order_only(name: str) -> None:
-    # Autograd runs a backward with grad mode on only for create_graph=True; the
-    # executor's gradients have no graph, so a second derivative would come out as
-    # a missing grad_fn far from its cause.
-    if torch.is_grad_enabled():
-        raise RuntimeError(
-            f"{name}: the emulator backend has first-order gradients only; "
-            "create_graph=True (higher-order gradients) needs backend='reference'"
-        )
-
-
-# Whether a tensor has storage (not vmap's batched tensor); torch without it: assumed.
-_has_storage = getattr(torch._C, "_has_storage", lambda t: True)
-
-
-def _unbatched_only(name: str, grad: Optional[torch.Tensor]) -> None:
-    # torch.autograd.grad(is_grads_batched=True) (jacobian(vectorize=True)) runs the
-    # backward under vmap, whose batched gradient has no storage for the executor to
-    # read: it failed with "Batching rule not implemented for aten::detach".
-    if grad is not None and not _has_storage(grad):
-        raise RuntimeError(
-            f"{name}: the emulator backend's backward takes one gradient at a time; "
-            "is_grads_batched=True (torch.autograd.functional.jacobian / hessian with "
-            "vectorize=True) needs backend='reference', or vectorize=False"
-        )
-
-
-def _no_forward_mode(name: str) -> NoReturn:
-    # Called by autograd where a forward-mode tangent (torch.autograd.forward_ad) reaches
-    # a layer, which otherwise failed with torch's "You must implement the jvp function
-    # for custom autograd.Function", naming neither the layer nor the backend.
-    raise RuntimeError(
-        f"{name}: the emulator backend has no forward-mode gradients "
-        "(torch.autograd.forward_ad); use reverse mode, loss.backward() or "
-        "torch.autograd.grad"
-    )
-
-
 _NO_IDS = np.zeros(0, np.int32)
 
 
@@ -469,13 +432,13 @@ class _SpikingLayerFn(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, *tangents):
-        _no_forward_mode(ctx.cfg.name)
+        no_forward_mode(ctx.cfg.name, "emulator")
 
     @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         cfg = ctx.cfg
-        _first_order_only(cfg.name)
-        _unbatched_only(cfg.name, grad_values)
+        first_order_only(cfg.name, "emulator")
+        unbatched_only(cfg.name, "emulator", grad_values)
         if grad_values is None:  # nothing downstream used the values
             return (None,) * 8
         (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
@@ -517,13 +480,13 @@ class _ReadoutFn(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, *tangents):
-        _no_forward_mode(ctx.cfg.name)
+        no_forward_mode(ctx.cfg.name, "emulator")
 
     @staticmethod
     def backward(ctx, grad_membrane):
         cfg = ctx.cfg
-        _first_order_only(cfg.name)
-        _unbatched_only(cfg.name, grad_membrane)
+        first_order_only(cfg.name, "emulator")
+        unbatched_only(cfg.name, "emulator", grad_membrane)
         membrane, weight, bias, beta = ctx.saved_tensors
         params = LayerParams(weight, bias, None, beta, None, None)
         same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)

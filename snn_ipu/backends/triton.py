@@ -24,14 +24,15 @@ import contextlib
 import importlib.util
 import math
 import os
-from typing import NoReturn, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from ..lists import capacity_and_overflow, listed_mask, listed_only
 from ..spikes import SparseSpikes
+from .autograd_limits import first_order_only, no_forward_mode, unbatched_only
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .emulator import _check_unchanged, _has_storage, _storage_of
+from .emulator import _check_unchanged, _storage_of
 
 __all__ = ["available", "spiking_layer", "readout_layer", "kernels"]
 
@@ -124,35 +125,6 @@ def _check_list(where: str, ids: torch.Tensor, counts: torch.Tensor, n_in: int) 
         " (padding past counts[..., 1]: pad with a valid id such as 0)")
     raise ValueError(f"{where}: input list id {int(ids[t, b, k])} at t={t}, b={b}, k={k} out "
                      f"of range [0, {n_in}){padding}")
-
-
-def _first_order_only(name: str) -> None:
-    if torch.is_grad_enabled():
-        raise RuntimeError(
-            f"{name}: the triton backend has first-order gradients only; create_graph=True "
-            "(higher-order gradients) needs backend='reference'")
-
-
-def _no_forward_mode(name: str) -> NoReturn:
-    # Called where a forward-mode tangent (torch.autograd.forward_ad) reaches a layer,
-    # which otherwise failed with torch's "You must implement the jvp function for custom
-    # autograd.Function", naming neither the layer nor the backend (as on the emulator).
-    raise RuntimeError(
-        f"{name}: the triton backend has no forward-mode gradients "
-        "(torch.autograd.forward_ad); use reverse mode, loss.backward() or "
-        "torch.autograd.grad")
-
-
-def _unbatched_only(name: str, grad: Optional[torch.Tensor]) -> None:
-    # torch.autograd.grad(is_grads_batched=True) (jacobian(vectorize=True)) runs the
-    # backward under vmap, whose batched gradient has no storage for a kernel to read: it
-    # failed with "Cannot access storage of BatchedTensorImpl" or a vmap rule of
-    # scatter_add_, naming neither the layer nor the cause.
-    if grad is not None and not _has_storage(grad):
-        raise RuntimeError(
-            f"{name}: the triton backend's backward takes one gradient at a time; "
-            "is_grads_batched=True (torch.autograd.functional.jacobian / hessian with "
-            "vectorize=True) needs backend='reference', or vectorize=False")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -360,13 +332,13 @@ class _SpikingLayerFn(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, *tangents):
-        _no_forward_mode(ctx.cfg.name)
+        no_forward_mode(ctx.cfg.name, "triton")
 
     @staticmethod
     def backward(ctx, grad_values, _grad_ids, _grad_counts):
         cfg = ctx.cfg
-        _first_order_only(cfg.name)
-        _unbatched_only(cfg.name, grad_values)
+        first_order_only(cfg.name, "triton")
+        unbatched_only(cfg.name, "triton", grad_values)
         if grad_values is None:
             return (None,) * 13
         k = kernels()
@@ -460,13 +432,13 @@ class _ReadoutFn(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, *tangents):
-        _no_forward_mode(ctx.cfg.name)
+        no_forward_mode(ctx.cfg.name, "triton")
 
     @staticmethod
     def backward(ctx, grad_membrane):
         cfg = ctx.cfg
-        _first_order_only(cfg.name)
-        _unbatched_only(cfg.name, grad_membrane)
+        first_order_only(cfg.name, "triton")
+        unbatched_only(cfg.name, "triton", grad_membrane)
         k = kernels()
         in_ids, in_counts, membrane, u0, weight, bias, beta = ctx.saved_tensors
         _check_unchanged(cfg.name, ctx.param_storage,
