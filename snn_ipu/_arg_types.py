@@ -63,9 +63,11 @@ class RateAndStrength(argparse.Action):
     spikes per step, which a neuron can exceed only by a rate in the wrong unit (Hz)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from .regularizers import _rate  # (torch, imported only where the option is given)
+
         rate, strength = values
-        if rate > 1:
-            parser.error(f"argument {option_string}: RATE is in spikes per step, in [0, 1] "
-                         f"(a neuron spikes at most once a step), got {rate:g}; for a rate "
-                         "in Hz give rate * dt (dt: the step in seconds)")
+        try:
+            _rate("RATE", rate)
+        except ValueError as exc:
+            parser.error(f"argument {option_string}: {exc}")
         setattr(namespace, self.dest, [rate, strength])
