@@ -32,7 +32,7 @@ The same model runs on a CPU unchanged: there the layers keep their own stats an
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
 from torch import nn
@@ -221,6 +221,28 @@ def _row_fault(f: dict, layer: nn.Module) -> Optional[str]:
     return None
 
 
+def _checked_rows(model: nn.Module, counts: torch.Tensor,
+                  caller: str) -> List[Tuple[nn.Module, dict]]:
+    """(layer, row as a dict) of every row of ``counts``, all checked to be one call's of
+    a spiking layer of ``model`` (:func:`_row_fault`) before any is returned."""
+    layers = spiking_layers(model)
+    out = []
+    for i, f in enumerate(dict(zip(ROW, row)) for row in _rows(counts)):
+        if not 0 <= f["layer"] < len(layers):
+            raise ValueError(f"{caller}: a row names layer {f['layer']}, but the model has "
+                             f"{len(layers)} spiking layers: pass the module given to "
+                             f"OverflowCounts ({_ONE_ROW_EACH})")
+        layer = layers[f["layer"]]
+        fault = _row_fault(f, layer)
+        if fault is not None:
+            raise ValueError(
+                f"{caller}: row {i} is not the counts of one call of {layer.name} "
+                f"({fault}): {_ONE_ROW_EACH}; pass the counts of the model as compiled, of "
+                "the module given to OverflowCounts")
+        out.append((layer, f))
+    return out
+
+
 def record(model: nn.Module, counts: torch.Tensor) -> None:
     """Records the rows of ``counts`` (an :class:`OverflowCounts`' output, as
     PopTorch returns it: any number of iterations, replicas and calls) into the
@@ -232,21 +254,7 @@ def record(model: nn.Module, counts: torch.Tensor) -> None:
     cannot be seen here."""
     from .backends.contract import CallRecord
 
-    layers = spiking_layers(model)
-    rows = [dict(zip(ROW, row)) for row in _rows(counts)]
-    for i, f in enumerate(rows):
-        if not 0 <= f["layer"] < len(layers):
-            raise ValueError(f"record(): a row names layer {f['layer']}, but the model has "
-                             f"{len(layers)} spiking layers: pass the module given to "
-                             f"OverflowCounts ({_ONE_ROW_EACH})")
-        fault = _row_fault(f, layers[f["layer"]])
-        if fault is not None:
-            raise ValueError(
-                f"record(): row {i} is not the counts of one call of "
-                f"{layers[f['layer']].name} ({fault}): {_ONE_ROW_EACH}; pass the counts of "
-                "the model as compiled, of the module given to OverflowCounts")
-    for f in rows:
-        layer = layers[f["layer"]]
+    for layer, f in _checked_rows(model, counts, "record()"):
         B = f["batch_size"]
         first = None if f["first_overflow"] < 0 else (
             f["first_overflow"] // B, f["first_overflow"] % B, f["first_spikes"],
@@ -284,18 +292,9 @@ def totals(model: nn.Module, counts: torch.Tensor) -> Dict[str, Dict[str, float]
     step over all of them), ``needed_capacity`` (the most entries any step needed) and
     ``spikes_dropped``. ``layer.stats`` holds only the last call's; a layer without rows
     is left out. The rows are checked as :func:`record` checks them."""
-    layers = spiking_layers(model)
     out: Dict[str, Dict[str, float]] = {}
     steps: Dict[str, int] = {}
-    for i, f in enumerate(dict(zip(ROW, row)) for row in _rows(counts)):
-        if not 0 <= f["layer"] < len(layers):
-            raise ValueError(f"totals(): a row names layer {f['layer']}, but the model has "
-                             f"{len(layers)} spiking layers ({_ONE_ROW_EACH})")
-        layer = layers[f["layer"]]
-        fault = _row_fault(f, layer)
-        if fault is not None:
-            raise ValueError(f"totals(): row {i} is not the counts of one call of "
-                             f"{layer.name} ({fault}): {_ONE_ROW_EACH}")
+    for layer, f in _checked_rows(model, counts, "totals()"):
         t = out.setdefault(layer.name, {"activity": 0.0, "needed_capacity": 0,
                                         "spikes_dropped": 0})
         t["activity"] += f["spikes"]
