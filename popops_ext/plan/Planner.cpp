@@ -415,6 +415,30 @@ unsigned widestOwnShare(const LayerPlan &p, const Target &t) {
   return std::min(k * grain, p.spec.outFeatures);
 }
 
+// Tile boundaries of `out` neurons in tiles of `neuronsPerTile` (the last takes the rest).
+std::vector<unsigned> chunkStarts(unsigned out, unsigned neuronsPerTile) {
+  const unsigned chunk = std::max(1u, std::min(neuronsPerTile, out));
+  const unsigned numTiles = unsigned(ceilDiv(out, chunk));
+  std::vector<unsigned> starts(numTiles + 1);
+  for (unsigned i = 0; i <= numTiles; ++i)
+    starts[i] = std::min<unsigned>(out, i * chunk);
+  return starts;
+}
+
+// `p` (its spec and target set) on the tiles of `starts` (widest first, narrowest last) in
+// `sampleGroups` groups, and the memory that takes.
+void placeTiles(LayerPlan &p, const Target &t, std::vector<unsigned> starts,
+                unsigned sampleGroups) {
+  p.sampleGroups = sampleGroups;
+  p.samplesPerGroupMax = unsigned(ceilDiv(p.spec.batch, sampleGroups));
+  p.numTiles = unsigned(starts.size() - 1);
+  p.tileStarts = std::move(starts);
+  p.neuronsPerTileMax = p.tileStarts[1] - p.tileStarts[0];
+  p.neuronsPerTileMin = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
+  p.localCapacity = localCapacity(p.spec, p.neuronsPerTileMax);
+  fillMemory(p, t);
+}
+
 // The memory of a plan of `s` (its capacities clamped as resolveSpec clamps them) on tiles
 // of `neurons` neurons in `sampleGroups` groups, as planWithTileSize places them: what the
 // reasons weigh a change against.
@@ -424,17 +448,8 @@ LayerPlan memoryPlan(LayerSpec s, const Target &t, unsigned neurons, unsigned sa
   LayerPlan q;
   q.spec = s;
   q.target = t.name;
-  q.sampleGroups = std::max(1u, std::min(sampleGroups, s.batch));
-  q.samplesPerGroupMax = unsigned(ceilDiv(s.batch, q.sampleGroups));
-  const unsigned chunk = std::max(1u, std::min(neurons, s.outFeatures));
-  q.numTiles = unsigned(ceilDiv(s.outFeatures, chunk));
-  q.tileStarts.resize(q.numTiles + 1);
-  for (unsigned i = 0; i <= q.numTiles; ++i)
-    q.tileStarts[i] = std::min<unsigned>(s.outFeatures, i * chunk);
-  q.neuronsPerTileMax = q.tileStarts[1] - q.tileStarts[0];
-  q.neuronsPerTileMin = q.tileStarts[q.numTiles] - q.tileStarts[q.numTiles - 1];
-  q.localCapacity = localCapacity(s, q.neuronsPerTileMax);
-  fillMemory(q, t);
+  placeTiles(q, t, chunkStarts(s.outFeatures, neurons),
+             std::max(1u, std::min(sampleGroups, s.batch)));
   return q;
 }
 
@@ -755,18 +770,12 @@ LayerPlan planWithStarts(const LayerSpec &spec, const Target &t, std::vector<uns
   p.target = t.name;
   if (sampleGroups == 0 || sampleGroups > p.spec.batch)
     throw std::invalid_argument("sample_groups must lie in [1, batch]");
-  p.sampleGroups = sampleGroups;
-  p.samplesPerGroupMax = unsigned(ceilDiv(p.spec.batch, sampleGroups));
-  p.numTiles = unsigned(starts.size() - 1);
-  if (t.isIpu() && std::uint64_t(p.numTiles) * sampleGroups > t.numTiles)
-    throw std::invalid_argument("more tiles (" + std::to_string(p.numTiles) + " x " +
+  const unsigned numTiles = unsigned(starts.size() - 1);
+  if (t.isIpu() && std::uint64_t(numTiles) * sampleGroups > t.numTiles)
+    throw std::invalid_argument("more tiles (" + std::to_string(numTiles) + " x " +
                                 std::to_string(sampleGroups) + " sample groups) than the target's " +
                                 std::to_string(t.numTiles));
-  p.tileStarts = std::move(starts);
-  p.neuronsPerTileMax = p.tileStarts[1] - p.tileStarts[0];
-  p.neuronsPerTileMin = p.tileStarts[p.numTiles] - p.tileStarts[p.numTiles - 1];
-  p.localCapacity = localCapacity(p.spec, p.neuronsPerTileMax);
-  fillMemory(p, t);
+  placeTiles(p, t, std::move(starts), sampleGroups);
   fillCycles(p, t);
   judge(p, t);
   return p;
@@ -790,13 +799,7 @@ std::vector<unsigned> evenStarts(unsigned out, unsigned items, unsigned grain) {
 
 LayerPlan planWithTileSize(const LayerSpec &spec, const Target &t, unsigned neuronsPerTile,
                            unsigned sampleGroups) {
-  const unsigned out = spec.outFeatures;
-  const unsigned chunk = std::max(1u, std::min(neuronsPerTile, out));
-  const unsigned numTiles = unsigned(ceilDiv(out, chunk));
-  std::vector<unsigned> starts(numTiles + 1);
-  for (unsigned i = 0; i <= numTiles; ++i)
-    starts[i] = std::min<unsigned>(out, i * chunk);
-  return planWithStarts(spec, t, std::move(starts), sampleGroups);
+  return planWithStarts(spec, t, chunkStarts(spec.outFeatures, neuronsPerTile), sampleGroups);
 }
 
 // Every distinct number of neurons per tile (a multiple of the grain) that spreads
