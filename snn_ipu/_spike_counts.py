@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from .spikes import SparseSpikes
 
 
+def _threads() -> int:
+    # (imported here: the thread count reads its environment variable, whose error
+    # belongs to the first call that runs, not to `import snn_ipu`)
+    from .backends.emulator_threads import get_num_threads
+
+    return get_num_threads()
+
+
 class SpikeCounts(torch.autograd.Function):
     """``spike_counts`` of a list on the CPU in native code, which reads the listed
     entries alone: torch's scatter over the whole ``[T, B, K]`` list (the form for
@@ -31,8 +39,8 @@ class SpikeCounts(torch.autograd.Function):
         ctx.save_for_backward(ids.clone(), counts.clone())
         try:
             counted = _C.spike_counts(
-                numpy_view(ids), numpy_view(counts), numpy_view(values), num_neurons
-            )
+                numpy_view(ids), numpy_view(counts), numpy_view(values), num_neurons,
+                _threads())
         except ValueError as exc:  # a list edited after validation
             raise ValueError(f"SparseSpikes.spike_counts: {exc}") from exc
         return torch.from_numpy(counted)
@@ -45,6 +53,5 @@ class SpikeCounts(torch.autograd.Function):
             idx = ids.long().permute(1, 0, 2).reshape(B, T * K)
             gathered = grad.gather(-1, idx).reshape(B, T, K).permute(1, 0, 2)
             return None, None, listed_only(gathered, counts), None
-        return None, None, torch.from_numpy(
-            _C.spike_counts_grad(numpy_view(ids), numpy_view(counts), numpy_view(grad))
-        ), None
+        return None, None, torch.from_numpy(_C.spike_counts_grad(
+            numpy_view(ids), numpy_view(counts), numpy_view(grad), _threads())), None

@@ -158,6 +158,48 @@ def test_spike_counts_and_their_gradient_against_the_dense_form(shape, p, dtype)
     torch.testing.assert_close(s.values.grad, expected * listed, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_spike_counts_shared_among_threads_against_the_dense_form(threads):
+    """A list large enough to share its samples among threads (an odd number of
+    samples, so that the shares differ): the counts and their gradient as the dense
+    form's, and the gradient's padding 0."""
+    from snn_ipu.backends.emulator import get_num_threads, set_num_threads
+
+    shape = (40, 7, 300)
+    s = _random_list(*shape, 0.3, seed=11, dtype=torch.float32)
+    assert int(s.counts[..., 1].sum()) > 16384  # past the one-thread size
+    old = get_num_threads()
+    set_num_threads(threads)
+    try:
+        counts = s.spike_counts()
+        w = torch.randn(shape[1], shape[2])
+        (counts * w).sum().backward()
+    finally:
+        set_num_threads(old)
+    torch.testing.assert_close(counts.double(), _scatter_counts(s), rtol=1e-6, atol=1e-6)
+    listed = torch.arange(s.capacity) < s.counts[..., 1:2].long()
+    expected = torch.gather(w.unsqueeze(0).expand(shape[0], -1, -1), -1, s.ids.long())
+    torch.testing.assert_close(s.values.grad, expected * listed, rtol=0, atol=0)
+
+
+def test_spike_counts_shared_among_threads_name_the_first_faulty_row():
+    """Faults in both threads' shares of the samples: the error names the first in
+    (t, b) order, whichever thread met its own first."""
+    from snn_ipu.backends.emulator import get_num_threads, set_num_threads
+
+    s = _random_list(40, 7, 300, 0.3, seed=11)
+    for t, b in ((9, 1), (5, 5)):  # thread 0's samples are 0-2, thread 1's 3-6
+        s.counts.data[t, b, 1] = max(int(s.counts[t, b, 1]), 1)
+        s.ids.data[t, b, 0] = 300
+    old = get_num_threads()
+    set_num_threads(2)
+    try:
+        with pytest.raises(ValueError, match="id 300 at t=5, b=5, k=0 out of"):
+            s.spike_counts()
+    finally:
+        set_num_threads(old)
+
+
 def test_spike_counts_second_derivative():
     # create_graph=True: the gradient of the counts is itself differentiable
     # (the reference backend's higher-order gradients go through it).

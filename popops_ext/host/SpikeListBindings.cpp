@@ -6,6 +6,7 @@
 #include "SpikeListBindings.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -44,37 +45,108 @@ std::int64_t checkWholeList(const IntArray &ids, const IntArray &counts, unsigne
                         false, name);
 }
 
-SpikeListView checkedCountList(const IntArray &ids, const IntArray &counts, int numNeurons) {
-  if (numNeurons < 1)
-    throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
-  checkWholeList(ids, counts, unsigned(numNeurons), "spike list");
-  return listView(ids, counts);
+// Threads for spike_counts and its gradient: each thread takes a share of the
+// samples (the rows of the [B, N] counts it alone writes), and one only where
+// the list holds enough entries to pay for waking another.
+unsigned sampleThreads(const SpikeListView &list, std::size_t rows, unsigned batch,
+                       unsigned numThreads);
+
+// Whether a row of a [T, B, K] list breaks checkSpikeList's rules (counts, ids
+// in [0, numIds)): branch-free, so that the threads' passes scan their rows
+// on the way; checkWholeList then names the first fault.
+inline bool rowOutside(const SpikeListView &list, std::size_t row, unsigned numIds) {
+  const int32_t spikes = list.counts[2 * row], listed = list.counts[2 * row + 1];
+  if (countsOutside(spikes, listed, list.capacity))
+    return true;
+  const int32_t *r = list.idsAt(row);
+  unsigned bad = 0;
+  for (int32_t k = 0; k < listed; ++k)
+    bad |= unsigned(unsigned(r[k]) >= numIds);
+  return bad != 0;
+}
+
+// Runs pass(first, last) on the threads' shares of the samples, each after its
+// rows passed rowOutside; if any did not, raises checkWholeList's error for the
+// first (no pass has read past the list's bounds: a thread stops at its fault).
+template <typename Pass>
+void forSampleShares(const IntArray &ids, const IntArray &counts, unsigned numIds,
+                     unsigned numThreads, Pass &&pass) {
+  if (numIds < 1)
+    throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numIds));
+  if (ids.ndim() != 3)
+    throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
+                                " dimensions");
+  requireShape(counts, {ids.shape(0), ids.shape(1), 2}, "spike list");
+  const SpikeListView list = listView(ids, counts);
+  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
+  std::atomic<bool> bad{false};
+  {
+    py::gil_scoped_release release;
+    ThreadPool::instance().run(sampleThreads(list, std::size_t(T) * B, B, numThreads),
+                               [&](unsigned thread, unsigned team) {
+                                 const auto share = threadShare(B, thread, team);
+                                 for (std::size_t t = 0; t < T; ++t)
+                                   for (std::size_t b = share.first; b < share.second; ++b)
+                                     if (rowOutside(list, t * B + b, numIds)) {
+                                       bad.store(true);
+                                       return;
+                                     }
+                                 pass(unsigned(share.first), unsigned(share.second));
+                               });
+  }
+  if (bad.load()) {
+    checkWholeList(ids, counts, numIds, "spike list");
+    throw std::logic_error("spike list: a row failed the threads' scan but not the full check");
+  }
 }
 
 template <typename V>
 py::array spikeCountsAs(const IntArray &ids, const IntArray &counts, const py::array &values,
-                        int numNeurons) {
-  const SpikeListView list = checkedCountList(ids, counts, numNeurons);
+                        int numNeurons, unsigned numThreads) {
+  if (numNeurons < 1)
+    throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
   const Array<V> v = Array<V>::ensure(values);
-  requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
-  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
+  if (ids.ndim() == 3)
+    requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
+  const unsigned B = ids.ndim() == 3 ? unsigned(ids.shape(1)) : 0;
   Array<V> out({py::ssize_t(B), py::ssize_t(numNeurons)});
-  std::fill(out.mutable_data(), out.mutable_data() + out.size(), V(0));
-  sumListedByNeuron(list, v.data(), T, B, unsigned(numNeurons), out.mutable_data());
+  V *o = out.mutable_data();
+  const V *in = v.data();
+  forSampleShares(ids, counts, unsigned(numNeurons), numThreads,
+                  [&](unsigned first, unsigned last) {
+                    std::fill(o + first * std::size_t(numNeurons),
+                              o + last * std::size_t(numNeurons), V(0));
+                    sumListedByNeuron(listView(ids, counts), in, unsigned(ids.shape(0)), B,
+                                      first, last, unsigned(numNeurons), o);
+                  });
   return std::move(out);
 }
 
 template <typename V>
-py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const py::array &grad) {
+py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const py::array &grad,
+                            unsigned numThreads) {
   const Array<V> g = Array<V>::ensure(grad);
   if (g.ndim() != 2)
     throw std::invalid_argument("grad must be [B, num_neurons]");
-  const SpikeListView list = checkedCountList(ids, counts, int(g.shape(1)));
-  requireShape(g, {ids.shape(1), g.shape(1)}, "grad");
-  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
-  Array<V> out({ids.shape(0), ids.shape(1), ids.shape(2)});
-  std::fill(out.mutable_data(), out.mutable_data() + out.size(), V(0));
-  gatherListedByNeuron(list, g.data(), T, B, unsigned(g.shape(1)), out.mutable_data());
+  if (ids.ndim() == 3)
+    requireShape(g, {ids.shape(1), g.shape(1)}, "grad");
+  const unsigned N = unsigned(g.shape(1));
+  Array<V> out(ids.ndim() == 3 ? std::vector<py::ssize_t>{ids.shape(0), ids.shape(1),
+                                                          ids.shape(2)}
+                               : std::vector<py::ssize_t>{0});
+  V *o = out.mutable_data();
+  const V *in = g.data();
+  forSampleShares(ids, counts, N, numThreads, [&](unsigned first, unsigned last) {
+    const SpikeListView list = listView(ids, counts);
+    const std::size_t T = std::size_t(ids.shape(0)), B = std::size_t(ids.shape(1)),
+                      K = std::size_t(ids.shape(2));
+    for (std::size_t t = 0; t < T; ++t) // the padding gets no gradient
+      for (std::size_t b = first; b < last; ++b) {
+        const std::size_t row = t * B + b;
+        std::fill(o + row * K + list.listedAt(row), o + (row + 1) * K, V(0));
+      }
+    gatherListedByNeuron(list, in, unsigned(T), unsigned(B), first, last, N, o);
+  });
   return std::move(out);
 }
 
@@ -89,6 +161,14 @@ unsigned threadsFor(std::size_t work, std::size_t perThread, unsigned numThreads
 // Threads for a pass over a list's rows (a handful of entries each).
 unsigned rowThreads(std::size_t rows, unsigned numThreads) {
   return threadsFor(rows, 1024, numThreads);
+}
+
+unsigned sampleThreads(const SpikeListView &list, std::size_t rows, unsigned batch,
+                       unsigned numThreads) {
+  std::size_t listed = 0;
+  for (std::size_t row = 0; row < rows; ++row)
+    listed += list.listedAt(row);
+  return std::min(batch, threadsFor(listed, 16384, numThreads));
 }
 
 // Rows [first, last) of a [T, B, K] list copied compact, to their offsets
@@ -563,20 +643,23 @@ void registerSpikeListBindings(py::module_ &m) {
         "dense_list_counts').");
   m.def(
       "spike_counts",
-      [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons) {
+      [](const IntArray &ids, const IntArray &counts, const py::array &values, int numNeurons,
+         unsigned numThreads) {
         return byDtype(values, "values", [&](auto v) {
-          return spikeCountsAs<decltype(v)>(ids, counts, values, numNeurons);
+          return spikeCountsAs<decltype(v)>(ids, counts, values, numNeurons, numThreads);
         });
       },
-      py::arg("ids"), py::arg("counts"), py::arg("values"), py::arg("num_neurons"));
+      py::arg("ids"), py::arg("counts"), py::arg("values"), py::arg("num_neurons"),
+      py::arg("num_threads") = 1);
   m.def(
       "spike_counts_grad",
-      [](const IntArray &ids, const IntArray &counts, const py::array &grad) {
+      [](const IntArray &ids, const IntArray &counts, const py::array &grad,
+         unsigned numThreads) {
         return byDtype(grad, "grad", [&](auto v) {
-          return spikeCountsGradAs<decltype(v)>(ids, counts, grad);
+          return spikeCountsGradAs<decltype(v)>(ids, counts, grad, numThreads);
         });
       },
-      py::arg("ids"), py::arg("counts"), py::arg("grad"));
+      py::arg("ids"), py::arg("counts"), py::arg("grad"), py::arg("num_threads") = 1);
 }
 
 } // namespace snn
