@@ -126,6 +126,8 @@ def time_interleaved(problem: dict, entries: Sequence[Entry], lr: float, adam: s
                            if hasattr(nets[key], "compile_s") else {}),
                         **({"entries_per_step": listed[key]} if listed[key] else {}),
                         "repeats": len(times[key]), "timed": True,
+                        # whether an untimed step ran right before each timed one
+                        "warm_step": warm[key],
                         "activity": [statistics.fmean(a[i] for a in per_step)
                                      for i in range(len(per_step[0]))]}
     finally:
