@@ -8,6 +8,7 @@ the result has the same format (and the same gradient paths) as the emulator.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Optional, Tuple
 
@@ -22,19 +23,52 @@ from .contract import CallRecord, LayerConfig, LayerParams, LayerState
 __all__ = ["spiking_layer", "readout_layer", "spike"]
 
 
+def _outside_autocast(device: str):
+    """A region with the device's autocast off where it is on (entering one costs more
+    than many a small op); meta tensors (a traced graph) have none."""
+    if device not in ("cpu", "cuda") or not autocast_enabled(device):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, enabled=False)
+
+
 def _without_autocast(fn):
     """The layer in its own precision whatever autocast region the model runs in, as the
     other backends (whose kernels and native code sum in float32): the ground truth
     must not take the user's bfloat16 where they do not."""
     @functools.wraps(fn)
     def run(cfg, spikes, *args, **kwargs):
-        device = spikes.values.device.type
-        if device not in ("cpu", "cuda") or not autocast_enabled(device):  # (meta: traced)
-            return fn(cfg, spikes, *args, **kwargs)
-        with torch.autocast(device_type=device, enabled=False):
+        with _outside_autocast(spikes.values.device.type):
             return fn(cfg, spikes, *args, **kwargs)
     return run
 
+
+class _Matmul(torch.autograd.Function):
+    """``a @ b`` (2-D) whose backward runs outside autocast too. autograd's own mm
+    backward runs in the autocast state of the ``backward()`` call: a backward inside
+    the user's bfloat16 region took the layer's gradients in bfloat16, where the forward
+    (``_without_autocast``) and the other backends' backward passes are float32."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        ctx.save_for_forward(a, b)
+        return a @ b
+
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        # carries a tangent on to the layer's spikes, which refuse forward mode by name
+        a, b = ctx.saved_tensors
+        out = None if ta is None else ta @ b
+        if tb is not None:
+            out = a @ tb if out is None else out + a @ tb
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad[:2]
+        with _outside_autocast(grad.device.type):  # (recorded under create_graph=True)
+            return grad @ b.t() if need_a else None, a.t() @ grad if need_b else None
 
 
 class _Spike(torch.autograd.Function):
@@ -110,7 +144,8 @@ def _input_current(spikes: SparseSpikes, weight, bias, where: str) -> torch.Tens
             raise ValueError(f"{where}: input list: {exc}") from None
     dtype = _compute_dtype(weight)
     x = spikes.to_dense().to(dtype)
-    current = x @ weight.to(dtype).t()
+    T, B, n_in = x.shape
+    current = _Matmul.apply(x.reshape(T * B, n_in), weight.to(dtype).t()).reshape(T, B, -1)
     return current if bias is None else current + bias
 
 
@@ -146,7 +181,7 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
     for t in range(T):
         drive = current[t]
         if cfg.recurrent:
-            drive = drive + r_prev @ rec_t
+            drive = drive + _Matmul.apply(r_prev, rec_t)
         if cfg.model == "synaptic":
             syn = alpha * syn + drive
             drive = syn
