@@ -45,11 +45,30 @@ std::int64_t checkWholeList(const IntArray &ids, const IntArray &counts, unsigne
                         false, name);
 }
 
+// Threads for a pass of `work` units, at least `perThread` units each: small
+// passes stay on the calling thread, where waking a worker costs more than
+// its share.
+unsigned threadsFor(std::size_t work, std::size_t perThread, unsigned numThreads) {
+  return unsigned(
+      std::max<std::size_t>(1, std::min<std::size_t>(numThreads, work / perThread)));
+}
+
+// Threads for a pass over a list's rows (a handful of entries each).
+unsigned rowThreads(std::size_t rows, unsigned numThreads) {
+  return threadsFor(rows, 1024, numThreads);
+}
+
+
 // Threads for spike_counts and its gradient: each thread takes a share of the
 // samples (the rows of the [B, N] counts it alone writes), and one only where
 // the list holds enough entries to pay for waking another.
 unsigned sampleThreads(const SpikeListView &list, std::size_t rows, unsigned batch,
-                       unsigned numThreads);
+                       unsigned numThreads) {
+  std::size_t listed = 0;
+  for (std::size_t row = 0; row < rows; ++row)
+    listed += list.listedAt(row);
+  return std::min(batch, threadsFor(listed, 16384, numThreads));
+}
 
 // Whether a row of a [T, B, K] list breaks checkSpikeList's rules (counts, ids
 // in [0, numIds)): branch-free, so that the threads' passes scan their rows
@@ -65,18 +84,23 @@ inline bool rowOutside(const SpikeListView &list, std::size_t row, unsigned numI
   return bad != 0;
 }
 
-// Runs pass(first, last) on the threads' shares of the samples, each after its
-// rows passed rowOutside; if any did not, raises checkWholeList's error for the
-// first (no pass has read past the list's bounds: a thread stops at its fault).
-template <typename Pass>
-void forSampleShares(const IntArray &ids, const IntArray &counts, unsigned numIds,
-                     unsigned numThreads, Pass &&pass) {
+// The shapes of a [T, B, K] list of ids in [0, numIds), before its rows are read.
+void requireListShapes(const IntArray &ids, const IntArray &counts, int numIds) {
   if (numIds < 1)
     throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numIds));
   if (ids.ndim() != 3)
     throw std::invalid_argument("ids must be [T, B, K], got " + std::to_string(ids.ndim()) +
                                 " dimensions");
   requireShape(counts, {ids.shape(0), ids.shape(1), 2}, "spike list");
+}
+
+// Runs pass(list, first, last) on the threads' shares of the samples of a list
+// of requireListShapes' shapes, each after its rows passed rowOutside; if any
+// did not, raises checkWholeList's error for the first (no pass has read past
+// the list's bounds: a thread stops at its fault).
+template <typename Pass>
+void forSampleShares(const IntArray &ids, const IntArray &counts, unsigned numIds,
+                     unsigned numThreads, Pass &&pass) {
   const SpikeListView list = listView(ids, counts);
   const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1));
   std::atomic<bool> bad{false};
@@ -91,7 +115,7 @@ void forSampleShares(const IntArray &ids, const IntArray &counts, unsigned numId
                                        bad.store(true);
                                        return;
                                      }
-                                 pass(unsigned(share.first), unsigned(share.second));
+                                 pass(list, unsigned(share.first), unsigned(share.second));
                                });
   }
   if (bad.load()) {
@@ -103,21 +127,18 @@ void forSampleShares(const IntArray &ids, const IntArray &counts, unsigned numId
 template <typename V>
 py::array spikeCountsAs(const IntArray &ids, const IntArray &counts, const py::array &values,
                         int numNeurons, unsigned numThreads) {
-  if (numNeurons < 1)
-    throw std::invalid_argument("num_neurons must be >= 1, got " + std::to_string(numNeurons));
+  requireListShapes(ids, counts, numNeurons);
   const Array<V> v = Array<V>::ensure(values);
-  if (ids.ndim() == 3)
-    requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
-  const unsigned B = ids.ndim() == 3 ? unsigned(ids.shape(1)) : 0;
-  Array<V> out({py::ssize_t(B), py::ssize_t(numNeurons)});
+  requireShape(v, {ids.shape(0), ids.shape(1), ids.shape(2)}, "values");
+  const unsigned T = unsigned(ids.shape(0)), B = unsigned(ids.shape(1)),
+                 N = unsigned(numNeurons);
+  Array<V> out({py::ssize_t(B), py::ssize_t(N)});
   V *o = out.mutable_data();
   const V *in = v.data();
-  forSampleShares(ids, counts, unsigned(numNeurons), numThreads,
-                  [&](unsigned first, unsigned last) {
-                    std::fill(o + first * std::size_t(numNeurons),
-                              o + last * std::size_t(numNeurons), V(0));
-                    sumListedByNeuron(listView(ids, counts), in, unsigned(ids.shape(0)), B,
-                                      first, last, unsigned(numNeurons), o);
+  forSampleShares(ids, counts, N, numThreads,
+                  [&](const SpikeListView &list, unsigned first, unsigned last) {
+                    std::fill(o + first * std::size_t(N), o + last * std::size_t(N), V(0));
+                    sumListedByNeuron(list, in, T, B, first, last, N, o);
                   });
   return std::move(out);
 }
@@ -128,47 +149,25 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   const Array<V> g = Array<V>::ensure(grad);
   if (g.ndim() != 2)
     throw std::invalid_argument("grad must be [B, num_neurons]");
-  if (ids.ndim() == 3)
-    requireShape(g, {ids.shape(1), g.shape(1)}, "grad");
+  requireListShapes(ids, counts, int(g.shape(1)));
+  requireShape(g, {ids.shape(1), g.shape(1)}, "grad");
+  const std::size_t T = std::size_t(ids.shape(0)), B = std::size_t(ids.shape(1)),
+                    K = std::size_t(ids.shape(2));
   const unsigned N = unsigned(g.shape(1));
-  Array<V> out(ids.ndim() == 3 ? std::vector<py::ssize_t>{ids.shape(0), ids.shape(1),
-                                                          ids.shape(2)}
-                               : std::vector<py::ssize_t>{0});
+  Array<V> out({ids.shape(0), ids.shape(1), ids.shape(2)});
   V *o = out.mutable_data();
   const V *in = g.data();
-  forSampleShares(ids, counts, N, numThreads, [&](unsigned first, unsigned last) {
-    const SpikeListView list = listView(ids, counts);
-    const std::size_t T = std::size_t(ids.shape(0)), B = std::size_t(ids.shape(1)),
-                      K = std::size_t(ids.shape(2));
-    for (std::size_t t = 0; t < T; ++t) // the padding gets no gradient
-      for (std::size_t b = first; b < last; ++b) {
-        const std::size_t row = t * B + b;
-        std::fill(o + row * K + list.listedAt(row), o + (row + 1) * K, V(0));
-      }
-    gatherListedByNeuron(list, in, unsigned(T), unsigned(B), first, last, N, o);
-  });
+  forSampleShares(ids, counts, N, numThreads,
+                  [&](const SpikeListView &list, unsigned first, unsigned last) {
+                    for (std::size_t t = 0; t < T; ++t) // the padding gets no gradient
+                      for (std::size_t b = first; b < last; ++b) {
+                        const std::size_t row = t * B + b;
+                        std::fill(o + row * K + list.listedAt(row), o + (row + 1) * K, V(0));
+                      }
+                    gatherListedByNeuron(list, in, unsigned(T), unsigned(B), first, last, N,
+                                         o);
+                  });
   return std::move(out);
-}
-
-// Threads for a pass of `work` units, at least `perThread` units each: small
-// passes stay on the calling thread, where waking a worker costs more than
-// its share.
-unsigned threadsFor(std::size_t work, std::size_t perThread, unsigned numThreads) {
-  return unsigned(
-      std::max<std::size_t>(1, std::min<std::size_t>(numThreads, work / perThread)));
-}
-
-// Threads for a pass over a list's rows (a handful of entries each).
-unsigned rowThreads(std::size_t rows, unsigned numThreads) {
-  return threadsFor(rows, 1024, numThreads);
-}
-
-unsigned sampleThreads(const SpikeListView &list, std::size_t rows, unsigned batch,
-                       unsigned numThreads) {
-  std::size_t listed = 0;
-  for (std::size_t row = 0; row < rows; ++row)
-    listed += list.listedAt(row);
-  return std::min(batch, threadsFor(listed, 16384, numThreads));
 }
 
 // Rows [first, last) of a [T, B, K] list copied compact, to their offsets
