@@ -4,12 +4,15 @@ The other comparison tests fix one shape and vary one option at a time; here
 each seed draws the whole configuration: sizes from 1 to 300 neurons, T and B
 down to 1, neuron model, reset, recurrence, each layer's window, capacity and
 overflow policy, bias, learned decays and thresholds, a readout layer, half
-weights, tile plan and threads. Spike lists must equal the float32
-reference's and membranes match it; gradients are held against a float64 run
-of the reference. Once capacity and overflow were drawn too, this found that
-the backward pass missed the resets of spikes a full list had dropped (19 of
-1000 seeds; fixed), and that where a gradient is far smaller than its terms
-the float32 reference can be the less accurate of the two.
+weights, tile plan and threads; then whether the layers record their membranes
+(recording keeps the dense state history, and the backward then reads it
+instead of the lists), each layer's input delay, and whether the input runs as
+two chunks in time with the state carried between them. Spike lists must equal
+the float32 reference's and membranes match it; gradients are held against a
+float64 run of the reference. Once capacity and overflow were drawn too, this
+found that the backward pass missed the resets of spikes a full list had
+dropped (19 of 1000 seeds; fixed), and that where a gradient is far smaller
+than its terms the float32 reference can be the less accurate of the two.
 """
 
 import copy
@@ -48,6 +51,10 @@ def draw(seed: int) -> dict:
         density=rng.choice([0.02, 0.1, 0.3, 0.7]), gain=rng.choice([1.0, 3.0, 6.0]),
         beta=rng.choice([0.5, 0.9, 0.99]), threshold=rng.choice([0.5, 1.0, 2.0]),
         threads=rng.choice([1, 2]),
+        # drawn after the rest, so that each seed's earlier draws stay what they were
+        record_membrane=rng.random() < 0.5,
+        delays=[rng.choice([0, 0, 0, 1, 2]) for _ in range(3)],
+        split=rng.choice([None, None, 0.3, 0.7]),  # where carry_state cuts T in two
     )
 
 
@@ -73,24 +80,45 @@ def build(c: dict, seed: int) -> torch.nn.Sequential:
                         backend="reference", dtype=dtype, plan_target=c["target"], **extra)
         with torch.no_grad():
             layer.weight.mul_(c["gain"])
-        layer.record_membrane = True
+        layer.record_membrane = True  # for tie_free; run() then sets the draw's
+        # a delayed input cannot carry state across chunks (the layer refuses it)
+        layer.input_delay = 0 if chunks(c) else c["delays"][i]
         layers.append(layer)
     return torch.nn.Sequential(*layers)
+
+
+def chunks(c: dict) -> list:
+    """The step ranges the input runs in: one call, or two with the state carried."""
+    T = c["T"]
+    if c["split"] is None or T < 2:
+        return []
+    cut = min(max(1, round(T * c["split"])), T - 1)
+    return [slice(0, cut), slice(cut, T)]
 
 
 def absmax(t: torch.Tensor) -> float:
     return float(t.abs().max()) if t.numel() else 0.0
 
 
-def run(net, x, readout):
-    xg = x.clone().requires_grad_()
-    outs, h = [], xg
+def run(net, x, readout, c):
+    """Input gradient, and per call (chunk) each layer's output and recorded membrane."""
+    parts = chunks(c) or [slice(None)]
     for layer in net:
-        h = layer(h)
-        outs.append(h)
-    dense = h if isinstance(h, torch.Tensor) else h.to_dense()
-    (dense * readout[..., : dense.shape[-1]]).sum().backward()
-    return xg.grad, outs
+        layer.record_membrane = c["record_membrane"]
+        layer.carry_state = len(parts) > 1
+        layer.reset_state()
+    xg = x.clone().requires_grad_()
+    calls, loss = [], 0
+    for part in parts:
+        outs, h = [], xg[part]
+        for layer in net:
+            h = layer(h)
+            outs.append((h, layer.last_membrane))
+        calls.append(outs)
+        dense = h if isinstance(h, torch.Tensor) else h.to_dense()
+        loss = loss + (dense * readout[part][..., : dense.shape[-1]]).sum()
+    loss.backward()
+    return xg.grad, calls
 
 
 def tie_free(c: dict, seed: int):
@@ -121,20 +149,24 @@ def test_random_network_matches_reference(seed):
     threads = emulator.get_num_threads()
     emulator.set_num_threads(c["threads"])
     try:
-        gx_ref, outs_ref = run(ref, x, readout)
-        gx_emu, outs_emu = run(emu, x, readout)
+        gx_ref, calls_ref = run(ref, x, readout, c)
+        gx_emu, calls_emu = run(emu, x, readout, c)
     finally:
         emulator.set_num_threads(threads)
 
-    for i, (r, e) in enumerate(zip(outs_ref, outs_emu)):
-        if isinstance(r, torch.Tensor):
-            torch.testing.assert_close(e, r, atol=1e-5, rtol=1e-5, msg=f"readout {i}")
-            continue
-        assert torch.equal(e.counts, r.counts), f"layer {i} counts ({c})"
-        assert torch.equal(e.ids, r.ids), f"layer {i} ids ({c})"
-        assert torch.equal(e.values.detach(), r.values.detach()), f"layer {i} values ({c})"
-        torch.testing.assert_close(emu[i].last_membrane, ref[i].last_membrane, atol=1e-4,
-                                   rtol=1e-5, msg=f"layer {i} membrane ({c})")
+    assert len(calls_ref) == len(calls_emu)
+    for outs_ref, outs_emu in zip(calls_ref, calls_emu):
+        for i, ((r, mem_r), (e, mem_e)) in enumerate(zip(outs_ref, outs_emu)):
+            if isinstance(r, torch.Tensor):
+                torch.testing.assert_close(e, r, atol=1e-5, rtol=1e-5, msg=f"readout {i}")
+                continue
+            assert torch.equal(e.counts, r.counts), f"layer {i} counts ({c})"
+            assert torch.equal(e.ids, r.ids), f"layer {i} ids ({c})"
+            assert torch.equal(e.values.detach(), r.values.detach()), f"layer {i} values ({c})"
+            assert (mem_e is None) == (mem_r is None) == (not c["record_membrane"])
+            if mem_r is not None:
+                torch.testing.assert_close(mem_e, mem_r, atol=1e-4, rtol=1e-5,
+                                           msg=f"layer {i} membrane ({c})")
     # Gradients against a float64 run of the reference (the same network, .double()):
     # the emulator must be about as close to it as the float32 reference is. Plain
     # float32 agreement is too strict where a gradient is much smaller than its terms
@@ -143,7 +175,7 @@ def test_random_network_matches_reference(seed):
     f64 = copy.deepcopy(ref).double()
     for p in f64.parameters():
         p.grad = None
-    gx_64, _ = run(f64, x.double(), readout.double())
+    gx_64, _ = run(f64, x.double(), readout.double(), c)
     grads = [(name, p64.grad, p_ref.grad, p_emu.grad) for (name, p64), (_, p_ref), (_, p_emu)
              in zip(f64.named_parameters(), ref.named_parameters(), emu.named_parameters())]
     grads.append(("input", gx_64, gx_ref, gx_emu))
