@@ -190,6 +190,28 @@ def run_two_layers(net, x, readout):
     return xg.grad.cpu(), [o.to("cpu") for o in outs]
 
 
+def check_without_recorded_membranes(ref_net, net, x, readout, ref_outs, gx_ref):
+    """Runs a copy of the two-layer ``net`` without recorded membranes, as a layer trains
+    by default, and checks its lists and gradients against the reference's run
+    (``ref_net``'s gradients, its output lists ``ref_outs`` and input gradient
+    ``gx_ref``): recording keeps the dense state history, which a backend's backward
+    then reads instead of the lists, so a comparison made with recorded membranes alone
+    never reaches the backward a training run takes."""
+    import copy
+
+    lean = copy.deepcopy(net)
+    for layer in lean:
+        layer.record_membrane = False
+    for p in lean.parameters():
+        p.grad = None
+    gx, outs = run_two_layers(lean, x, readout)
+    for i, (r, e) in enumerate(zip(ref_outs, outs)):
+        assert torch.equal(r.ids, e.ids) and torch.equal(r.counts, e.counts), f"layer {i}"
+    for (name, p_ref), (_, p) in zip(ref_net.named_parameters(), lean.named_parameters()):
+        assert_rel_close(p.grad.cpu(), p_ref.grad, 1e-4, f"{name} (membranes not recorded)")
+    assert_rel_close(gx, gx_ref, 1e-4, "input grad (membranes not recorded)")
+
+
 def compare_triton(ref_net, tri_net, x, readout, path="sparse", membrane_rtol=1e-6):
     """``tri_net`` (the triton backend, on any device) against ``ref_net`` (the reference,
     on the CPU): identical lists, counts and stats, membranes within ``membrane_rtol`` of
@@ -211,6 +233,7 @@ def compare_triton(ref_net, tri_net, x, readout, path="sparse", membrane_rtol=1e
         assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
         assert_rel_close(p_tri.grad.cpu(), p_ref.grad, 1e-4, name)
     assert_rel_close(gx_tri, gx_ref, 1e-4, "input grad")
+    check_without_recorded_membranes(ref_net, tri_net, x, readout, ref_outs, gx_ref)
     return ref_outs
 
 

@@ -19,6 +19,7 @@ from conftest import (
     binary,
     check_learned_decays_and_threshold,
     check_readout,
+    check_without_recorded_membranes,
     tie_free_net,
     two_layer_net,
 )
@@ -73,6 +74,7 @@ def compare(ref_net, emu_net, x, readout):
         assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
         assert_rel_close(p_emu.grad, p_ref.grad, 1e-4, name)
     assert_rel_close(gx_emu, gx_ref, 1e-4, "input grad")
+    check_without_recorded_membranes(ref_net, emu_net, x, readout, ref_outs, gx_ref)
     return ref_outs
 
 

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import assert_rel_close, binary, tie_free_net
+from conftest import assert_rel_close, binary, check_without_recorded_membranes, tie_free_net
 
 from snn_ipu import LIFLayer, ReadoutLayer, SpikeOverflowError
 from snn_ipu import surrogate as sg
@@ -61,6 +61,7 @@ def compare(ref_net, graph_net, x, readout):
         assert p_ref.grad is not None and float(p_ref.grad.abs().max()) > 0, name
         assert_rel_close(p_graph.grad, p_ref.grad, 1e-4, name)
     assert_rel_close(gx_graph, gx_ref, 1e-4, "input grad")
+    check_without_recorded_membranes(ref_net, graph_net, x, readout, ref_outs, gx_ref)
     return graph_outs
 
 
