@@ -32,13 +32,15 @@ def force_split(monkeypatch):
     return force
 
 
-def tie_free(model, recurrent, window, **kw):
-    """A reference layer and an input whose membranes keep clear of every decision line."""
+def tie_free(model, recurrent, window, learn_beta=True, **kw):
+    """A reference layer and an input whose membranes keep clear of every decision line.
+    A learned beta keeps the dense state history, whose backward differs from the one
+    that reads the lists."""
     cls = SynapticLayer if model == "synaptic" else LIFLayer
 
     def make(seed):
         torch.manual_seed(seed)
-        layer = cls(IN, N, recurrent=recurrent, grad_window=window, learn_beta=True,
+        layer = cls(IN, N, recurrent=recurrent, grad_window=window, learn_beta=learn_beta,
                     learn_threshold=True, backend="reference", **kw)
         with torch.no_grad():
             layer.weight.mul_(4.0)
@@ -64,8 +66,9 @@ def run(layer, x):
 @pytest.mark.parametrize("tiles,groups", SPLITS)
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_groups_match_reference(force_split, tiles, groups, model, recurrent):
-    ref, x = tie_free(model, recurrent, 0.3)
+@pytest.mark.parametrize("learn_beta", [True, False])
+def test_groups_match_reference(force_split, tiles, groups, model, recurrent, learn_beta):
+    ref, x = tie_free(model, recurrent, 0.3, learn_beta=learn_beta)
     expect, expect_grads = run(ref, x)
     assert expect.sum() > 0
     layer = copy.deepcopy(ref)
