@@ -101,12 +101,17 @@ def test_second_chunk_gradients_are_snntorchs_truncated_bptt(backend, reset):
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
 @pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_emulator_gradients_from_a_carried_state_equal_the_reference(model, reset, recurrent):
+@pytest.mark.parametrize("learn_decays", [True, False])
+def test_emulator_gradients_from_a_carried_state_equal_the_reference(model, reset, recurrent,
+                                                                    learn_decays):
     """Every parameter, learned decays and threshold included: step 0's terms use the
-    state's membrane, synaptic current and spikes (and V meets its spikes)."""
-    extra = dict(learn_beta=True, learn_threshold=True, beta=torch.linspace(0.6, 0.95, N))
+    state's membrane, synaptic current and spikes (and V meets its spikes). Learned
+    decays keep the dense state history, whose backward differs from the one that reads
+    the lists: both are run."""
+    extra = dict(learn_beta=learn_decays, learn_threshold=True,
+                 beta=torch.linspace(0.6, 0.95, N))
     if model == "synaptic":  # per neuron: a scalar's gradient is a sum that cancels
-        extra.update(learn_alpha=True, alpha=torch.linspace(0.5, 0.85, N))
+        extra.update(learn_alpha=learn_decays, alpha=torch.linspace(0.5, 0.85, N))
     ref, x = tie_free(model, reset, recurrent, window=0.4, **extra)
     assert_second_chunk_gradients_equal(ref, x, more_state_spikes_than=0)
 
@@ -238,10 +243,13 @@ def test_recurrent_chunks_with_drop_equal_one_call(backend, model):
 
 
 @pytest.mark.parametrize("model", ["leaky", "synaptic"])
-def test_emulator_gradients_from_a_dropped_carried_state_equal_the_reference(model):
+@pytest.mark.parametrize("learn_beta", [True, False])
+def test_emulator_gradients_from_a_dropped_carried_state_equal_the_reference(model,
+                                                                            learn_beta):
     """V's gradient at step 0 meets the recurrent input the list kept (CAP of the
-    state's spikes); the reset terms meet all of them."""
-    ref, x = dropping_at_the_boundary(model, window=0.4, learn_beta=True,
+    state's spikes); the reset terms meet all of them (with the dense state history a
+    learned beta keeps, and without it)."""
+    ref, x = dropping_at_the_boundary(model, window=0.4, learn_beta=learn_beta,
                                       learn_threshold=True)
     assert_second_chunk_gradients_equal(ref, x, more_state_spikes_than=CAP)
 
