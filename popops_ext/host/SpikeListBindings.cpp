@@ -58,7 +58,6 @@ unsigned rowThreads(std::size_t rows, unsigned numThreads) {
   return threadsFor(rows, 1024, numThreads);
 }
 
-
 // Threads for spike_counts and its gradient: each thread takes a share of the
 // samples (the rows of the [B, N] counts it alone writes), and one only where
 // the list holds enough entries to pay for waking another.
