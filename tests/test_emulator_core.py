@@ -809,6 +809,71 @@ def test_compact_lists_are_checked():
         _C.compact_list(p["in_ids"], counts)
 
 
+@pytest.mark.parametrize("model, recurrent", [(LEAKY, False), (LEAKY, True), (READOUT, False)])
+@pytest.mark.parametrize("tiles, groups, threads", [([0, 13], 1, 1), ([0, 4, 9, 13], 1, 2),
+                                                    ([0, 5, 13], 2, 2), ([0, 13], 3, 3)])
+def test_forward_copies_and_scans_its_input(model, recurrent, tiles, groups, threads):
+    """``copy_input``: the sparse path takes the backward's private copy of its input list
+    as it repacks it: numpy's compaction of the list and a copy of its counts, with its
+    spike total, and the same results as a call that does not copy; it scans the list
+    as it goes (the first faulty row named, the padding never read, nothing returned);
+    and where the spikes are more than ``dense_above`` it runs nothing."""
+    p = make_problem(1320, model, SUBTRACT, recurrent, 0.3, T=12, B=6)
+    ids, counts = p["in_ids"], p["in_counts"]
+    K = ids.shape[2]
+    ids[np.arange(K)[None, None, :] >= counts[..., 1:]] = -7  # padding is never read
+
+    def forward(dense_above=math.inf, in_ids=ids, in_counts=counts, copy=True):
+        c = _C.ForwardCall()
+        c.layer = layer_call(dict(p, in_ids=in_ids, in_counts=in_counts), tiles, threads,
+                             groups)
+        c.keep_dense_state = model != READOUT
+        c.copy_input, c.dense_above = copy, dense_above
+        return _C.layer_forward(c)
+
+    plain, res = forward(copy=False), forward()
+    assert plain.input_ids is None and plain.input_counts is None
+    assert np.array_equal(res.input_ids, compact(ids, counts))
+    assert np.array_equal(res.input_counts, counts)
+    assert not np.shares_memory(res.input_counts, counts)
+    spikes = int(counts[..., 0].sum())
+    assert res.input_spikes == spikes and not res.wants_dense
+    if model == READOUT:
+        assert np.array_equal(res.membrane, plain.membrane)
+    else:  # the listed entries (the rest is not written)
+        assert np.array_equal(res.counts, plain.counts)
+        listed = np.arange(res.ids.shape[2])[None, None, :] < res.counts[..., 1:]
+        for field in ("ids", "membrane", "values"):
+            assert np.array_equal(getattr(res, field)[listed], getattr(plain, field)[listed])
+        assert np.array_equal(res.dense_membrane, plain.dense_membrane)
+    assert not forward(dense_above=spikes).wants_dense
+    dense = forward(dense_above=spikes - 1)
+    assert dense.wants_dense and dense.input_spikes == spikes
+    assert dense.input_ids is None and dense.ids is None and dense.membrane.size == 0
+
+    rows = np.argwhere(counts[..., 1] > 0)
+    bad = ids.copy()
+    n_in = p["W"].shape[1]
+    for t, b in (rows[-1], rows[len(rows) // 2], rows[0]):  # the first fault is named
+        bad[t, b, counts[t, b, 1] - 1] = n_in
+    t, b = rows[0]
+    k = counts[t, b, 1] - 1
+    with pytest.raises(ValueError, match=f"input list id {n_in} at t={t}, b={b}, k={k} out "
+                       rf"of range \[0, {n_in}\)"):
+        forward(in_ids=bad)
+    bad[t, b, k] = -1
+    with pytest.raises(ValueError, match=f"input list id -1 at t={t}, b={b}"):
+        forward(in_ids=bad)
+    bad_counts = counts.copy()
+    bad_counts[t, b] = (2, 1)
+    with pytest.raises(ValueError, match=rf"input list counts \(2, 1\) at t={t}, b={b} "
+                       "are inconsistent"):
+        forward(in_counts=bad_counts)
+    bad_counts[t, b] = (0, K + 1)
+    with pytest.raises(ValueError, match="exceed capacity"):
+        forward(in_counts=bad_counts, dense_above=-1)  # checked before the path is chosen
+
+
 def unsorted_list(rng, T, B, K, N):
     """A [T, B, K] list of random counts and of ids drawn from [0, N) in any order (padding
     included), for the passes that neither sort nor read the padding."""

@@ -121,6 +121,37 @@ struct LayerArgs {
   }
 };
 
+// Raises the executor's scan error for the first fault of a call's input list
+// (its counts or an id outside the input), as a call that scans its input does.
+[[noreturn]] void nameInputFault(const LayerArgs &a) {
+  checkSpikeList(a.call.inIds, a.call.inCounts, a.shape.steps, a.shape.batch,
+                 a.shape.inFeatures, false, "input list");
+  throw std::logic_error("the input list's copy found an id outside the input that the "
+                         "scan did not");
+}
+
+// The input list's rows' starts in its compact copy (start, rows + 1 offsets),
+// after checking its counts; returns its spike total.
+std::int64_t copyStarts(const LayerArgs &a, std::vector<std::size_t> &start) {
+  const IntArray &counts = a.call.inCounts;
+  const std::size_t rows = std::size_t(a.shape.steps) * a.shape.batch, K = a.inCapacity;
+  const int32_t *c = counts.data();
+  start.resize(rows + 1);
+  std::size_t total = 0;
+  std::int64_t spikes = 0;
+  bool bad = false; // branch-free over the rows; the scan names a fault
+  for (std::size_t row = 0; row < rows; ++row) {
+    bad |= countsOutside(c[2 * row], c[2 * row + 1], K);
+    start[row] = total;
+    total += std::size_t(std::uint32_t(c[2 * row + 1]));
+    spikes += c[2 * row];
+  }
+  start[rows] = total;
+  if (bad)
+    nameInputFault(a);
+  return spikes;
+}
+
 template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions &options) {
   const Shape &s = a.shape;
   const py::ssize_t T = s.steps, B = s.batch, N = s.outFeatures;
@@ -141,13 +172,18 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   }
   LayerForward<WT> layer(s, a.neuron, *a.layout, listView(a.call.inIds, a.call.inCounts),
                          a.weightData<WT>(), a.recWeightData<WT>(), options);
+  const bool copying = options.inputCopy != nullptr;
   ForwardResult result;
   if (a.neuron.model == MODEL_READOUT) {
     options.budget->take(std::uint64_t(T * B * N) * sizeof(float), "the membrane [T, B, out]");
     result.membrane = FloatArray({T, B, N});
     float *m = result.membrane.mutable_data();
-    py::gil_scoped_release release;
-    layer.run(m, nullptr);
+    {
+      py::gil_scoped_release release;
+      layer.run(m, nullptr);
+    }
+    if (copying && options.inputCopy->outside)
+      nameInputFault(a);
     return result;
   }
   const bool dense = options.keepDenseState, withState = options.returnState;
@@ -177,10 +213,14 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   {
     py::gil_scoped_release release;
     layer.run(dm, ds);
-    if (withState)
-      layer.finalState(fm, fs, fk);
-    stats = layer.decideCapacity();
+    if (!(copying && options.inputCopy->outside)) {
+      if (withState)
+        layer.finalState(fm, fs, fk);
+      stats = layer.decideCapacity();
+    }
   }
+  if (copying && options.inputCopy->outside)
+    nameInputFault(a);
   const py::ssize_t K = stats.capacity;
   if (direct && K != N) {
     // no row listed every neuron (NaN or -inf membranes): each row's first K entries
@@ -251,7 +291,7 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
 }
 
 ForwardResult layerForward(const ForwardCall &call) {
-  const LayerArgs a(call.layer, call.scanInput);
+  const LayerArgs a(call.layer, call.scanInput && !call.copyInput);
   requireCode(int(call.overflow), kNumOverflowPolicies, "overflow");
   const py::ssize_t T = a.shape.steps, B = a.shape.batch, N = a.shape.outFeatures;
   ForwardOptions options{call.capacity, call.overflow, call.keepDenseState, a.threads};
@@ -273,7 +313,28 @@ ForwardResult layerForward(const ForwardCall &call) {
   options.sampleGroups = a.groups;
   MemoryBudget budget(call.memoryBudget);
   options.budget = &budget;
-  return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
+  if (!call.copyInput)
+    return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
+  if (call.inputCurrents)
+    throw std::invalid_argument("copy_input is the sparse path's: no input_currents");
+  std::vector<std::size_t> start;
+  const std::int64_t spikes = copyStarts(a, start);
+  if (double(spikes) > call.denseAbove) {
+    ForwardResult result;
+    result.wantsDense = true;
+    result.inputSpikes = spikes;
+    return result;
+  }
+  IntArray ids({py::ssize_t(start.back())}), counts({T, B, py::ssize_t(2)});
+  std::memcpy(counts.mutable_data(), call.layer.inCounts.data(),
+              std::size_t(counts.size()) * sizeof(int32_t));
+  ListCopy copy{start.data(), ids.mutable_data(), a.shape.inFeatures};
+  options.inputCopy = &copy;
+  ForwardResult result = a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
+  result.inputIds = std::move(ids);
+  result.inputCounts = std::move(counts);
+  result.inputSpikes = spikes;
+  return result;
 }
 
 // Row starts of a spike list in CSR form, after checking it: counts [rows]

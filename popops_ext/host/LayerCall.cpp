@@ -46,7 +46,9 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readwrite("scan_input", &ForwardCall::scanInput)
       .def_readwrite("memory_budget", &ForwardCall::memoryBudget)
       .def_readwrite("input_currents", &ForwardCall::inputCurrents)
-      .def_readwrite("initial_spikes", &ForwardCall::initialSpikes);
+      .def_readwrite("initial_spikes", &ForwardCall::initialSpikes)
+      .def_readwrite("copy_input", &ForwardCall::copyInput)
+      .def_readwrite("dense_above", &ForwardCall::denseAbove);
 
   Class<GradNeeds>(m, "GradNeeds")
       .def(py::init<>())
@@ -96,7 +98,11 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readonly("spikes_dropped", &ForwardResult::spikesDropped)
       .def_readonly("eligible_dropped", &ForwardResult::eligibleDropped)
       .def_readonly("needed_capacity", &ForwardResult::neededCapacity)
-      .def_readonly("overflow_at", &ForwardResult::overflowAt);
+      .def_readonly("overflow_at", &ForwardResult::overflowAt)
+      .def_readonly("input_ids", &ForwardResult::inputIds)
+      .def_readonly("input_counts", &ForwardResult::inputCounts)
+      .def_readonly("input_spikes", &ForwardResult::inputSpikes)
+      .def_readonly("wants_dense", &ForwardResult::wantsDense);
 
   Class<BackwardResult>(m, "BackwardResult")
       .def_readonly("grad_in_values", &BackwardResult::gradInValues)

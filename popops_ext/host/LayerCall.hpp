@@ -61,6 +61,13 @@ struct ForwardCall {
   // W x[t], from a GEMM: [T, B, out], or [T, B, out rounded up to 8] (aligned rows)
   std::optional<FloatArray> inputCurrents;
   std::optional<FloatArray> initialSpikes; // [B, out], 0/1
+  // The sparse path also takes the backward's private copy of the input list
+  // (ForwardResult::inputIds) while it repacks the list, checking its counts
+  // and ids on the way (as scanInput would). Where the list's spikes are more
+  // than denseAbove, nothing runs (ForwardResult::wantsDense): they are dense
+  // enough for the caller's GEMM, which makes inputCurrents for another call.
+  bool copyInput = false;
+  double denseAbove = std::numeric_limits<double>::infinity();
 };
 
 struct BackwardCall {
@@ -99,6 +106,11 @@ struct ForwardResult {
   unsigned neededCapacity = 0;
   // (step, sample, spikes, entries needed) of the first overflowing row.
   std::optional<py::tuple> overflowAt;
+  // copyInput: the input list's private copy (listed ids compact, counts) and
+  // its spike total; wantsDense: the call ran nothing (ForwardCall::denseAbove).
+  std::optional<IntArray> inputIds, inputCounts;
+  std::int64_t inputSpikes = 0;
+  bool wantsDense = false;
 };
 
 struct BackwardResult {

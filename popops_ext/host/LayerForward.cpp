@@ -292,8 +292,11 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
 template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *denseSynaptic) {
   const unsigned numTiles = layout_.numTiles(), T = shape_.steps, G = groups_.count();
   ThreadPool &pool = ThreadPool::instance();
-  if (!options_.inputCurrents)
-    inputLists_.build(input_, T, groups_, options_.numThreads);
+  if (!options_.inputCurrents) {
+    inputLists_.build(input_, T, groups_, options_.numThreads, options_.inputCopy);
+    if (options_.inputCopy && options_.inputCopy->outside)
+      return;
+  }
   auto runUnit = [&](unsigned j, unsigned g) {
     prepareUnit(j, g);
     for (unsigned t = 0; t < T; ++t)

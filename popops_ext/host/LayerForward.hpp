@@ -52,6 +52,11 @@ struct ForwardOptions {
   int32_t *directIds = nullptr;
   float *directMembrane = nullptr;
   int32_t *directCompact = nullptr;
+  // Where the sparse path also takes the input list's private copy (the
+  // backward's, StepLists.hpp) while it repacks the list; null: none. Where an
+  // id lies outside the input (copy->outside), run() stops before any tile
+  // works.
+  ListCopy *inputCopy = nullptr;
 };
 
 // Whether a layer call can write its lists in place (ForwardOptions::directIds):

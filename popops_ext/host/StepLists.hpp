@@ -7,7 +7,9 @@
 // its ends counted from the run's start. Built once per layer call and read
 // by every tile.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -18,15 +20,27 @@
 
 namespace snn {
 
+// A private copy of an input list taken while StepLists repacks it: every
+// row's listed entries (spikes and eligible-only), compact (row r's at
+// ids[start[r]]), and whether any lies outside [0, numIds). The counts must be
+// checked before (they say what is read).
+struct ListCopy {
+  const std::size_t *start; // [rows + 1]
+  int32_t *ids;
+  unsigned numIds;
+  bool outside = false;
+};
+
 class StepLists {
 public:
   // The runs' sizes first, on the calling thread (a pass over the counts
   // alone), then the copies, the steps shared among threads with no barrier
   // and each sample's end written as its row is copied: one pass over the
   // ids and no wait for the slowest thread between two passes, which would
-  // cost more than the copies at low activity.
+  // cost more than the copies at low activity. With `copy`, the same pass
+  // takes that copy of every row (the row is read once for both).
   void build(const SpikeListView &in, unsigned steps, const SampleGroups &groups,
-             unsigned numThreads) {
+             unsigned numThreads, ListCopy *copy = nullptr) {
     const unsigned batch = groups.batch(), G = groups.count();
     groups_ = groups;
     runStart_.resize(std::size_t(steps) * G + 1);
@@ -42,20 +56,29 @@ public:
     ends_.resize(std::size_t(steps) * batch);
     ids_.resize(total + kBlock); // a block copy may write past the last id
     ThreadPool &pool = ThreadPool::instance();
+    std::atomic<bool> outside{false};
     pool.run(effectiveThreads(numThreads, steps), [&](unsigned thread, unsigned team) {
       const auto share = threadShare(steps, thread, team);
       // The next thread's ids start at limit: past it, whole-block copies stop.
       const int *limit =
           ids_.data() + runStart_[share.second * G] + (share.second == steps ? kBlock : 0);
+      unsigned bad = 0;
       for (std::size_t t = share.first; t < share.second; ++t)
         for (unsigned g = 0; g < G; ++g) {
           int *out = ids_.data() + runStart_[t * G + g];
           unsigned end = 0;
           for (std::size_t row = t * batch + groups.first(g); row < t * batch + groups.end(g);
-               ++row)
+               ++row) {
+            if (copy)
+              bad |= copyListed(in, row, *copy);
             ends_[row] = end += copyRow(in, row, out + end, limit);
+          }
         }
+      if (bad)
+        outside.store(true, std::memory_order_relaxed);
     });
+    if (copy)
+      copy->outside = outside.load();
   }
 
   // Step t's run of group g: its ids, their number, and [group size] ends:
@@ -89,6 +112,25 @@ private:
     if (k < n)
       std::memcpy(out + k, src + k, (n - k) * sizeof(int));
     return n;
+  }
+
+  // Row `row`'s listed entries into the copy; non-zero where one lies outside
+  // [0, numIds) (a negative id is a large unsigned one). Entry by entry: a row
+  // holds a handful, for which a library memmove call costs more than the copy
+  // (the attribute keeps GCC from turning the loop into that call).
+#if defined(__GNUC__) && !defined(__clang__)
+  __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+  static unsigned copyListed(const SpikeListView &in, std::size_t row, const ListCopy &copy) {
+    const int32_t *src = in.idsAt(row);
+    int32_t *to = copy.ids + copy.start[row];
+    const std::size_t n = copy.start[row + 1] - copy.start[row];
+    unsigned bad = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      to[k] = src[k];
+      bad |= unsigned(unsigned(src[k]) >= copy.numIds);
+    }
+    return bad;
   }
 
   SampleGroups groups_{0, 1};

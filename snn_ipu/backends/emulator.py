@@ -6,10 +6,12 @@ forward call checks the counts and listed ids of the layer's input list with the
 executor's own scan, however the list was made or checked before: a tensor
 edited through ``.data`` or ``.numpy()`` escapes autograd's version counters.
 Its errors are raised with the layer's name. The scan is also the copy of the
-list that the backward pass reads (``_C.compact_list``: the listed entries
-alone, row after row, O(entries) where a clone of a ``[T, B, K]`` list is
-O(T B K)), and the output list gets such a private copy too, made by the
-executor's forward while the list is in cache; the backward pass
+list that the backward pass reads (the listed entries alone, row after row,
+O(entries) where a clone of a ``[T, B, K]`` list is O(T B K)), which the
+executor's sparse path takes as it repacks the list for its tiles
+(``copy_input``; ``_C.compact_list`` where the input takes the dense path), and
+the output list gets such a private copy too, made by the executor's forward
+while the list is in cache; the backward pass
 reads them without scanning them again: the user cannot reach them, so no edit
 can make the native backward index out of bounds or differentiate another
 batch. The parameters' shapes are checked again before the backward pass. The
@@ -126,6 +128,14 @@ class _PrivateList:
                  n_out: int) -> _PrivateList:
         compact, spikes = _C.compact_list(numpy_view(ids), numpy_view(counts), num_ids,
                                           get_num_threads())
+        return cls.of_copy(ids, torch.from_numpy(compact), counts.clone(), spikes, num_ids,
+                           n_out)
+
+    @classmethod
+    def of_copy(cls, ids: torch.Tensor, compact: torch.Tensor, counts: torch.Tensor,
+                spikes: int, num_ids: int, n_out: int) -> _PrivateList:
+        """The private list of an input list ``ids`` [T, B, K] whose compact ids and
+        counts have been copied (and checked) already."""
         T, B, K = ids.shape
         # The backward's dense dL/dW path scatters the spikes of the [T, B, K] list into
         # a dense input, and takes it only where more than the dL/dW fraction of
@@ -133,8 +143,7 @@ class _PrivateList:
         # O(entries) and rebuilding it from the compact ids (a mask and an index_put)
         # costs more.
         dense = _dense_weight_grad(spikes, T, B, num_ids, n_out)
-        return cls(torch.from_numpy(compact), counts.clone(), K, spikes,
-                   ids.clone() if dense else None)
+        return cls(compact, counts, K, spikes, ids.clone() if dense else None)
 
     @classmethod
     def from_forward(cls, res) -> _PrivateList:
@@ -330,14 +339,8 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     ``cache`` (a dict the layer keeps; None: nothing kept)."""
     T, B = in_ids.shape[:2]
     n_out, n_in = params.weight.shape
-    # The executor's scan of the input list and the backward's private copy of it, in
-    # one pass: the native backward indexes with the copy unchecked, and the user can
-    # reach the list passed in (.data, .numpy()).
-    inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
     # read before the dense input path allocates, which the budget then takes out
     budget = _memory.available_bytes() or 0
-    dense_x = _dense_input(cfg.name, inputs.spikes, in_ids, in_counts, n_in, n_out)
-    currents = _currents(dense_x, params.weight, T, B)
     threads, storage = threads_for(T, B, cfg.out_features), _storage_of(params)
     # A call's settings and parameter views (a dozen fields, each a conversion) are
     # those of the layer's last call where nothing they were made from changed: the
@@ -346,18 +349,34 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     key = (cfg, ctx.split, threads, storage, keep_dense)
     call = None if initial is not None else _kept_call(cache, key)
     kept = call is not None
-    if budget and dense_x is not None:
-        # the dense input and the currents are taken already
-        budget = max(1, budget - dense_x.nbytes - currents.nbytes)
     if call is None:
         call = forward_call(cfg, ctx.split, threads, in_ids, in_counts, params, initial,
-                            keep_dense, currents, budget)
+                            keep_dense, None, budget)
     else:
         layer = call.layer
         layer.in_ids, layer.in_counts = numpy_view(in_ids), numpy_view(in_counts)
-        call.input_currents = None if currents is None else numpy_view(currents)
         call.memory_budget = budget
+    # The executor's scan of the input list and the backward's private copy of it (the
+    # native backward indexes with the copy unchecked, and the user can reach the list
+    # passed in: .data, .numpy()), taken as the sparse path repacks the list. Where the
+    # input is dense enough for the GEMM, the call runs nothing and says so.
+    call.copy_input = True
+    call.dense_above = forward_dense_fraction(n_out) * T * B * n_in
     res = _C.layer_forward(call)
+    dense_x = None
+    if res.wants_dense:
+        inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
+        dense_x = _dense_input(cfg.name, inputs.spikes, in_ids, in_counts, n_in, n_out)
+        currents = _currents(dense_x, params.weight, T, B)
+        call.copy_input = False
+        call.input_currents = numpy_view(currents)
+        if budget:  # the dense input and the currents are taken already
+            call.memory_budget = max(1, budget - dense_x.nbytes - currents.nbytes)
+        res = _C.layer_forward(call)
+    else:
+        inputs = _PrivateList.of_copy(in_ids, torch.from_numpy(res.input_ids),
+                                      torch.from_numpy(res.input_counts), res.input_spikes,
+                                      n_in, n_out)
     # for the backward call (backward_call's layer), with what it was built from; not
     # holding on to the input list (the backward takes its private copy) nor the currents
     layer = call.layer
