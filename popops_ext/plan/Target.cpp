@@ -73,14 +73,14 @@ Target hostTarget(unsigned threads) {
   t.kind = TargetKind::Host;
   t.name = "host";
   t.numTiles = 0;
-  // A work item's footprint as the memory model counts it (weight block,
-  // its gradient block, state, lists): one core's L2, and no less than 2 MiB.
-  // Measured on the 2312-1466-1466 layers: with a 2 MB L2 (Intel, AVX-512)
-  // this ran 1.2-1.5x faster than half of L2 and level with 1 MB, and 4 MB ran
-  // 1.06-1.15x slower; with a 512 KB L2 beside a large L3 (AMD EPYC), tiles of
-  // 2 MB took 0.87-0.93 of the step that tiles of its L2 took at 1-2% activity
-  // (level at 10%): narrow tiles pay each spike's row add for few neurons,
-  // and the rows stream from that L3 well enough.
+  // A work item's weight block (Planner.cpp's host plan): one core's L2, and
+  // no less than 2 MiB. Measured on the 2312-1466-1466 layers: with a 2 MB L2
+  // (Intel, AVX-512) this ran 1.2-1.5x faster than half of L2 and level with
+  // 1 MB, and 4 MB ran 1.06-1.15x slower; with a 512 KB L2 beside a large L3
+  // (AMD EPYC), tiles of 2 MB took 0.87-0.93 of the step that tiles of its L2
+  // took at 1-2% activity (level at 10%, 1.05x at 29%): narrow tiles pay each
+  // spike's row add for few neurons, and the rows stream from that L3 well
+  // enough.
   t.bytesPerTile = std::max(detectL2Bytes(), kMinTileBytes);
   t.reservedBytesPerTile = 0;
   // Leave half of RAM to Python, PyTorch and the data pipeline.
