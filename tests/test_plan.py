@@ -173,6 +173,17 @@ def test_host_splits_the_batch_when_tiles_are_fewer_than_threads():
     assert p["num_tiles"] >= 2 and p["sample_groups"] == 1
 
 
+def test_host_tiles_are_a_cores_l2_and_at_least_2_mib():
+    """The host's tile budget: one core's L2 as sysconf reports it, no less than 2 MiB
+    (narrower tiles ran slower where the L2 is small: docs/performance.md, round 24)."""
+    import os
+
+    l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names \
+        else 0
+    budget = _C.plan_layer(100, 64, 8, 10, False, 0, 0, 0, 0.05, 4, "host", 2)["bytes_budget"]
+    assert budget == max(l2 if l2 > 0 else 2 * 2**20, 2 * 2**20)
+
+
 def test_host_weight_block_within_l2():
     p = _C.plan_layer(4000, 512, 4, 10, False, 0, 0, 0, 0.05, 4, "host", 2)
     n = p["neurons_per_tile_max"]
