@@ -159,8 +159,8 @@ def test_host_splits_the_batch_when_tiles_are_fewer_than_threads():
         p = _C.plan_layer(n_in, 64, batch, 10, recurrent, 0, 0, 0, 0.05, 4, "host", 2)
         return p["num_tiles"], p["sample_groups"], p["bytes_budget"]
 
-    l2 = split(100, 64)[2]  # a core's L2
-    # Weights within half of L2: one tile, the two threads take 32 samples each.
+    l2 = split(100, 64)[2]  # the tile budget: a core's L2, at least 2 MiB
+    # Weights within half of the budget: one tile, the two threads take 32 samples each.
     assert split(l2 // 4 // (64 * 4), 64)[:2] == (1, 2)
     # One sample cannot be split: two tiles, as with larger weights, which every
     # thread would otherwise read whole.

@@ -867,7 +867,7 @@ LayerPlan planLayer(const LayerSpec &spec, const Target &t, unsigned maxTiles) {
     const unsigned items = unsigned(ceilDiv(out, byCache));
     // Fewer items than threads: the threads share out the batch rather than
     // narrower tiles (host/TilePartition.hpp's SampleGroups) where the whole
-    // layer's weights fit half of a core's L2, since every thread then reads
+    // layer's weights fit half of a tile's budget, since every thread then reads
     // all of them (a block filling most of L2 made S's 700-256 spike matmul
     // 1.05-1.18x slower, for no faster step), or where the layer is recurrent
     // (no barrier per step: 700-256 recurrent, forward and backward, 0.82).
