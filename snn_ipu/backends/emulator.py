@@ -83,17 +83,15 @@ def _rows_bytes(rows: int, width: int) -> int:
     return 4 * rows * (-(-width // 8) * 8)
 
 
-def _dense_input(name: str, spikes: int, in_ids: torch.Tensor, in_counts: torch.Tensor,
-                 n_in: int, n_out: int) -> Optional[torch.Tensor]:
-    """The input list's spikes (``spikes`` of them) as a dense [T*B, n_in] where they
-    are dense enough for the GEMM, else None. The dense input and the currents
-    ([T*B, n_out]) must fit in the free memory: the pre-flight (_preflight_bytes) cannot
-    count them, since the path depends on the input's density, and the executor's
-    budget does not see them (a windowed layer of 100,000 neurons on 1,000 rows took
-    0.4 GB of currents under a budget of 0.15 GB)."""
+def _dense_input(name: str, in_ids: torch.Tensor, in_counts: torch.Tensor, n_in: int,
+                 n_out: int) -> torch.Tensor:
+    """The input list's spikes as a dense [T*B, n_in], for a call whose input the
+    executor found dense enough for the GEMM (``wants_dense``). The dense input and the
+    currents ([T*B, n_out]) must fit in the free memory: the pre-flight
+    (_preflight_bytes) cannot count them, since the path depends on the input's
+    density, and the executor's budget does not see them (a windowed layer of 100,000
+    neurons on 1,000 rows took 0.4 GB of currents under a budget of 0.15 GB)."""
     T, B, _ = in_ids.shape
-    if spikes <= forward_dense_fraction(n_out) * T * B * n_in:
-        return None
     # (not a fall-back to the sparse path: the path must not depend on the free memory,
     # or a layer's bits would)
     _memory.require(name, _rows_bytes(T * B, n_in) + _rows_bytes(T * B, n_out),
@@ -161,12 +159,9 @@ class _PrivateList:
         return ids
 
 
-def _currents(x: Optional[torch.Tensor], weight: torch.Tensor, T: int,
-              B: int) -> Optional[torch.Tensor]:
-    """W x[t] for every step, or None (no dense input): [T, B, out rounded up to a
-    multiple of 8], the executor reading the first ``out`` of each row."""
-    if x is None:
-        return None
+def _currents(x: torch.Tensor, weight: torch.Tensor, T: int, B: int) -> torch.Tensor:
+    """W x[t] for every step of a dense input: [T, B, out rounded up to a multiple of
+    8], the executor reading the first ``out`` of each row."""
     return _matmul_padded_rows(x, weight.float().t()).reshape(T, B, -1)
 
 
@@ -366,7 +361,7 @@ def _forward(cfg: LayerConfig, ctx, in_ids, in_counts, params: LayerParams, init
     dense_x = None
     if res.wants_dense:
         inputs = _PrivateList.of_input(in_ids, in_counts, n_in, n_out)
-        dense_x = _dense_input(cfg.name, inputs.spikes, in_ids, in_counts, n_in, n_out)
+        dense_x = _dense_input(cfg.name, in_ids, in_counts, n_in, n_out)
         currents = _currents(dense_x, params.weight, T, B)
         call.copy_input = False
         call.input_currents = numpy_view(currents)
