@@ -15,6 +15,7 @@
 
 #include <poplar/HalfFloat.hpp>
 
+#include "CompactList.hpp"
 #include "LayerCall.hpp"
 #include "LayerForward.hpp"
 #include "MemoryBudget.hpp"
@@ -128,28 +129,6 @@ struct LayerArgs {
                  a.shape.inFeatures, false, "input list");
   throw std::logic_error("the input list's copy found an id outside the input that the "
                          "scan did not");
-}
-
-// The input list's rows' starts in its compact copy (start, rows + 1 offsets),
-// after checking its counts; returns its spike total.
-std::int64_t copyStarts(const LayerArgs &a, std::vector<std::size_t> &start) {
-  const IntArray &counts = a.call.inCounts;
-  const std::size_t rows = std::size_t(a.shape.steps) * a.shape.batch, K = a.inCapacity;
-  const int32_t *c = counts.data();
-  start.resize(rows + 1);
-  std::size_t total = 0;
-  std::int64_t spikes = 0;
-  bool bad = false; // branch-free over the rows; the scan names a fault
-  for (std::size_t row = 0; row < rows; ++row) {
-    bad |= countsOutside(c[2 * row], c[2 * row + 1], K);
-    start[row] = total;
-    total += std::size_t(std::uint32_t(c[2 * row + 1]));
-    spikes += c[2 * row];
-  }
-  start[rows] = total;
-  if (bad)
-    nameInputFault(a);
-  return spikes;
 }
 
 template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions &options) {
@@ -317,8 +296,11 @@ ForwardResult layerForward(const ForwardCall &call) {
     return a.weight.isHalf ? forward<half>(a, options) : forward<float>(a, options);
   if (call.inputCurrents)
     throw std::invalid_argument("copy_input is the sparse path's: no input_currents");
-  std::vector<std::size_t> start;
-  const std::int64_t spikes = copyStarts(a, start);
+  std::vector<std::size_t> start(std::size_t(T) * std::size_t(B) + 1);
+  std::int64_t spikes = 0;
+  if (compactRowStarts(call.layer.inCounts.data(), std::size_t(T) * std::size_t(B),
+                       a.inCapacity, start.data(), spikes))
+    nameInputFault(a);
   if (double(spikes) > call.denseAbove) {
     ForwardResult result;
     result.wantsDense = true;

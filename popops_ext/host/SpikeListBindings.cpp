@@ -23,6 +23,7 @@
 
 #include <pybind11/stl.h>
 
+#include "CompactList.hpp"
 #include "NumpyArgs.hpp"
 #include "SpikeCounts.hpp"
 #include "ThreadPool.hpp"
@@ -169,40 +170,6 @@ py::array spikeCountsGradAs(const IntArray &ids, const IntArray &counts, const p
   return std::move(out);
 }
 
-// Rows [first, last) of a [T, B, K] list copied compact, to their offsets
-// `start` in dst; with numIds > 0, also whether any listed id lies outside
-// [0, numIds). Returns the rows' spike total.
-// A row holds a handful of entries: a library memmove call per row cost more
-// than the copying (and took the cache misses of the rows, spread K apart, one
-// at a time); the loop, with the rows ahead prefetched, streams. The attribute
-// keeps GCC from turning the loop back into that call.
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-std::int64_t compactRows(const int32_t *id, const int32_t *c, std::size_t K,
-                         const std::size_t *start, std::size_t first, std::size_t last,
-                         unsigned numIds, int32_t *dst, bool &outside) {
-  constexpr std::size_t kAhead = 8;
-  // The largest id allowed (a negative id is a large unsigned one); none checked: all.
-  const unsigned maxId = numIds != 0 ? numIds - 1 : ~0u;
-  std::int64_t spikes = 0;
-  unsigned bad = 0;
-  for (std::size_t row = first; row < last; ++row) {
-    if (row + kAhead < last && c[2 * (row + kAhead) + 1] > 0)
-      __builtin_prefetch(id + (row + kAhead) * K);
-    const std::size_t n = std::size_t(c[2 * row + 1]);
-    const int32_t *src = id + row * K;
-    int32_t *to = dst + start[row];
-    for (std::size_t k = 0; k < n; ++k) {
-      to[k] = src[k];
-      bad |= unsigned(unsigned(src[k]) > maxId);
-    }
-    spikes += c[2 * row];
-  }
-  outside = bad != 0;
-  return spikes;
-}
-
 // The listed entries of a [T, B, K] list, every row's one after another (the
 // compact form of SpikeListView): O(entries), where a copy of the list is
 // O(T B K). The counts are checked, since they say what is read; with
@@ -221,40 +188,33 @@ py::tuple compactList(const IntArray &ids, const IntArray &counts, unsigned numI
   const std::size_t K = std::size_t(ids.shape(2));
   const int32_t *c = counts.data(), *id = ids.data();
   std::vector<std::size_t> start(rows + 1);
-  std::size_t total = 0;
-  for (std::size_t row = 0; row < rows; ++row) {
-    const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
-    if (countsOutside(spikes, listed, K)) {
-      if (numIds != 0) // an input list: the scan's error, which names the step and sample
-        checkWholeList(ids, counts, numIds, "input list");
-      throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
-                                  std::to_string(listed) + ") of row " + std::to_string(row) +
-                                  " are inconsistent or exceed capacity " + std::to_string(K));
+  std::int64_t spikeTotal = 0;
+  if (compactRowStarts(c, rows, K, start.data(), spikeTotal)) {
+    if (numIds != 0) // an input list: the scan's error, which names the step and sample
+      checkWholeList(ids, counts, numIds, "input list");
+    for (std::size_t row = 0; row < rows; ++row) {
+      const int32_t spikes = c[2 * row], listed = c[2 * row + 1];
+      if (countsOutside(spikes, listed, K))
+        throw std::invalid_argument("counts (" + std::to_string(spikes) + ", " +
+                                    std::to_string(listed) + ") of row " + std::to_string(row) +
+                                    " are inconsistent or exceed capacity " + std::to_string(K));
     }
-    start[row] = total;
-    total += std::size_t(listed);
   }
-  start[rows] = total;
-  IntArray out({py::ssize_t(total)});
+  IntArray out({py::ssize_t(start[rows])});
   int32_t *dst = out.mutable_data();
   const unsigned threads = rowThreads(rows, numThreads);
-  std::vector<std::int64_t> spikes(threads, 0);
   std::vector<unsigned char> bad(threads, 0);
   ThreadPool::instance().run(threads, [&](unsigned thread, unsigned team) {
     // rows shared by their listed entries (a layer's activity builds up over the steps)
     const auto share = costShare(rows, thread, team, [&](std::size_t row) {
       return start[row + 1] - start[row] + 1;
     });
-    bool outside = false;
-    spikes[thread] =
-        compactRows(id, c, K, start.data(), share.first, share.second, numIds, dst, outside);
-    bad[thread] = outside;
+    bad[thread] =
+        copyListedRows(id, c, K, share.first, share.second, start.data(), dst, numIds) != 0;
   });
-  if (std::find(bad.begin(), bad.end(), 1) != bad.end()) // names the first fault
+  // (numIds 0: the ids are not checked)
+  if (numIds != 0 && std::find(bad.begin(), bad.end(), 1) != bad.end()) // the first fault
     checkWholeList(ids, counts, numIds, "input list");
-  std::int64_t spikeTotal = 0;
-  for (const std::int64_t s : spikes)
-    spikeTotal += s;
   return py::make_tuple(std::move(out), spikeTotal);
 }
 

@@ -9,27 +9,16 @@
 #pragma once
 #include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "CompactList.hpp"
 #include "LayerViews.hpp"
 #include "RawVector.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
 
 namespace snn {
-
-// A private copy of an input list taken while StepLists repacks it: every
-// row's listed entries (spikes and eligible-only), compact (row r's at
-// ids[start[r]]), and whether any lies outside [0, numIds). The counts must be
-// checked before (they say what is read).
-struct ListCopy {
-  const std::size_t *start; // [rows + 1]
-  int32_t *ids;
-  unsigned numIds;
-  bool outside = false;
-};
 
 class StepLists {
 public:
@@ -38,7 +27,7 @@ public:
   // and each sample's end written as its row is copied: one pass over the
   // ids and no wait for the slowest thread between two passes, which would
   // cost more than the copies at low activity. With `copy`, the same pass
-  // takes that copy of every row (the row is read once for both).
+  // takes that copy of every run of rows (read from memory once for both).
   void build(const SpikeListView &in, unsigned steps, const SampleGroups &groups,
              unsigned numThreads, ListCopy *copy = nullptr) {
     const unsigned batch = groups.batch(), G = groups.count();
@@ -66,13 +55,14 @@ public:
       for (std::size_t t = share.first; t < share.second; ++t)
         for (unsigned g = 0; g < G; ++g) {
           int *out = ids_.data() + runStart_[t * G + g];
+          const std::size_t first = t * batch + groups.first(g);
+          const std::size_t last = t * batch + groups.end(g);
+          if (copy) // the rows then come from L1
+            bad |= copyListedRows(in.ids, in.counts, in.capacity, first, last, copy->start,
+                                  copy->ids, copy->numIds);
           unsigned end = 0;
-          for (std::size_t row = t * batch + groups.first(g); row < t * batch + groups.end(g);
-               ++row) {
-            if (copy)
-              bad |= copyListed(in, row, *copy);
+          for (std::size_t row = first; row < last; ++row)
             ends_[row] = end += copyRow(in, row, out + end, limit);
-          }
         }
       if (bad)
         outside.store(true, std::memory_order_relaxed);
@@ -112,25 +102,6 @@ private:
     if (k < n)
       std::memcpy(out + k, src + k, (n - k) * sizeof(int));
     return n;
-  }
-
-  // Row `row`'s listed entries into the copy; non-zero where one lies outside
-  // [0, numIds) (a negative id is a large unsigned one). Entry by entry: a row
-  // holds a handful, for which a library memmove call costs more than the copy
-  // (the attribute keeps GCC from turning the loop into that call).
-#if defined(__GNUC__) && !defined(__clang__)
-  __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-  static unsigned copyListed(const SpikeListView &in, std::size_t row, const ListCopy &copy) {
-    const int32_t *src = in.idsAt(row);
-    int32_t *to = copy.ids + copy.start[row];
-    const std::size_t n = copy.start[row + 1] - copy.start[row];
-    unsigned bad = 0;
-    for (std::size_t k = 0; k < n; ++k) {
-      to[k] = src[k];
-      bad |= unsigned(unsigned(src[k]) >= copy.numIds);
-    }
-    return bad;
   }
 
   SampleGroups groups_{0, 1};
