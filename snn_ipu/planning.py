@@ -377,7 +377,8 @@ class PlanReport:
         if not self.is_ipu and self.layers:
             lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
                          f"samples; tiles keep their weight block within "
-                         f"{_kib(self.budget)} (a core's L2, at least 2 MiB); data limit "
+                         f"{_kib(self.budget)} (a core's L2, at least 2 MiB; 4 MiB below an "
+                         f"L2 of 1 MiB); data limit "
                          f"{_kib(self.host_memory_budget)} (half of RAM), a training step "
                          f"of all layers needs {_kib(self.host_bytes_total)}")
         lines.extend(f"  {p}" for p in self.problems())

@@ -12,8 +12,11 @@ namespace {
 
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
-// The smallest footprint of a host tile (hostTarget).
+// A host tile's footprint (hostTarget): the L2, and no less than kMinTileBytes;
+// kSmallL2TileBytes where the L2 is below kSmallL2Bytes.
 constexpr std::uint64_t kMinTileBytes = 2 * MiB;
+constexpr std::uint64_t kSmallL2Bytes = 1 * MiB;
+constexpr std::uint64_t kSmallL2TileBytes = 4 * MiB;
 
 std::uint64_t detectL2Bytes() {
 #ifdef _SC_LEVEL2_CACHE_SIZE
@@ -73,15 +76,18 @@ Target hostTarget(unsigned threads) {
   t.kind = TargetKind::Host;
   t.name = "host";
   t.numTiles = 0;
-  // A work item's weight block (Planner.cpp's host plan): one core's L2, and
-  // no less than 2 MiB. Measured on the 2312-1466-1466 layers: with a 2 MB L2
-  // (Intel, AVX-512) this ran 1.2-1.5x faster than half of L2 and level with
-  // 1 MB, and 4 MB ran 1.06-1.15x slower; with a 512 KB L2 beside a large L3
-  // (AMD EPYC), tiles of 2 MB took 0.87-0.93 of the step that tiles of its L2
-  // took at 1-2% activity (level at 10%, 1.05x at 29%): narrow tiles pay each
-  // spike's row add for few neurons, and the rows stream from that L3 well
-  // enough.
-  t.bytesPerTile = std::max(detectL2Bytes(), kMinTileBytes);
+  // A work item's weight block (Planner.cpp's host plan). Measured on the
+  // 2312-1466-1466 layers: with a 2 MB L2 (Intel, AVX-512) blocks of the L2 ran
+  // 1.2-1.5x faster than half of it and level with 1 MB, and 4 MB ran 1.06-1.15x
+  // slower: there the blocks live in L2. With a 512 KB L2 beside a large L3 (AMD
+  // EPYC) no block worth its per-row work fits the L2, the rows stream from L3
+  // whatever the width, and wider tiles pay each spike's row add, and each row's
+  // fixed work, for more neurons: 2 MB took 0.87-0.93 of the step that tiles of
+  // the L2 took at 1-2% activity, and 4 MB another 0.96-0.99 at 1-10% (1.03x at
+  // 29%, where the lists and gradient blocks that grow with activity take the
+  // cache).
+  const std::uint64_t l2 = detectL2Bytes();
+  t.bytesPerTile = l2 < kSmallL2Bytes ? kSmallL2TileBytes : std::max(l2, kMinTileBytes);
   t.reservedBytesPerTile = 0;
   // Leave half of RAM to Python, PyTorch and the data pipeline.
   t.totalMemoryBytes = detectPhysicalBytes() / 2;
