@@ -283,6 +283,8 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
   const unsigned Bg = groups_.size(g), b0 = groups_.first(g);
   const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
   static const int noIds[1] = {0};
+  const bool bucketed =
+      needs_.weight && spikeBuckets_.segment(std::size_t(t) * groups_.count() + g, len).bucketed;
 
   for (unsigned lb = 0; lb < Bg; ++lb) {
     const unsigned b = b0 + lb; // in the batch; lb in the group
@@ -382,7 +384,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
 
     if (needs_.weight || needs_.bias) {
       WeightGradScatter scatter;
-      unsigned numIds = needs_.weight ? in_.input.spikesAt(row) : 0;
+      unsigned numIds = needs_.weight && !bucketed ? in_.input.spikesAt(row) : 0;
       scatter.ids.bind(in_.input.idsAt(row), numIds);
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);
@@ -406,6 +408,29 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       scatter.rowLength = len;
       shim::runWorkers(scatter);
     }
+  }
+  if (bucketed)
+    bucketWeightGrad(j, g, t);
+}
+
+// dL/dW of the step's input spikes, id after id: each listed id's row of the
+// tile's block takes the dL/dI rows of the samples that list it, in sample
+// order, in registers, so every element adds what WeightGradScatter would add
+// row by row, in the same order.
+template <typename WT>
+void LayerBackward<WT>::bucketWeightGrad(unsigned j, unsigned g, unsigned t) {
+  const unsigned len = layout_.rowLength(j);
+  const IdBuckets::Segment seg = spikeBuckets_.segment(std::size_t(t) * groups_.count() + g, len);
+  float *block = weightGrad_[g].block(j);
+  const float *currentGrad = currentGradAt(j, g, t, 0); // the group's rows, len apart
+  unsigned begin = 0;
+  for (unsigned k = 0; k < seg.numIds; ++k) {
+    if (k + 2 < seg.numIds)
+      snn::prefetchRow<1, 1>(block + std::size_t(unsigned(seg.ids[k + 2])) * len);
+    const unsigned n = seg.ends[k] - begin;
+    addRows<true>(block + std::size_t(unsigned(seg.ids[k])) * len, currentGrad,
+                  seg.entries + begin, &n, 1, len);
+    begin = seg.ends[k];
   }
 }
 
@@ -537,6 +562,16 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       const auto share = costShare(rows, thread, team, rowCost);
       copyTileRuns(share.first, share.second);
     });
+  }
+  if (const BucketPolicy policy = bucketPolicy();
+      needs_.weight && policy.enabled && layout_.maxRowLength() >= policy.minRowLength) {
+    const unsigned B = shape_.batch;
+    spikeBuckets_.build(
+        policy, std::size_t(T) * G, shape_.inFeatures, numThreads_, false,
+        [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
+        [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
+        [&](std::size_t row) { return in_.input.idsAt(row); },
+        [&](std::size_t row) { return in_.input.spikesAt(row); });
   }
   auto runUnit = [&](unsigned j, unsigned g) {
     prepareUnit(j, g);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "IdBuckets.hpp"
 #include "LayerViews.hpp"
 #include "RawVector.hpp"
 #include "TileLayout.hpp"
@@ -68,6 +69,9 @@ public:
                 const BackwardInputs &in, const WT *weight, const WT *recWeight,
                 const GradNeeds &needs, unsigned numThreads, unsigned sampleGroups = 1);
   void run(const BackwardOutputs &out);
+  // After run(): the (step, sample group) pieces whose dL/dW the tiles added id
+  // by id (IdBuckets.hpp).
+  std::size_t bucketedSteps() const { return spikeBuckets_.bucketedSegments(); }
 
 private:
   // One unit: tile j's neurons for group g's B samples.
@@ -104,6 +108,7 @@ private:
   float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
+  void bucketWeightGrad(unsigned j, unsigned g, unsigned t);
   static void sumGroups(std::vector<GradBlocks> &grads, unsigned j);
   // Tile j's dL/dW into the output matrix, its blocks then freed (once).
   void writeWeightGrad(unsigned j, const BackwardOutputs &out);
@@ -126,6 +131,9 @@ private:
   TileBlocks<WT> blocks_, recBlocks_;
   std::vector<GradBlocks> weightGrad_, recWeightGrad_; // [groups], each over the tiles
   std::vector<TileState> units_;                       // [groups x tiles]
+  // The input spikes of each (step, group), by id: dL/dW of a segment whose
+  // ids repeat across its samples is added bucket by bucket (bucketWeightGrad).
+  IdBuckets spikeBuckets_;
   std::vector<float> zeros_; // U[-1] and syn[-1]
   // Where each tile's run starts in each row of the output list, spike part
   // and eligible part: [rows x (numTiles + 1)] each (spiking layers of

@@ -161,6 +161,7 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
       py::gil_scoped_release release;
       layer.run(m, nullptr);
     }
+    result.bucketedSteps = std::int64_t(layer.bucketedSteps());
     if (copying && options.inputCopy->outside)
       nameInputFault(a);
     return result;
@@ -192,6 +193,7 @@ template <typename WT> ForwardResult forward(const LayerArgs &a, ForwardOptions 
   {
     py::gil_scoped_release release;
     layer.run(dm, ds);
+    result.bucketedSteps = std::int64_t(layer.bucketedSteps());
     if (!(copying && options.inputCopy->outside)) {
       if (withState)
         layer.finalState(fm, fs, fk);
@@ -371,8 +373,11 @@ BackwardResult backward(const LayerArgs &a, const BackwardInputs &in, const Grad
   add(needs.current, result.gradCurrent, {T, B, N}, out.gradCurrent, true);
   LayerBackward<WT> layer(s, a.neuron, *a.layout, in, a.weightData<WT>(), a.recWeightData<WT>(),
                           needs, a.threads, a.groups);
-  py::gil_scoped_release release;
-  layer.run(out);
+  {
+    py::gil_scoped_release release;
+    layer.run(out);
+  }
+  result.bucketedSteps = std::int64_t(layer.bucketedSteps());
   return result;
 }
 

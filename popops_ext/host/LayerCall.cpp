@@ -102,7 +102,8 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readonly("input_ids", &ForwardResult::inputIds)
       .def_readonly("input_counts", &ForwardResult::inputCounts)
       .def_readonly("input_spikes", &ForwardResult::inputSpikes)
-      .def_readonly("wants_dense", &ForwardResult::wantsDense);
+      .def_readonly("wants_dense", &ForwardResult::wantsDense)
+      .def_readonly("bucketed_steps", &ForwardResult::bucketedSteps);
 
   Class<BackwardResult>(m, "BackwardResult")
       .def_readonly("grad_in_values", &BackwardResult::gradInValues)
@@ -112,7 +113,8 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readonly("grad_beta", &BackwardResult::gradBeta)
       .def_readonly("grad_threshold", &BackwardResult::gradThreshold)
       .def_readonly("grad_alpha", &BackwardResult::gradAlpha)
-      .def_readonly("grad_current", &BackwardResult::gradCurrent);
+      .def_readonly("grad_current", &BackwardResult::gradCurrent)
+      .def_readonly("bucketed_steps", &BackwardResult::bucketedSteps);
 }
 
 } // namespace snn

@@ -111,11 +111,13 @@ struct ForwardResult {
   std::optional<IntArray> inputIds, inputCounts;
   std::int64_t inputSpikes = 0;
   bool wantsDense = false;
+  std::int64_t bucketedSteps = 0; // LayerForward::bucketedSteps
 };
 
 struct BackwardResult {
   std::optional<FloatArray> gradInValues, gradWeight, gradBias, gradRecWeight, gradBeta,
       gradThreshold, gradAlpha, gradCurrent;
+  std::int64_t bucketedSteps = 0; // LayerBackward::bucketedSteps
 };
 
 void registerLayerCallClasses(py::module_ &m);

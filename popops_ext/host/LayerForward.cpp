@@ -7,12 +7,14 @@
 
 #include <poplar/HalfFloat.hpp>
 
+#include "BucketRows.hpp"
 #include "NeuronUpdate.hpp"
 #include "SpikeListCombine.hpp"
 #include "SpikeMatmul.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
 #include "UnitSchedule.hpp"
+#include "plan/Target.hpp"
 
 namespace snn {
 
@@ -188,6 +190,12 @@ void LayerForward<WT>::stepUnit(unsigned j, unsigned g, unsigned t, float *dense
                   options_.inputCurrents + (rowOfStep + b) * options_.inputCurrentsStride +
                       first,
                   width * sizeof(float));
+  } else if (const IdBuckets::Segment seg =
+                 inputBuckets_.segment(std::size_t(t) * groups_.count() + g, len);
+             seg.bucketed) {
+    std::memset(s.currents.data(), 0, std::size_t(B) * len * sizeof(float));
+    addBucketRows(s.currents.data(), blocks_.block(j), seg.ids, seg.ends, seg.entries,
+                  seg.numIds, len);
   } else {
     SpikeMatmul<WT> mm;
     mm.ids.bind(inputLists_.ids(t, g), inputLists_.spikes(t, g));
@@ -296,6 +304,22 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
     inputLists_.build(input_, T, groups_, options_.numThreads, options_.inputCopy);
     if (options_.inputCopy && options_.inputCopy->outside)
       return;
+    // Each sample keeps its sums in registers while a walk of its rows reads
+    // them; a walk of the buckets reads and writes the sums once an entry, which
+    // pays only where the rows would come from L3: a block well beyond the L2.
+    const BucketPolicy policy = bucketPolicy();
+    const std::uint64_t blockBytes =
+        std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT);
+    if (policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
+        (policy.forced || blockBytes > 2 * plan::hostL2Bytes())) {
+      const unsigned B = shape_.batch;
+      inputBuckets_.build(
+          policy, std::size_t(T) * G, shape_.inFeatures, options_.numThreads, true,
+          [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
+          [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
+          [&](std::size_t row) { return input_.idsAt(row); },
+          [&](std::size_t row) { return input_.spikesAt(row); });
+    }
   }
   auto runUnit = [&](unsigned j, unsigned g) {
     prepareUnit(j, g);

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "IdBuckets.hpp"
 #include "LayerViews.hpp"
 #include "MemoryBudget.hpp"
 #include "StepLists.hpp"
@@ -113,6 +114,9 @@ public:
                      int32_t *droppedCounts) const;
 
   const ForwardStats &stats() const { return stats_; }
+  // After run(): the (step, sample group) pieces whose input spikes the tiles
+  // added id by id (IdBuckets.hpp).
+  std::size_t bucketedSteps() const { return inputBuckets_.bucketedSegments(); }
 
   // After run(): the state after the last step, [B x out] each (synaptic and
   // spikes may be null; a readout has no spikes).
@@ -154,6 +158,9 @@ private:
   const TileLayout &layout_;
   SpikeListView input_;
   StepLists inputLists_; // input_ repacked for SpikeMatmul, by run()
+  // The input spikes of each (step, group) by id: a segment whose ids repeat
+  // across its samples adds each id's row to all of them at once.
+  IdBuckets inputBuckets_;
   const WT *weight_;
   const WT *recWeight_;
   ForwardOptions options_;

@@ -37,6 +37,11 @@ std::uint64_t detectPhysicalBytes() {
 
 } // namespace
 
+std::uint64_t hostL2Bytes() {
+  static const std::uint64_t bytes = detectL2Bytes();
+  return bytes;
+}
+
 Target ipu2Target() {
   Target t;
   t.kind = TargetKind::Ipu2;
@@ -86,7 +91,7 @@ Target hostTarget(unsigned threads) {
   // the L2 took at 1-2% activity, and 4 MB another 0.96-0.99 at 1-10% (1.03x at
   // 29%, where the lists and gradient blocks that grow with activity take the
   // cache).
-  const std::uint64_t l2 = detectL2Bytes();
+  const std::uint64_t l2 = hostL2Bytes();
   t.bytesPerTile = l2 < kSmallL2Bytes ? kSmallL2TileBytes : std::max(l2, kMinTileBytes);
   t.reservedBytesPerTile = 0;
   // Leave half of RAM to Python, PyTorch and the data pipeline.

@@ -45,6 +45,9 @@ struct Target {
   }
 };
 
+// The host's L2 per core (2 MiB where the system does not say).
+std::uint64_t hostL2Bytes();
+
 // Mk2 GC200: 1472 tiles x 624 KiB, 6 workers, 1.33 GHz.
 Target ipu2Target();
 // The host CPU with `threads` worker threads (0: all hardware threads).

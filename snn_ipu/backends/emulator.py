@@ -271,6 +271,7 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     paths = record.paths
     paths["input_grad_path"] = _PATHS[want_in, dense_in]
     paths["weight_grad_path"] = _PATHS[want_w, dense_w]
+    paths["weight_grad_bucketed_steps"] = res.bucketed_steps
     return res, grad_in, grad_w
 
 
@@ -424,7 +425,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         record.eligible_listed = res.eligible_listed
         record.paths.update(path="sparse" if dense_x is None else "dense",
                             tiles=len(split.tile_starts) - 1,
-                            sample_groups=split.sample_groups, plan_target=cfg.plan_target)
+                            sample_groups=split.sample_groups, plan_target=cfg.plan_target,
+                            bucketed_steps=res.bucketed_steps)
         dense_membrane = _tensor(res.dense_membrane)
         record.membrane = dense_membrane if cfg.record_membrane else None
         if cfg.return_state:
@@ -484,7 +486,8 @@ class _ReadoutFn(torch.autograd.Function):
         ctx.cfg, ctx.split, ctx.record = cfg, split, record
         params = LayerParams(weight, bias, None, beta, None, None)
         res, dense_x = _forward(cfg, ctx, in_ids, in_counts, params, initial, False, cache)
-        record.paths["path"] = "sparse" if dense_x is None else "dense"
+        record.paths.update(path="sparse" if dense_x is None else "dense",
+                            bucketed_steps=res.bucketed_steps)
         membrane = torch.from_numpy(res.membrane)
         record.membrane = membrane.detach() if cfg.record_membrane else None
         if cfg.return_state:
