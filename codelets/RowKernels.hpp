@@ -163,69 +163,12 @@ inline void scatterRows(float *__restrict rows, const float *__restrict g,
       rows[(unsigned long)(unsigned)ids[k] * rowStride + c] += g[c];
 }
 
-// sum_n row[n] * g[n] with four independent vector accumulators (for
-// instruction-level parallelism) reduced in a fixed order.
-template <typename WT>
-inline float rowDot(const WT *__restrict row, const float *__restrict g, unsigned rowLength) {
-  f32x8 a[4] = {};
-  unsigned c = 0;
-  for (; c + 32 <= rowLength; c += 32) {
-#pragma GCC unroll 4
-    for (unsigned v = 0; v < 4; ++v)
-      a[v] += load8(row + c + 8 * v) * load8(g + c + 8 * v);
-  }
-  for (; c + 8 <= rowLength; c += 8)
-    a[0] += load8(row + c) * load8(g + c);
-  const f32x8 s = (a[0] + a[1]) + (a[2] + a[3]);
-  float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; c < rowLength; ++c)
-    sum += float(row[c]) * g[c];
-  return sum;
-}
-
 // r[k] = the start of listed row ids[k], k < R.
 template <unsigned R, typename WT>
 inline void listedRows(const WT *rows, const int *ids, unsigned rowLength, const WT **r) {
 #pragma GCC unroll 8
   for (unsigned k = 0; k < R; ++k)
     r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
-}
-
-// out[r] = sum_n rows[ids[r]][n] * g[n] for four listed rows at once: each
-// load of g serves four rows, and two accumulators per row (even and odd
-// vectors) keep eight independent chains in flight. (Prefetching the next
-// rows here measured slower: whole rows are long, and four are read at once.)
-template <typename WT>
-inline void rowDot4(const WT *__restrict rows, const int *__restrict ids,
-                    const float *__restrict g, unsigned rowLength, float *__restrict out) {
-  const WT *r[4];
-  listedRows<4>(rows, ids, rowLength, r);
-
-  f32x8 even[4] = {}, odd[4] = {};
-  unsigned c = 0;
-  for (; c + 16 <= rowLength; c += 16) {
-    const f32x8 g0 = load8(g + c), g1 = load8(g + c + 8);
-#pragma GCC unroll 4
-    for (unsigned k = 0; k < 4; ++k) {
-      even[k] += load8(r[k] + c) * g0;
-      odd[k] += load8(r[k] + c + 8) * g1;
-    }
-  }
-  if (c + 8 <= rowLength) {
-    const f32x8 g0 = load8(g + c);
-#pragma GCC unroll 4
-    for (unsigned k = 0; k < 4; ++k)
-      even[k] += load8(r[k] + c) * g0;
-    c += 8;
-  }
-#pragma GCC unroll 4
-  for (unsigned k = 0; k < 4; ++k) {
-    const f32x8 s = even[k] + odd[k];
-    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (unsigned n = c; n < rowLength; ++n)
-      sum += float(r[k][n]) * g[n];
-    out[k] = sum;
-  }
 }
 
 // {sum of a[k]'s lanes} for k = 0..7, as one vector: on the host a transpose
@@ -248,8 +191,9 @@ inline f32x8 laneSums8(const f32x8 *a) {
 #endif
 }
 
-// rowDot4 for eight listed rows: one accumulator per row (eight independent
-// chains), each load of g serving eight rows, and one transposing reduction.
+// out[k] = sum_n rows[ids[k]][n] * g[n] for eight listed rows: one
+// accumulator a row (eight independent chains), each load of g serving eight
+// rows, and one transposing reduction.
 template <typename WT>
 inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
                     const float *__restrict g, unsigned rowLength, float *__restrict out) {
@@ -273,21 +217,58 @@ inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
   }
 }
 
-// rowDot of n listed rows into out[0, n): eight rows at a time, then four, then
-// one. The three associate a row's products differently (one accumulator per
-// row; even and odd vectors; four accumulators), so a row's sum depends, in its
-// last bits, on whether its entry falls in a group of eight, four or one: fixed
-// for a given list, but not the same for an entry at another position.
+// The sum of a's lanes, in laneSums8's order.
+inline float laneSum(const f32x8 a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+// rowDot8 for R < 8 listed rows: the same accumulator a row, chunks and
+// reduction.
+template <unsigned R, typename WT>
+inline void rowDotsFew(const WT *__restrict rows, const int *__restrict ids,
+                       const float *__restrict g, unsigned rowLength, float *__restrict out) {
+  const WT *r[R];
+  listedRows<R>(rows, ids, rowLength, r);
+  f32x8 a[R] = {};
+  unsigned c = 0;
+  for (; c + 8 <= rowLength; c += 8) {
+    const f32x8 gv = load8(g + c);
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      a[k] += load8(r[k] + c) * gv;
+  }
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k) {
+    float sum = laneSum(a[k]);
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(r[k][n]) * g[n];
+    out[k] = sum;
+  }
+}
+
+// out[k] = sum_n rows[ids[k]][n] * g[n] for the n listed rows: eight at a time,
+// then four, two and one. Every entry's sum has one arithmetic (one
+// accumulator, the 8-float vectors in order, the lanes reduced
+// ((0+1)+(2+3))+((4+5)+(6+7)), the scalar tail last), so it depends only on
+// its weight row and g, not on where the entry falls in its list: a list cut
+// into ranges (InputSpikeGradRange) and the host's walk of a step's entries
+// id by id (IdBuckets.hpp) give the same sums.
 template <typename WT>
 inline void rowDots(const WT *rows, const int *ids, const float *g, unsigned rowLength,
                     float *out, unsigned n) {
   unsigned k = 0;
   for (; k + 8 <= n; k += 8)
     rowDot8(rows, ids + k, g, rowLength, out + k);
-  for (; k + 4 <= n; k += 4)
-    rowDot4(rows, ids + k, g, rowLength, out + k);
-  for (; k < n; ++k)
-    out[k] = rowDot(rows + (unsigned long)(unsigned)ids[k] * rowLength, g, rowLength);
+  if (k + 4 <= n) {
+    rowDotsFew<4>(rows, ids + k, g, rowLength, out + k);
+    k += 4;
+  }
+  if (k + 2 <= n) {
+    rowDotsFew<2>(rows, ids + k, g, rowLength, out + k);
+    k += 2;
+  }
+  if (k < n)
+    rowDotsFew<1>(rows, ids + k, g, rowLength, out + k);
 }
 
 } // namespace snn

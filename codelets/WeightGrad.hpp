@@ -42,9 +42,8 @@ public:
 // InputSpikeGrad over the entries [first, first + partials.size()) of a list of
 // *numIds entries: the IPU graph splits a sample's list into such ranges, one
 // worker each, where a tile has fewer samples than workers. The entries are
-// independent (each its own dot product), but rowDots groups them from the
-// range's start: an entry's sum can differ in its last bits from the whole
-// list's where the range moves it into another group (RowKernels.hpp).
+// independent (each its own dot product, whose arithmetic does not depend on
+// the group rowDots puts it in), so the ranges give the whole list's sums.
 template <typename WT> class InputSpikeGradRange : public poplar::Vertex {
 public:
   poplar::Input<poplar::Vector<int>> ids; // the range's entries

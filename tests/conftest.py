@@ -13,6 +13,25 @@ def backend(request):
     return request.param
 
 
+def host_l2_bytes():
+    """The L2 per core as the native planner reads it (2 MiB where the system does not
+    say); None where it cannot be read here."""
+    import shutil
+    import subprocess
+
+    # (Python's os.sysconf does not know the name on every build; getconf asks the
+    # same libc call)
+    getconf = shutil.which("getconf")
+    if getconf is None:
+        return None
+    out = subprocess.run([getconf, "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
+    try:
+        l2 = int(out.stdout.strip()) if out.returncode == 0 else 0
+    except ValueError:  # "undefined", or nothing
+        l2 = 0
+    return l2 if l2 > 0 else 2 * 2**20
+
+
 def binary(shape, p, seed):
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(shape, generator=g) < p).float()

@@ -2,7 +2,8 @@
 
 Where a step's input ids repeat across its samples, the host executor adds each id's
 weight row to every sample that lists it at once (the forward's currents, on blocks
-beyond the L2) and each id's dL/dW row takes every such sample's dL/dI at once,
+beyond the L2), each id's dL/dW row takes every such sample's dL/dI at once, and each
+id's weight row is dotted with the dL/dI of every sample that lists it at once (dL/dx),
 instead of walking sample by sample. Both walks add the same numbers in the same
 order, so the results are the same bit for bit; and the reference's, within float
 tolerance. SNN_IPU_ID_BUCKETS=always|never forces either walk on any host.
@@ -20,12 +21,15 @@ from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SynapticLayer
 from snn_ipu.backends import emulator
 from snn_ipu.backends.work_split import WorkSplit
 
-T, B, IN, N = 8, 6, 40, 24
+T, B, IN, N = 16, 6, 40, 24
 SPLITS = [(1, 1), (2, 1), (1, 3), (3, 2)]  # (tiles, sample groups)
 
 
 @pytest.fixture
 def force_split(monkeypatch):
+    # the row kernels for dL/dx and dL/dW, however busy the input (not the GEMMs)
+    monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (2.0, 2.0))
+
     def force(num_tiles, groups):
         starts = np.linspace(0, N, num_tiles + 1).astype(np.int32)
         monkeypatch.setattr(emulator, "_plan",
@@ -104,7 +108,9 @@ def test_both_walks_give_the_same_bits(monkeypatch, force_split, tiles, groups, 
         assert stats_by_id["sample_groups"] == groups
     assert stats_by_id["bucketed_steps"] == T * groups
     assert stats_by_id["weight_grad_bucketed_steps"] == T * groups
+    assert stats_by_id["input_grad_bucketed_steps"] == T
     assert stats_by_row["bucketed_steps"] == stats_by_row["weight_grad_bucketed_steps"] == 0
+    assert stats_by_row["input_grad_bucketed_steps"] == 0
 
     assert torch.equal(by_id, by_row)
     assert grads_by_id.keys() == grads_by_row.keys() == expect_grads.keys()
@@ -145,27 +151,34 @@ def test_a_step_with_a_descending_row_keeps_the_row_walk(monkeypatch):
 def test_auto_walks_by_ids_where_they_repeat(monkeypatch):
     """dL/dW by default: by ids where a step's entries are at least twice its distinct
     ids (and the call's steps list as many entries as there are ids, on average), on
-    tiles of rows of 64 floats or more; row by row otherwise."""
+    tiles of rows of 64 floats or more whose block is beyond the L2; row by row
+    otherwise."""
+    l2 = conftest.host_l2_bytes()
+    if l2 is None:
+        pytest.skip("no getconf to read the L2's size with")
     monkeypatch.delenv("SNN_IPU_ID_BUCKETS", raising=False)
     monkeypatch.setattr(emulator, "_plan", lambda cfg, spikes, weight: WorkSplit(
         np.array([0, cfg.out_features], dtype=np.int32), 1))
-    torch.manual_seed(0)
-    layer = LIFLayer(IN, 64, grad_window=0.3, backend="emulator")
-    busy = conftest.binary((T, 16, IN), 0.5, 0)  # ~8 samples per id and step
-    layer(busy).to_dense().sum().backward()
-    assert layer.stats["weight_grad_bucketed_steps"] == T
+    monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (2.0, 2.0))
+    wide = l2 // (64 * 4) + 64  # a block of 64-float rows beyond the L2
+
+    def bucketed(n_in, n_out, x):
+        torch.manual_seed(0)
+        layer = LIFLayer(n_in, n_out, grad_window=0.3, backend="emulator")
+        layer(x).to_dense().sum().backward()
+        return layer.stats["weight_grad_bucketed_steps"]
+
+    busy = conftest.binary((T, 16, wide), 0.5, 0)  # ~8 samples per id and step
+    assert bucketed(wide, 64, busy) == T
+    assert bucketed(wide, 16, busy) == 0  # rows of 16 floats
+    assert bucketed(IN, 64, busy[..., :IN]) == 0  # a block in the L2
 
     # as many entries a step as ids, but every id in one sample
-    once = torch.zeros(T, 8, IN)
+    once = torch.zeros(T, 8, wide)
     for t in range(T):
-        once[t, torch.arange(IN) % 8, torch.randperm(IN)] = 1.0
-    assert torch.equal(once.sum(1), torch.ones(T, IN))
-    layer(once).to_dense().sum().backward()
-    assert layer.stats["weight_grad_bucketed_steps"] == 0
-
-    narrow = LIFLayer(IN, 16, grad_window=0.3, backend="emulator")  # rows of 16 floats
-    narrow(busy).to_dense().sum().backward()
-    assert narrow.stats["weight_grad_bucketed_steps"] == 0
+        once[t, torch.arange(wide) % 8, torch.randperm(wide)] = 1.0
+    assert torch.equal(once.sum(1), torch.ones(T, wide))
+    assert bucketed(wide, 64, once) == 0
 
 
 def test_an_unknown_setting_is_named(monkeypatch):

@@ -8,6 +8,7 @@ taken from the planner's output.
 import dataclasses
 import math
 
+import conftest
 import numpy as np
 import pytest
 import torch
@@ -177,20 +178,9 @@ def test_host_tile_budget_follows_the_l2():
     """The host's tile budget: one core's L2 as sysconf reports it, no less than 2 MiB,
     and 4 MiB where that L2 is below 1 MiB (narrower tiles ran slower where the L2 is
     small: docs/performance.md, rounds 24 and 25)."""
-    import shutil
-    import subprocess
-
-    # (Python's os.sysconf does not know the name on every build; getconf asks the
-    # same libc call)
-    getconf = shutil.which("getconf")
-    if getconf is None:
+    l2 = conftest.host_l2_bytes()
+    if l2 is None:
         pytest.skip("no getconf to read the L2's size with")
-    out = subprocess.run([getconf, "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
-    try:
-        l2 = int(out.stdout.strip()) if out.returncode == 0 else 0
-    except ValueError:  # "undefined", or nothing
-        l2 = 0
-    l2 = l2 if l2 > 0 else 2 * 2**20  # unknown: taken as 2 MiB
     budget = _C.plan_layer(100, 64, 8, 10, False, 0, 0, 0, 0.05, 4, "host", 2)["bytes_budget"]
     assert budget == (4 * 2**20 if l2 < 2**20 else max(l2, 2 * 2**20))
 

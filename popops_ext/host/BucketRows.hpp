@@ -1,7 +1,7 @@
-// The host's kernel for a step's input walked id by id (IdBuckets.hpp): each
-// weight row read once and added to the currents of every sample that lists
-// it. Host only: an IPU tile's block is in its own memory, where a walk of the
-// samples' rows (SpikeMatmul) reads nothing twice from far away.
+// The host's kernels for a step's input walked id by id (IdBuckets.hpp): each
+// weight row read once for every sample that lists it. Host only: an IPU
+// tile's block is in its own memory, where a walk of the samples' rows
+// (SpikeMatmul, InputSpikeGrad) reads nothing twice from far away.
 #pragma once
 #include "RowKernels.hpp"
 
@@ -53,6 +53,62 @@ inline void addBucketRows(float *__restrict acc, const WT *__restrict rows,
       for (; e < ends[k]; ++e)
         acc[(unsigned long)(unsigned)entries[e] * rowLength + c] += w;
     }
+  }
+}
+
+
+// out[k] = sum_n row[n] * g[k][n]: one weight row against R dL/dI rows, each
+// sum with rowDots' arithmetic (the same sum as rowDots' for that row and g).
+template <unsigned R, typename WT>
+inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsigned rowLength,
+                         float *__restrict out) {
+  f32x8 a[R] = {};
+  unsigned c = 0;
+  for (; c + 8 <= rowLength; c += 8) {
+    const f32x8 w = load8(row + c);
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      a[k] += w * load8(g[k] + c);
+  }
+  float sums[R];
+  if constexpr (R == 8) {
+    const f32x8 s = laneSums8(a);
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      sums[k] = s[k];
+  } else {
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      sums[k] = laneSum(a[k]);
+  }
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k) {
+    float sum = sums[k];
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(row[n]) * g[k][n];
+    out[k] = sum;
+  }
+}
+
+// out[k] = sum_n w[k][n] * g[k][n] for R (weight row, dL/dI row) pairs, with
+// rowDots' arithmetic. Four pairs hold eight row pointers in registers: two
+// loads a multiply-add, so the loads, not the four chains, set the pace.
+template <unsigned R, typename WT>
+inline void rowDotsOfPairs(const WT *const *w, const float *const *g, unsigned rowLength,
+                           float *__restrict out) {
+  f32x8 a[R] = {};
+  unsigned c = 0;
+  for (; c + 8 <= rowLength; c += 8) {
+#pragma GCC unroll 4
+    for (unsigned k = 0; k < R; ++k)
+      a[k] += load8(w[k] + c) * load8(g[k] + c);
+  }
+#pragma GCC unroll 4
+  for (unsigned k = 0; k < R; ++k) {
+    float sum = laneSum(a[k]);
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(w[k][n]) * g[k][n];
+    out[k] = sum;
   }
 }
 

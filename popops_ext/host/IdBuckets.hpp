@@ -25,6 +25,7 @@
 #include "RawVector.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
+#include "plan/Target.hpp"
 
 namespace snn {
 
@@ -33,7 +34,8 @@ namespace snn {
 // more), on tiles of rows at least 64 floats long (a readout's rows of a few
 // neurons are cheap to read again, and a walk of the rows keeps each sample's
 // sums in registers where a walk of the buckets reads and writes them once an
-// entry). Nor is a call's list looked at where its segments list fewer
+// entry) whose block is beyond the L2 (beyondL2). Nor is a call's list
+// looked at where its segments list fewer
 // entries than their id range on average: random ids would then repeat 1.6
 // times a step at most, and sorting them would cost the call more than it
 // could buy. The environment's SNN_IPU_ID_BUCKETS=always|never|auto
@@ -43,8 +45,21 @@ struct BucketPolicy {
   bool enabled = true;
   bool forced = false; // always: every segment with an entry, any tile
   double minReuse = 2;
+  // dL/dx's walk shares a weight row's loads among eight dL/dI rows; an id's
+  // last few entries go in (weight row, dL/dI row) pairs that load both, so it
+  // needs more entries an id to pay (measured: 3.3 did not, 6 did).
+  double minInputGradReuse = 4;
   double minFill = 1;
   unsigned minRowLength = 64;
+
+  // Whether a tile's block of blockBytes is over `times` the L2. The walk by
+  // ids saves reads of rows from L3, so it pays only where the rows would come
+  // from there: dL/dW beyond the L2; the forward and dL/dx, whose row walks
+  // keep each sample's sums in registers where the walk by ids reads and
+  // writes them once an entry, beyond twice the L2.
+  bool beyondL2(std::uint64_t blockBytes, unsigned times) const {
+    return forced || blockBytes > times * plan::hostL2Bytes();
+  }
 };
 
 inline BucketPolicy bucketPolicy() {
@@ -57,6 +72,7 @@ inline BucketPolicy bucketPolicy() {
   } else if (std::strcmp(mode, "always") == 0) {
     p.forced = true;
     p.minReuse = 0;
+    p.minInputGradReuse = 0;
     p.minFill = 0;
     p.minRowLength = 0;
   } else {
@@ -74,17 +90,19 @@ public:
     const int32_t *ids;     // [numIds]: the buckets' ids, ascending
     const unsigned *ends;   // [numIds]: bucket k's entries end at ends[k]
     const int32_t *entries; // each entry's row within the segment, bucket after bucket
+    const uint32_t *positions; // each entry's place in its row's list (withPositions)
   };
 
   // Segment s covers rows [firstRow(s), firstRow(s) + rowsOf(s)) of a list;
   // count(row) is how many of row's entries take part, ids(row) where they are
-  // (each below numIdValues).
+  // (each below numIdValues); a segment is bucketed where its entries are at
+  // least minReuse times its distinct ids. withPositions: keep each entry's
+  // place in its row's list too.
   template <typename FirstRow, typename RowsOf, typename Ids, typename Count>
-  void build(const BucketPolicy &policy, std::size_t numSegments, unsigned numIdValues,
-             unsigned numThreads, bool ascendingRows, FirstRow &&firstRow, RowsOf &&rowsOf,
-             Ids &&ids, Count &&count) {
+  void build(const BucketPolicy &policy, double minReuse, std::size_t numSegments,
+             unsigned numIdValues, unsigned numThreads, bool ascendingRows, bool withPositions,
+             FirstRow &&firstRow, RowsOf &&rowsOf, Ids &&ids, Count &&count) {
     minRowLength_ = policy.minRowLength;
-    const double minReuse = policy.minReuse;
     segStart_.assign(numSegments + 1, 0);
     for (std::size_t s = 0; s < numSegments; ++s) {
       std::size_t m = 0;
@@ -101,6 +119,7 @@ public:
     ids_.resize(total);
     ends_.resize(total);
     entries_.resize(total);
+    positions_.resize(withPositions ? total : 0);
     ThreadPool::instance().run(
         effectiveThreads(numThreads, numSegments), [&](unsigned thread, unsigned team) {
           // slot[id]: the id's bucket in the segment being built, -1 when none.
@@ -158,11 +177,14 @@ public:
                 ends[k] = running;
               }
               int32_t *entries = entries_.data() + at;
+              uint32_t *positions = withPositions ? positions_.data() + at : nullptr;
               for (unsigned r = 0; r < rows; ++r) {
                 const int32_t *list = ids(row0 + r);
                 for (unsigned k = 0, n = count(row0 + r); k < n; ++k) {
                   const unsigned e = fill[unsigned(slot[unsigned(list[k])])]++;
                   entries[e] = int32_t(r);
+                  if (positions)
+                    positions[e] = k;
                 }
               }
             }
@@ -181,9 +203,14 @@ public:
   // bucketed when nothing was built.
   Segment segment(std::size_t s, unsigned rowLength) const {
     if (segStart_.empty() || rowLength < minRowLength_ || !bucketed_[s])
-      return {false, 0, nullptr, nullptr, nullptr};
+      return {false, 0, nullptr, nullptr, nullptr, nullptr};
     const std::size_t at = segStart_[s];
-    return {true, numIds_[s], ids_.data() + at, ends_.data() + at, entries_.data() + at};
+    return {true,
+            numIds_[s],
+            ids_.data() + at,
+            ends_.data() + at,
+            entries_.data() + at,
+            positions_.empty() ? nullptr : positions_.data() + at};
   }
 
 private:
@@ -194,6 +221,7 @@ private:
   RawVector<int32_t> ids_;
   RawVector<unsigned> ends_;
   RawVector<int32_t> entries_;
+  RawVector<uint32_t> positions_;
 };
 
 } // namespace snn

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 
 #include <poplar/HalfFloat.hpp>
 
+#include "BucketRows.hpp"
 #include "Prefetch.hpp"
 #include "StateGrad.hpp"
 #include "ThreadPool.hpp"
@@ -435,13 +437,20 @@ void LayerBackward<WT>::bucketWeightGrad(unsigned j, unsigned g, unsigned t) {
 }
 
 // Tile-major over the thread's share of rows, so each tile's weight block is
-// read from cache rather than memory; each row's partials are added into
+// read from cache rather than memory; each entry's partials are added into
 // gradIn tile after tile, the same order as one PartialReduce over all tiles.
+// A step whose listed ids repeat across its samples (inputBuckets_) is walked
+// id by id (bucketInputGrad); every entry's dot product has the same
+// arithmetic either way (rowDots), so both walks give the same sums.
+namespace {
+// inputGrad shares whole steps out where each thread gets this many or more.
+constexpr unsigned kStepsPerThread = 4;
+} // namespace
+
 template <typename WT>
 void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *gradIn) {
-  const unsigned numTiles = layout_.numTiles(), B = shape_.batch;
+  const unsigned numTiles = layout_.numTiles(), B = shape_.batch, T = shape_.steps;
   const unsigned Kin = in_.input.capacity;
-  const std::size_t rows = std::size_t(shape_.steps) * B;
   std::vector<float> partials(Kin);
   InputSpikeGrad<WT> dot;
   dot.partials.bind(partials.data(), Kin);
@@ -456,16 +465,42 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
   std::uint64_t perEntry = 0;
   for (unsigned i = 0; i < numTiles; ++i)
     perEntry += layout_.rowLength(i) / 8 + 2;
-  const auto share = costShare(rows, thread, numThreads, [&](std::size_t row) {
+  auto rowCost = [&](std::size_t row) {
     return Kin / 8 + in_.input.listedAt(row) * perEntry + 4 * numTiles;
-  });
+  };
+  // Whole steps a thread where there are enough to go round (a bucketed step is
+  // walked whole), rows otherwise, so that a call of one step still uses every
+  // thread.
+  std::pair<std::size_t, std::size_t> share;
+  if (T >= kStepsPerThread * numThreads) {
+    share = costShare(T, thread, numThreads, [&](std::size_t t) {
+      std::uint64_t cost = 0;
+      for (std::size_t row = t * B; row < (t + 1) * B; ++row)
+        cost += rowCost(row);
+      return cost;
+    });
+    share = {share.first * B, share.second * B};
+  } else {
+    share = costShare(std::size_t(T) * B, thread, numThreads, rowCost);
+  }
   // The list padding must read 0 too; each thread clears its own rows.
   std::memset(gradIn + share.first * Kin, 0, (share.second - share.first) * Kin * sizeof(float));
+  std::vector<const float *> grads(B);
   for (unsigned i = 0; i < numTiles; ++i) {
     const unsigned len = layout_.rowLength(i);
     dot.weights.bind(blocks_.block(i), blocks_.blockSize(i));
     dot.rowLength = len;
     for (std::size_t row = share.first; row < share.second; ++row) {
+      const std::size_t t = row / B;
+      if (row == t * B && row + B <= share.second) {
+        if (const IdBuckets::Segment seg = inputBuckets_.segment(t, len); seg.bucketed) {
+          for (unsigned b = 0; b < B; ++b)
+            grads[b] = currentGradOfRow(i, row + b);
+          bucketInputGrad(seg, i, grads.data(), gradIn + row * Kin);
+          row += B - 1;
+          continue;
+        }
+      }
       if (row + kRowsAhead < share.second) {
         const std::size_t ahead = row + kRowsAhead;
         prefetchRun(in_.input.idsAt(ahead), 0, in_.input.listedAt(ahead));
@@ -483,6 +518,63 @@ void LayerBackward<WT>::inputGrad(unsigned thread, unsigned numThreads, float *g
       reduce.compute();
     }
   }
+}
+
+// One step's listed entries on tile i, id by id: each id's weight row, read
+// once, against the dL/dI rows (grads[b], sample b) of the entries that list
+// it, eight at a time; an id's last few entries join the next ids' in
+// (weight row, dL/dI row) pairs, four at a time, so that few entries an id
+// still keep several chains in flight. Each sum is added into its entry of
+// gradIn (the step's [B x Kin]).
+template <typename WT>
+void LayerBackward<WT>::bucketInputGrad(const IdBuckets::Segment &seg, unsigned i,
+                                        const float *const *grads, float *gradIn) {
+  const unsigned Kin = in_.input.capacity, len = layout_.rowLength(i);
+  const WT *block = blocks_.block(i);
+  const float *g[8];
+  float out[8];
+  float *at[8];
+  const WT *pairW[4];
+  const float *pairG[4];
+  float *pairAt[4];
+  unsigned pending = 0;
+  auto target = [&](unsigned e) {
+    return gradIn + std::size_t(seg.entries[e]) * Kin + seg.positions[e];
+  };
+  auto flushPairs = [&](auto r) {
+    constexpr unsigned R = decltype(r)::value;
+    rowDotsOfPairs<R>(pairW + pending - R, pairG + pending - R, len, out);
+    for (unsigned k = 0; k < R; ++k)
+      *pairAt[pending - R + k] += out[k];
+    pending -= R;
+  };
+  unsigned e = 0;
+  for (unsigned k = 0; k < seg.numIds; ++k) {
+    if (k + 2 < seg.numIds)
+      snn::prefetchRow<1, 0>(block + std::size_t(unsigned(seg.ids[k + 2])) * len);
+    const WT *row = block + std::size_t(unsigned(seg.ids[k])) * len;
+    const unsigned end = seg.ends[k];
+    for (; e + 8 <= end; e += 8) {
+      for (unsigned m = 0; m < 8; ++m) {
+        g[m] = grads[seg.entries[e + m]];
+        at[m] = target(e + m);
+      }
+      rowDotsOfRow<8>(row, g, len, out);
+      for (unsigned m = 0; m < 8; ++m)
+        *at[m] += out[m];
+    }
+    for (; e < end; ++e) {
+      pairW[pending] = row;
+      pairG[pending] = grads[seg.entries[e]];
+      pairAt[pending++] = target(e);
+      if (pending == 4)
+        flushPairs(std::integral_constant<unsigned, 4>{});
+    }
+  }
+  if (pending >= 2)
+    flushPairs(std::integral_constant<unsigned, 2>{});
+  if (pending == 1)
+    flushPairs(std::integral_constant<unsigned, 1>{});
 }
 
 // Group 0's block of tile j becomes the sum of all groups' blocks, added in
@@ -564,10 +656,13 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
     });
   }
   if (const BucketPolicy policy = bucketPolicy();
-      needs_.weight && policy.enabled && layout_.maxRowLength() >= policy.minRowLength) {
+      needs_.weight && policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
+      policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(float),
+                      1)) {
     const unsigned B = shape_.batch;
     spikeBuckets_.build(
-        policy, std::size_t(T) * G, shape_.inFeatures, numThreads_, false,
+        policy, policy.minReuse, std::size_t(T) * G, shape_.inFeatures, numThreads_, false,
+        false,
         [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
         [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
         [&](std::size_t row) { return in_.input.idsAt(row); },
@@ -616,8 +711,20 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
         });
   }
   if (needs_.input && in_.input.capacity > 0) {
-    const std::size_t rows = std::size_t(T) * shape_.batch;
-    const unsigned rowThreads = effectiveThreads(numThreads_, rows);
+    const unsigned B = shape_.batch;
+    const unsigned rowThreads = effectiveThreads(numThreads_, std::size_t(T) * B);
+    // (inputGrad walks by ids only where its threads take whole steps)
+    if (const BucketPolicy policy = bucketPolicy();
+        policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
+        policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT),
+                        2) &&
+        T >= kStepsPerThread * rowThreads) {
+      inputBuckets_.build(
+          policy, policy.minInputGradReuse, T, shape_.inFeatures, numThreads_, false, true,
+          [&](std::size_t t) { return t * B; }, [&](std::size_t) { return B; },
+          [&](std::size_t row) { return in_.input.idsAt(row); },
+          [&](std::size_t row) { return in_.input.listedAt(row); });
+    }
     pool.run(rowThreads,
              [&](unsigned thread, unsigned team) { inputGrad(thread, team, out.gradIn); });
   }

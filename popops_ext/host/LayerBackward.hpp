@@ -72,6 +72,8 @@ public:
   // After run(): the (step, sample group) pieces whose dL/dW the tiles added id
   // by id (IdBuckets.hpp).
   std::size_t bucketedSteps() const { return spikeBuckets_.bucketedSegments(); }
+  // After run(): the steps whose dL/d(input values) the tiles summed id by id.
+  std::size_t inputGradBucketedSteps() const { return inputBuckets_.bucketedSegments(); }
 
 private:
   // One unit: tile j's neurons for group g's B samples.
@@ -109,6 +111,8 @@ private:
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
   void bucketWeightGrad(unsigned j, unsigned g, unsigned t);
+  void bucketInputGrad(const IdBuckets::Segment &seg, unsigned i, const float *const *grads,
+                       float *gradIn);
   static void sumGroups(std::vector<GradBlocks> &grads, unsigned j);
   // Tile j's dL/dW into the output matrix, its blocks then freed (once).
   void writeWeightGrad(unsigned j, const BackwardOutputs &out);
@@ -134,6 +138,9 @@ private:
   // The input spikes of each (step, group), by id: dL/dW of a segment whose
   // ids repeat across its samples is added bucket by bucket (bucketWeightGrad).
   IdBuckets spikeBuckets_;
+  // The input list's listed entries of each step, by id: dL/dx of a step
+  // whose ids repeat across its samples is walked id by id (bucketInputGrad).
+  IdBuckets inputBuckets_;
   std::vector<float> zeros_; // U[-1] and syn[-1]
   // Where each tile's run starts in each row of the output list, spike part
   // and eligible part: [rows x (numTiles + 1)] each (spiking layers of

@@ -378,6 +378,7 @@ BackwardResult backward(const LayerArgs &a, const BackwardInputs &in, const Grad
     layer.run(out);
   }
   result.bucketedSteps = std::int64_t(layer.bucketedSteps());
+  result.inputGradBucketedSteps = std::int64_t(layer.inputGradBucketedSteps());
   return result;
 }
 

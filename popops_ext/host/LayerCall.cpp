@@ -114,7 +114,8 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readonly("grad_threshold", &BackwardResult::gradThreshold)
       .def_readonly("grad_alpha", &BackwardResult::gradAlpha)
       .def_readonly("grad_current", &BackwardResult::gradCurrent)
-      .def_readonly("bucketed_steps", &BackwardResult::bucketedSteps);
+      .def_readonly("bucketed_steps", &BackwardResult::bucketedSteps)
+      .def_readonly("input_grad_bucketed_steps", &BackwardResult::inputGradBucketedSteps);
 }
 
 } // namespace snn

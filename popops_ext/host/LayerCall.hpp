@@ -117,7 +117,8 @@ struct ForwardResult {
 struct BackwardResult {
   std::optional<FloatArray> gradInValues, gradWeight, gradBias, gradRecWeight, gradBeta,
       gradThreshold, gradAlpha, gradCurrent;
-  std::int64_t bucketedSteps = 0; // LayerBackward::bucketedSteps
+  std::int64_t bucketedSteps = 0;          // LayerBackward::bucketedSteps
+  std::int64_t inputGradBucketedSteps = 0; // LayerBackward::inputGradBucketedSteps
 };
 
 void registerLayerCallClasses(py::module_ &m);

@@ -14,7 +14,6 @@
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
 #include "UnitSchedule.hpp"
-#include "plan/Target.hpp"
 
 namespace snn {
 
@@ -304,17 +303,14 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
     inputLists_.build(input_, T, groups_, options_.numThreads, options_.inputCopy);
     if (options_.inputCopy && options_.inputCopy->outside)
       return;
-    // Each sample keeps its sums in registers while a walk of its rows reads
-    // them; a walk of the buckets reads and writes the sums once an entry, which
-    // pays only where the rows would come from L3: a block well beyond the L2.
     const BucketPolicy policy = bucketPolicy();
-    const std::uint64_t blockBytes =
-        std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT);
     if (policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
-        (policy.forced || blockBytes > 2 * plan::hostL2Bytes())) {
+        policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT),
+                        2)) {
       const unsigned B = shape_.batch;
       inputBuckets_.build(
-          policy, std::size_t(T) * G, shape_.inFeatures, options_.numThreads, true,
+          policy, policy.minReuse, std::size_t(T) * G, shape_.inFeatures, options_.numThreads,
+          true, false,
           [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
           [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
           [&](std::size_t row) { return input_.idsAt(row); },

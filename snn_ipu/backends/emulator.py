@@ -272,6 +272,7 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     paths["input_grad_path"] = _PATHS[want_in, dense_in]
     paths["weight_grad_path"] = _PATHS[want_w, dense_w]
     paths["weight_grad_bucketed_steps"] = res.bucketed_steps
+    paths["input_grad_bucketed_steps"] = res.input_grad_bucketed_steps
     return res, grad_in, grad_w
 
 
