@@ -42,6 +42,7 @@ import enum
 import functools
 import math
 import types
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -335,7 +336,9 @@ class StandinPoptorch(types.ModuleType):
             for name in ("SnnSpikingLayer", "SnnReadoutLayer")}
         self._phase: Optional[str] = None  # None | "trace" | "run"
         self._losses: List[torch.Tensor] = []
-        self._wrapped: set = set()
+        # The models wrapped for training, as PopTorch marks the model object itself:
+        # a set of ids would take a new model at a freed one's address for it.
+        self._wrapped: weakref.WeakSet = weakref.WeakSet()
 
     # ---- ops
     def isRunningOnIpu(self) -> bool:  # noqa: N802
@@ -446,7 +449,7 @@ class Executor:
                  training: bool, optimizer) -> None:
         if not isinstance(options, Options):
             raise TypeError("options must be a poptorch.Options")
-        if training and id(model) in poptorch._wrapped:
+        if training and model in poptorch._wrapped:
             raise Error("Model has already been wrapped in 'poptorch.trainingModel'. Call "
                         "model.destroy() on the model to unwrap before wrapping again.")
         self._poptorch = poptorch
@@ -462,7 +465,7 @@ class Executor:
         self._host_version_seen = -1
         self._attached = False  # compiling attaches (PopTorch 3.4's _poplar_executor.py)
         if training:
-            poptorch._wrapped.add(id(model))
+            poptorch._wrapped.add(model)
 
     @property
     def model(self) -> torch.nn.Module:
@@ -574,7 +577,7 @@ class Executor:
 
     def destroy(self) -> None:
         self._device_model = None
-        self._poptorch._wrapped.discard(id(self._user_model))
+        self._poptorch._wrapped.discard(self._user_model)
 
     def __call__(self, *args):
         if not self.isCompiled():
