@@ -191,42 +191,32 @@ inline f32x8 laneSums8(const f32x8 *a) {
 #endif
 }
 
-// out[k] = sum_n rows[ids[k]][n] * g[n] for eight listed rows: one
-// accumulator a row (eight independent chains), each load of g serving eight
-// rows, and one transposing reduction.
-template <typename WT>
-inline void rowDot8(const WT *__restrict rows, const int *__restrict ids,
-                    const float *__restrict g, unsigned rowLength, float *__restrict out) {
-  const WT *r[8];
-  listedRows<8>(rows, ids, rowLength, r);
-  f32x8 a[8] = {};
-  unsigned c = 0;
-  for (; c + 8 <= rowLength; c += 8) {
-    const f32x8 gv = load8(g + c);
-#pragma GCC unroll 8
-    for (unsigned k = 0; k < 8; ++k)
-      a[k] += load8(r[k] + c) * gv;
-  }
-  const f32x8 s = laneSums8(a);
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < 8; ++k) {
-    float sum = s[k];
-    for (unsigned n = c; n < rowLength; ++n)
-      sum += float(r[k][n]) * g[n];
-    out[k] = sum;
-  }
-}
-
 // The sum of a's lanes, in laneSums8's order.
 inline float laneSum(const f32x8 a) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-// rowDot8 for R < 8 listed rows: the same accumulator a row, chunks and
-// reduction.
+// sums[k] = the sum of a[k]'s lanes, k < R, in one order whatever R: eight at
+// once by laneSums8's transpose, fewer one by one.
+template <unsigned R> inline void laneSumsOf(const f32x8 *a, float *sums) {
+  if constexpr (R == 8) {
+    const f32x8 s = laneSums8(a);
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      sums[k] = s[k];
+  } else {
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      sums[k] = laneSum(a[k]);
+  }
+}
+
+// out[k] = sum_n rows[ids[k]][n] * g[n] for R <= 8 listed rows: one
+// accumulator a row (eight independent chains at R = 8), each load of g
+// serving R rows.
 template <unsigned R, typename WT>
-inline void rowDotsFew(const WT *__restrict rows, const int *__restrict ids,
-                       const float *__restrict g, unsigned rowLength, float *__restrict out) {
+inline void rowDotsOfList(const WT *__restrict rows, const int *__restrict ids,
+                          const float *__restrict g, unsigned rowLength, float *__restrict out) {
   const WT *r[R];
   listedRows<R>(rows, ids, rowLength, r);
   f32x8 a[R] = {};
@@ -237,9 +227,11 @@ inline void rowDotsFew(const WT *__restrict rows, const int *__restrict ids,
     for (unsigned k = 0; k < R; ++k)
       a[k] += load8(r[k] + c) * gv;
   }
+  float sums[R];
+  laneSumsOf<R>(a, sums);
 #pragma GCC unroll 8
   for (unsigned k = 0; k < R; ++k) {
-    float sum = laneSum(a[k]);
+    float sum = sums[k];
     for (unsigned n = c; n < rowLength; ++n)
       sum += float(r[k][n]) * g[n];
     out[k] = sum;
@@ -258,17 +250,17 @@ inline void rowDots(const WT *rows, const int *ids, const float *g, unsigned row
                     float *out, unsigned n) {
   unsigned k = 0;
   for (; k + 8 <= n; k += 8)
-    rowDot8(rows, ids + k, g, rowLength, out + k);
+    rowDotsOfList<8>(rows, ids + k, g, rowLength, out + k);
   if (k + 4 <= n) {
-    rowDotsFew<4>(rows, ids + k, g, rowLength, out + k);
+    rowDotsOfList<4>(rows, ids + k, g, rowLength, out + k);
     k += 4;
   }
   if (k + 2 <= n) {
-    rowDotsFew<2>(rows, ids + k, g, rowLength, out + k);
+    rowDotsOfList<2>(rows, ids + k, g, rowLength, out + k);
     k += 2;
   }
   if (k < n)
-    rowDotsFew<1>(rows, ids + k, g, rowLength, out + k);
+    rowDotsOfList<1>(rows, ids + k, g, rowLength, out + k);
 }
 
 } // namespace snn

@@ -56,9 +56,9 @@ inline void addBucketRows(float *__restrict acc, const WT *__restrict rows,
   }
 }
 
-
 // out[k] = sum_n row[n] * g[k][n]: one weight row against R dL/dI rows, each
-// sum with rowDots' arithmetic (the same sum as rowDots' for that row and g).
+// sum with rowDotsOfList's arithmetic (the same sum as rowDots' for that row
+// and g), each load of the row serving R dL/dI rows.
 template <unsigned R, typename WT>
 inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsigned rowLength,
                          float *__restrict out) {
@@ -71,16 +71,7 @@ inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsign
       a[k] += w * load8(g[k] + c);
   }
   float sums[R];
-  if constexpr (R == 8) {
-    const f32x8 s = laneSums8(a);
-#pragma GCC unroll 8
-    for (unsigned k = 0; k < R; ++k)
-      sums[k] = s[k];
-  } else {
-#pragma GCC unroll 8
-    for (unsigned k = 0; k < R; ++k)
-      sums[k] = laneSum(a[k]);
-  }
+  laneSumsOf<R>(a, sums);
 #pragma GCC unroll 8
   for (unsigned k = 0; k < R; ++k) {
     float sum = sums[k];
@@ -91,7 +82,7 @@ inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsign
 }
 
 // out[k] = sum_n w[k][n] * g[k][n] for R (weight row, dL/dI row) pairs, with
-// rowDots' arithmetic. Four pairs hold eight row pointers in registers: two
+// rowDotsOfList's arithmetic. Four pairs hold eight row pointers in registers: two
 // loads a multiply-add, so the loads, not the four chains, set the pace.
 template <unsigned R, typename WT>
 inline void rowDotsOfPairs(const WT *const *w, const float *const *g, unsigned rowLength,
@@ -103,9 +94,11 @@ inline void rowDotsOfPairs(const WT *const *w, const float *const *g, unsigned r
     for (unsigned k = 0; k < R; ++k)
       a[k] += load8(w[k] + c) * load8(g[k] + c);
   }
+  float sums[R];
+  laneSumsOf<R>(a, sums);
 #pragma GCC unroll 4
   for (unsigned k = 0; k < R; ++k) {
-    float sum = laneSum(a[k]);
+    float sum = sums[k];
     for (unsigned n = c; n < rowLength; ++n)
       sum += float(w[k][n]) * g[k][n];
     out[k] = sum;

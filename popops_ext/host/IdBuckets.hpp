@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "LayerViews.hpp"
 #include "RawVector.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
@@ -34,7 +35,7 @@ namespace snn {
 // more), on tiles of rows at least 64 floats long (a readout's rows of a few
 // neurons are cheap to read again, and a walk of the rows keeps each sample's
 // sums in registers where a walk of the buckets reads and writes them once an
-// entry) whose block is beyond the L2 (beyondL2). Nor is a call's list
+// entry) whose block is beyond the L2 (appliesTo). Nor is a call's list
 // looked at where its segments list fewer
 // entries than their id range on average: random ids would then repeat 1.6
 // times a step at most, and sorting them would cost the call more than it
@@ -52,13 +53,15 @@ struct BucketPolicy {
   double minFill = 1;
   unsigned minRowLength = 64;
 
-  // Whether a tile's block of blockBytes is over `times` the L2. The walk by
-  // ids saves reads of rows from L3, so it pays only where the rows would come
-  // from there: dL/dW beyond the L2; the forward and dL/dx, whose row walks
-  // keep each sample's sums in registers where the walk by ids reads and
-  // writes them once an entry, beyond twice the L2.
-  bool beyondL2(std::uint64_t blockBytes, unsigned times) const {
-    return forced || blockBytes > times * plan::hostL2Bytes();
+  // Whether a layer whose widest tile has rows of maxRowLength and a block of
+  // blockBytes may walk by ids: the walk saves reads of rows from L3, so it pays
+  // only where the rows would come from there, blocks over `l2Times` the L2
+  // (dL/dW: once; the forward and dL/dx, whose row walks keep each sample's
+  // sums in registers where the walk by ids reads and writes them once an
+  // entry: twice).
+  bool appliesTo(unsigned maxRowLength, std::uint64_t blockBytes, unsigned l2Times) const {
+    return enabled && maxRowLength >= minRowLength &&
+           (forced || blockBytes > l2Times * plan::hostL2Bytes());
   }
 };
 
@@ -85,12 +88,12 @@ inline BucketPolicy bucketPolicy() {
 class IdBuckets {
 public:
   struct Segment {
-    bool bucketed;
-    unsigned numIds;        // distinct ids (bucketed only)
-    const int32_t *ids;     // [numIds]: the buckets' ids, ascending
-    const unsigned *ends;   // [numIds]: bucket k's entries end at ends[k]
-    const int32_t *entries; // each entry's row within the segment, bucket after bucket
-    const uint32_t *positions; // each entry's place in its row's list (withPositions)
+    bool bucketed = false;
+    unsigned numIds = 0;                 // distinct ids (bucketed only)
+    const int32_t *ids = nullptr;        // [numIds]: the buckets' ids, ascending
+    const unsigned *ends = nullptr;      // [numIds]: bucket k's entries end at ends[k]
+    const int32_t *entries = nullptr;    // each entry's row in the segment, bucket after bucket
+    const uint32_t *positions = nullptr; // each entry's place in its row's list (withPositions)
   };
 
   // Segment s covers rows [firstRow(s), firstRow(s) + rowsOf(s)) of a list;
@@ -194,6 +197,20 @@ public:
         });
   }
 
+  // build() over a list's spikes, a segment per (step, sample group): segment
+  // t * groups.count() + g holds step t's rows of group g.
+  void buildSpikes(const BucketPolicy &policy, const SpikeListView &list, unsigned steps,
+                   const SampleGroups &groups, unsigned numIdValues, unsigned numThreads,
+                   bool ascendingRows) {
+    const unsigned B = groups.batch(), G = groups.count();
+    build(
+        policy, policy.minReuse, std::size_t(steps) * G, numIdValues, numThreads, ascendingRows,
+        false, [&](std::size_t s) { return (s / G) * B + groups.first(unsigned(s % G)); },
+        [&](std::size_t s) { return groups.size(unsigned(s % G)); },
+        [&](std::size_t row) { return list.idsAt(row); },
+        [&](std::size_t row) { return list.spikesAt(row); });
+  }
+
   // How many segments the last build bucketed.
   std::size_t bucketedSegments() const {
     return std::size_t(std::count(bucketed_.begin(), bucketed_.end(), uint8_t(1)));
@@ -203,7 +220,7 @@ public:
   // bucketed when nothing was built.
   Segment segment(std::size_t s, unsigned rowLength) const {
     if (segStart_.empty() || rowLength < minRowLength_ || !bucketed_[s])
-      return {false, 0, nullptr, nullptr, nullptr, nullptr};
+      return {};
     const std::size_t at = segStart_[s];
     return {true,
             numIds_[s],

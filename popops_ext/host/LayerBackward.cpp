@@ -285,8 +285,10 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
   const unsigned Bg = groups_.size(g), b0 = groups_.first(g);
   const unsigned len = layout_.rowLength(j), width = layout_.width(j), first = layout_.first(j);
   static const int noIds[1] = {0};
-  const bool bucketed =
-      needs_.weight && spikeBuckets_.segment(std::size_t(t) * groups_.count() + g, len).bucketed;
+  // The step's input spikes by id, where dL/dW walks them so.
+  const IdBuckets::Segment spikes =
+      needs_.weight ? spikeBuckets_.segment(std::size_t(t) * groups_.count() + g, len)
+                    : IdBuckets::Segment{};
 
   for (unsigned lb = 0; lb < Bg; ++lb) {
     const unsigned b = b0 + lb; // in the batch; lb in the group
@@ -386,7 +388,7 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
 
     if (needs_.weight || needs_.bias) {
       WeightGradScatter scatter;
-      unsigned numIds = needs_.weight && !bucketed ? in_.input.spikesAt(row) : 0;
+      unsigned numIds = needs_.weight && !spikes.bucketed ? in_.input.spikesAt(row) : 0;
       scatter.ids.bind(in_.input.idsAt(row), numIds);
       scatter.numIds.bind(&numIds);
       scatter.currentGrad.bind(currentGrad, len);
@@ -411,8 +413,8 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
       shim::runWorkers(scatter);
     }
   }
-  if (bucketed)
-    bucketWeightGrad(j, g, t);
+  if (spikes.bucketed)
+    bucketWeightGrad(j, g, t, spikes);
 }
 
 // dL/dW of the step's input spikes, id after id: each listed id's row of the
@@ -420,9 +422,9 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
 // order, in registers, so every element adds what WeightGradScatter would add
 // row by row, in the same order.
 template <typename WT>
-void LayerBackward<WT>::bucketWeightGrad(unsigned j, unsigned g, unsigned t) {
+void LayerBackward<WT>::bucketWeightGrad(unsigned j, unsigned g, unsigned t,
+                                         const IdBuckets::Segment &seg) {
   const unsigned len = layout_.rowLength(j);
-  const IdBuckets::Segment seg = spikeBuckets_.segment(std::size_t(t) * groups_.count() + g, len);
   float *block = weightGrad_[g].block(j);
   const float *currentGrad = currentGradAt(j, g, t, 0); // the group's rows, len apart
   unsigned begin = 0;
@@ -655,19 +657,12 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       copyTileRuns(share.first, share.second);
     });
   }
+  const unsigned rowLength = layout_.maxRowLength();
   if (const BucketPolicy policy = bucketPolicy();
-      needs_.weight && policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
-      policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(float),
-                      1)) {
-    const unsigned B = shape_.batch;
-    spikeBuckets_.build(
-        policy, policy.minReuse, std::size_t(T) * G, shape_.inFeatures, numThreads_, false,
-        false,
-        [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
-        [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
-        [&](std::size_t row) { return in_.input.idsAt(row); },
-        [&](std::size_t row) { return in_.input.spikesAt(row); });
-  }
+      needs_.weight &&
+      policy.appliesTo(rowLength, std::uint64_t(shape_.inFeatures) * rowLength * sizeof(float), 1))
+    spikeBuckets_.buildSpikes(policy, in_.input, T, groups_, shape_.inFeatures, numThreads_,
+                              false);
   auto runUnit = [&](unsigned j, unsigned g) {
     prepareUnit(j, g);
     for (unsigned t = T; t-- > 0;)
@@ -715,9 +710,8 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
     const unsigned rowThreads = effectiveThreads(numThreads_, std::size_t(T) * B);
     // (inputGrad walks by ids only where its threads take whole steps)
     if (const BucketPolicy policy = bucketPolicy();
-        policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
-        policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT),
-                        2) &&
+        policy.appliesTo(rowLength, std::uint64_t(shape_.inFeatures) * rowLength * sizeof(WT),
+                         2) &&
         T >= kStepsPerThread * rowThreads) {
       inputBuckets_.build(
           policy, policy.minInputGradReuse, T, shape_.inFeatures, numThreads_, false, true,

@@ -110,7 +110,7 @@ private:
   float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
-  void bucketWeightGrad(unsigned j, unsigned g, unsigned t);
+  void bucketWeightGrad(unsigned j, unsigned g, unsigned t, const IdBuckets::Segment &seg);
   void bucketInputGrad(const IdBuckets::Segment &seg, unsigned i, const float *const *grads,
                        float *gradIn);
   static void sumGroups(std::vector<GradBlocks> &grads, unsigned j);

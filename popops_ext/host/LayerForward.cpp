@@ -303,19 +303,11 @@ template <typename WT> void LayerForward<WT>::run(float *denseMembrane, float *d
     inputLists_.build(input_, T, groups_, options_.numThreads, options_.inputCopy);
     if (options_.inputCopy && options_.inputCopy->outside)
       return;
-    const BucketPolicy policy = bucketPolicy();
-    if (policy.enabled && layout_.maxRowLength() >= policy.minRowLength &&
-        policy.beyondL2(std::uint64_t(shape_.inFeatures) * layout_.maxRowLength() * sizeof(WT),
-                        2)) {
-      const unsigned B = shape_.batch;
-      inputBuckets_.build(
-          policy, policy.minReuse, std::size_t(T) * G, shape_.inFeatures, options_.numThreads,
-          true, false,
-          [&](std::size_t s) { return (s / G) * B + groups_.first(unsigned(s % G)); },
-          [&](std::size_t s) { return groups_.size(unsigned(s % G)); },
-          [&](std::size_t row) { return input_.idsAt(row); },
-          [&](std::size_t row) { return input_.spikesAt(row); });
-    }
+    const unsigned rowLength = layout_.maxRowLength();
+    if (const BucketPolicy policy = bucketPolicy();
+        policy.appliesTo(rowLength, std::uint64_t(shape_.inFeatures) * rowLength * sizeof(WT), 2))
+      inputBuckets_.buildSpikes(policy, input_, T, groups_, shape_.inFeatures,
+                                options_.numThreads, true);
   }
   auto runUnit = [&](unsigned j, unsigned g) {
     prepareUnit(j, g);
