@@ -68,3 +68,34 @@ def test_readme_says_which_ratios_are_not_paired(results):
     start = readme.index(table[-1])
     note = " ".join(readme[start:start + 600].split())
     assert "ratios of medians" in note or "ratio of the medians" in note, note
+
+
+def _quantile(ordered, p):
+    """statistics.quantiles' default (exclusive) method, by hand."""
+    n = len(ordered)
+    h = (n + 1) * p - 1
+    lo = min(max(int(h), 0), n - 1)
+    hi = min(lo + 1, n - 1)
+    return ordered[lo] + (h - int(h)) * (ordered[hi] - ordered[lo])
+
+
+def test_paired_speedups_show_the_quartiles_of_their_rounds(results):
+    """Each paired ratio of the table carries the first and third quartiles of the
+    per-round ratios it is the median of, recomputed here from the step times; a ratio
+    against a reused timing carries none."""
+    for result in results:
+        for row in summary.table_rows(result, ACTIVITIES):
+            res = row["results"]
+            best = summary.fastest_dense(row)
+            for ours in ("emulator_sparse", "emulator_exact"):
+                quartiles = summary.ratio_quartiles(row, ours, best)
+                if not res[best].get("timed", True):
+                    assert quartiles is None
+                    continue
+                ratios = sorted(b / a for a, b in zip(res[ours]["times_s"],
+                                                      res[best]["times_s"]))
+                assert quartiles == pytest.approx(
+                    (_quantile(ratios, 0.25), _quantile(ratios, 0.75)), rel=1e-12)
+                assert quartiles[0] <= row["speedup"][f"{ours}_vs_{best}"] <= quartiles[1]
+    table = _table_lines(summary.markdown_table(results, ACTIVITIES))
+    assert sum("[" in line for line in table) == sum("*" not in line for line in table)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from .configs import DENSE_BASELINES
 from .report import draw, fmt_ms, save_plot
@@ -78,9 +79,28 @@ def fastest_dense(row: dict) -> Optional[str]:
     return min(timed)[1] if timed else None
 
 
+def ratio_quartiles(row: dict, fast: str, base: Optional[str]) -> Optional[Tuple[float, float]]:
+    """The first and third quartiles of the per-round ratios behind a paired speed-up of
+    ``fast`` over ``base`` (the spread of a median the machine's load moves); None for a
+    ratio of medians (a reused timing) or fewer than two rounds."""
+    key = f"{fast}_vs_{base}"
+    if key not in row.get("speedup_paired", ()):
+        return None
+    res = row["results"]
+    ratios = [b / a for a, b in zip(res[fast]["times_s"], res[base]["times_s"])]
+    if len(ratios) < 2:
+        return None
+    q = statistics.quantiles(ratios, n=4)
+    return q[0], q[2]
+
+
 def _speedup(row: dict, fast: str, base: Optional[str]) -> str:
     value = row.get("speedup", {}).get(f"{fast}_vs_{base}")
-    return "-" if value is None else f"{value:.1f}x"
+    if value is None:
+        return "-"
+    quartiles = ratio_quartiles(row, fast, base)
+    spread = "" if quartiles is None else f" [{quartiles[0]:.1f}, {quartiles[1]:.1f}]"
+    return f"{value:.1f}x{spread}"
 
 
 def markdown_table(results: Sequence[dict], activities: Sequence[float]) -> str:
@@ -114,8 +134,8 @@ def caption(results: Sequence[dict]) -> str:
             f" ({configs}); activity = measured fraction of hidden neurons spiking per "
             "step (a trained network's own, on a batch of its test set); `*` = dense timing "
             "reused from the nearest timed activity; speed-ups "
-            "are medians of per-round ratios of steps timed side by side (ratios of "
-            "medians against a reused timing).")
+            "are medians [first, third quartiles] of per-round ratios of steps timed side by "
+            "side (ratios of medians, without quartiles, against a reused timing).")
 
 
 def entries_table(results: Sequence[dict], activities: Sequence[float]) -> str:
