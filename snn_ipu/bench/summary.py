@@ -81,8 +81,8 @@ def fastest_dense(row: dict) -> Optional[str]:
 
 def ratio_quartiles(row: dict, fast: str, base: Optional[str]) -> Optional[Tuple[float, float]]:
     """The first and third quartiles of the per-round ratios behind a paired speed-up of
-    ``fast`` over ``base`` (the spread of a median the machine's load moves); None for a
-    ratio of medians (a reused timing) or fewer than two rounds."""
+    ``fast`` over ``base``: how far the machine's load spread the rounds of its median.
+    None for a ratio of medians (a reused timing) or fewer than two rounds."""
     key = f"{fast}_vs_{base}"
     if key not in row.get("speedup_paired", ()):
         return None
