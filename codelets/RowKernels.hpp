@@ -211,6 +211,26 @@ template <unsigned R> inline void laneSumsOf(const f32x8 *a, float *sums) {
   }
 }
 
+// out[k] = the sum of a[k]'s lanes (laneSumsOf), then row(k)[n] * grad(k)[n]
+// added for n in [c, rowLength): the end every dot product of a list entry
+// shares, whichever of its weight row and dL/dI row the vector loop held, so
+// that every entry's sum has one arithmetic.
+template <unsigned R, typename RowOf, typename GradOf>
+inline void finishRowDots(const f32x8 *a, unsigned c, unsigned rowLength, RowOf &&row,
+                          GradOf &&grad, float *__restrict out) {
+  float sums[R];
+  laneSumsOf<R>(a, sums);
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k) {
+    const auto *w = row(k);
+    const float *g = grad(k);
+    float sum = sums[k];
+    for (unsigned n = c; n < rowLength; ++n)
+      sum += float(w[n]) * g[n];
+    out[k] = sum;
+  }
+}
+
 // out[k] = sum_n rows[ids[k]][n] * g[n] for R <= 8 listed rows: one
 // accumulator a row (eight independent chains at R = 8), each load of g
 // serving R rows.
@@ -227,15 +247,8 @@ inline void rowDotsOfList(const WT *__restrict rows, const int *__restrict ids,
     for (unsigned k = 0; k < R; ++k)
       a[k] += load8(r[k] + c) * gv;
   }
-  float sums[R];
-  laneSumsOf<R>(a, sums);
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < R; ++k) {
-    float sum = sums[k];
-    for (unsigned n = c; n < rowLength; ++n)
-      sum += float(r[k][n]) * g[n];
-    out[k] = sum;
-  }
+  finishRowDots<R>(
+      a, c, rowLength, [&](unsigned k) { return r[k]; }, [&](unsigned) { return g; }, out);
 }
 
 // out[k] = sum_n rows[ids[k]][n] * g[n] for the n listed rows: eight at a time,

@@ -57,7 +57,7 @@ inline void addBucketRows(float *__restrict acc, const WT *__restrict rows,
 }
 
 // out[k] = sum_n row[n] * g[k][n]: one weight row against R dL/dI rows, each
-// sum with rowDotsOfList's arithmetic (the same sum as rowDots' for that row
+// sum with rowDotsOfList's arithmetic (finishRowDots) (the same sum as rowDots' for that row
 // and g), each load of the row serving R dL/dI rows.
 template <unsigned R, typename WT>
 inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsigned rowLength,
@@ -70,15 +70,8 @@ inline void rowDotsOfRow(const WT *__restrict row, const float *const *g, unsign
     for (unsigned k = 0; k < R; ++k)
       a[k] += w * load8(g[k] + c);
   }
-  float sums[R];
-  laneSumsOf<R>(a, sums);
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < R; ++k) {
-    float sum = sums[k];
-    for (unsigned n = c; n < rowLength; ++n)
-      sum += float(row[n]) * g[k][n];
-    out[k] = sum;
-  }
+  finishRowDots<R>(
+      a, c, rowLength, [&](unsigned) { return row; }, [&](unsigned k) { return g[k]; }, out);
 }
 
 // out[k] = sum_n w[k][n] * g[k][n] for R (weight row, dL/dI row) pairs, with
@@ -94,15 +87,8 @@ inline void rowDotsOfPairs(const WT *const *w, const float *const *g, unsigned r
     for (unsigned k = 0; k < R; ++k)
       a[k] += load8(w[k] + c) * load8(g[k] + c);
   }
-  float sums[R];
-  laneSumsOf<R>(a, sums);
-#pragma GCC unroll 4
-  for (unsigned k = 0; k < R; ++k) {
-    float sum = sums[k];
-    for (unsigned n = c; n < rowLength; ++n)
-      sum += float(w[k][n]) * g[k][n];
-    out[k] = sum;
-  }
+  finishRowDots<R>(
+      a, c, rowLength, [&](unsigned k) { return w[k]; }, [&](unsigned k) { return g[k]; }, out);
 }
 
 } // namespace snn
