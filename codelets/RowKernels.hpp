@@ -163,6 +163,79 @@ inline void scatterRows(float *__restrict rows, const float *__restrict g,
       rows[(unsigned long)(unsigned)ids[k] * rowStride + c] += g[c];
 }
 
+// acc[n] = acc[n] * scale (First) + sum over k < R of scales[k] * r[k][n],
+// for the whole vectors of n < length: R rows streamed side by side.
+template <unsigned R, bool First, typename WT>
+inline void scaleAddRowGroup(float *__restrict acc, float scale, const WT *const *r,
+                             const float *__restrict scales, unsigned length) {
+  f32x8 s[R];
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k)
+    s[k] = f32x8{} + scales[k];
+  for (unsigned c = 0; c + 8 <= length; c += 8) {
+    f32x8 a = load8(acc + c);
+    if (First)
+      a *= scale;
+#pragma GCC unroll 8
+    for (unsigned k = 0; k < R; ++k)
+      a += s[k] * load8(r[k] + c);
+    store8(acc + c, a);
+  }
+}
+
+template <unsigned R, typename WT>
+inline void scaleAddRowGroupOf(float *acc, float scale, bool first, const WT *rows,
+                               const int *ids, const float *scales, unsigned rowStride,
+                               unsigned length) {
+  const WT *r[R];
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k)
+    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowStride;
+  if (first)
+    scaleAddRowGroup<R, true>(acc, scale, r, scales, length);
+  else
+    scaleAddRowGroup<R, false>(acc, scale, r, scales, length);
+}
+
+// acc[n] = scale * acc[n] + sum over k of scales[k] * rows[ids[k]][n], for n <
+// length, in rows rowStride elements apart, added in list order (eight rows
+// streamed at a time). Each element's arithmetic depends only on whether it
+// lies in the whole 8-float vectors or the scalar tail of `length`, so a
+// caller that cuts a row into parts of whole vectors (the tail in the last
+// part) gets the same sums as one call over the row.
+template <typename WT>
+inline void scaleAddRows(float *__restrict acc, float scale, const WT *__restrict rows,
+                         const int *__restrict ids, const float *__restrict scales,
+                         unsigned numIds, unsigned rowStride, unsigned length) {
+  unsigned k = 0;
+  bool first = true;
+  for (; k + 8 <= numIds; k += 8, first = false)
+    scaleAddRowGroupOf<8>(acc, scale, first, rows, ids + k, scales + k, rowStride, length);
+  if (k + 4 <= numIds) {
+    scaleAddRowGroupOf<4>(acc, scale, first, rows, ids + k, scales + k, rowStride, length);
+    k += 4;
+    first = false;
+  }
+  if (k + 2 <= numIds) {
+    scaleAddRowGroupOf<2>(acc, scale, first, rows, ids + k, scales + k, rowStride, length);
+    k += 2;
+    first = false;
+  }
+  if (k < numIds) {
+    scaleAddRowGroupOf<1>(acc, scale, first, rows, ids + k, scales + k, rowStride, length);
+    first = false;
+  }
+  if (first) // no rows: the scaling alone
+    for (unsigned c = 0; c + 8 <= length; c += 8)
+      store8(acc + c, load8(acc + c) * scale);
+  for (unsigned c = length / 8 * 8; c < length; ++c) {
+    float sum = acc[c] * scale;
+    for (unsigned m = 0; m < numIds; ++m)
+      sum += scales[m] * float(rows[(unsigned long)(unsigned)ids[m] * rowStride + c]);
+    acc[c] = sum;
+  }
+}
+
 // r[k] = the start of listed row ids[k], k < R.
 template <unsigned R, typename WT>
 inline void listedRows(const WT *rows, const int *ids, unsigned rowLength, const WT **r) {

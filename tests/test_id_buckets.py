@@ -27,8 +27,10 @@ SPLITS = [(1, 1), (2, 1), (1, 3), (3, 2)]  # (tiles, sample groups)
 
 @pytest.fixture
 def force_split(monkeypatch):
-    # the row kernels for dL/dx and dL/dW, however busy the input (not the GEMMs)
+    # the row kernels for dL/dx and dL/dW, however busy the input (not the GEMMs); dL/dx
+    # by the input's entries (test_input_grad_walk.py has the walk of the output's)
     monkeypatch.setattr(emulator, "backward_dense_fractions", lambda n_in, n_out: (2.0, 2.0))
+    monkeypatch.setenv("SNN_IPU_INPUT_GRAD", "inputs")
 
     def force(num_tiles, groups):
         starts = np.linspace(0, N, num_tiles + 1).astype(np.int32)

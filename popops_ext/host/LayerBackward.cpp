@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <poplar/HalfFloat.hpp>
@@ -10,6 +13,7 @@
 #include "BucketRows.hpp"
 #include "Prefetch.hpp"
 #include "StateGrad.hpp"
+#include "SurrogateDerivative.hpp"
 #include "ThreadPool.hpp"
 #include "TilePartition.hpp"
 #include "UnitSchedule.hpp"
@@ -27,7 +31,6 @@ LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
       recWeight_(recWeight), needs_(needs), numThreads_(numThreads),
       groups_(shape.batch, sampleGroups) {
   const unsigned numTiles = layout.numTiles(), G = groups_.count();
-  depth_ = (needs.input || needs.current) ? shape.steps : (recWeight ? 2 : 1);
   blocks_.resize(numTiles);
   recBlocks_.resize(numTiles);
   weightGrad_.resize(G);
@@ -43,10 +46,63 @@ LayerBackward<WT>::LayerBackward(const Shape &shape, const NeuronSpec &neuron,
   commonThreshold_ = neuron.model != MODEL_READOUT && sameEverywhere(neuron.threshold,
                                                                       shape.outFeatures);
   commonBeta_ = sameEverywhere(neuron.beta, shape.outFeatures);
+  byOutputs_ = prefersOutputEntries();
+  // Every step's dL/dI is kept for the walk of the input's entries (or for the
+  // caller); otherwise the steps that the state gradient reads back.
+  depth_ = ((needs.input && !byOutputs_) || needs.current) ? shape.steps : (recWeight ? 2 : 1);
+}
+
+namespace {
+enum class InputGradWalk { Auto, Inputs, Outputs };
+
+InputGradWalk inputGradWalk() {
+  const char *mode = std::getenv("SNN_IPU_INPUT_GRAD");
+  if (!mode || !*mode || std::strcmp(mode, "auto") == 0)
+    return InputGradWalk::Auto;
+  if (std::strcmp(mode, "inputs") == 0)
+    return InputGradWalk::Inputs;
+  if (std::strcmp(mode, "outputs") == 0)
+    return InputGradWalk::Outputs;
+  throw std::invalid_argument(std::string("SNN_IPU_INPUT_GRAD is '") + mode +
+                              "'; expected auto, inputs or outputs");
+}
+} // namespace
+
+// dL/dx[t, b, i] = sum_n W[n, i] dL/dI[t, b, n] at the input list's entries.
+// Walked by the input's entries, that is one dot product over the layer's
+// outputs per entry (inputGrad). Where dL/dI obeys dL/dI[t] = E[t] + beta
+// dL/dI[t + 1], E[t] being the surrogate terms at the output list's entries
+// (a leaky neuron whose reset does not gate the carry, one beta for every
+// neuron), the sum is also Y[t, b] = beta Y[t + 1, b] + sum of E's entries
+// times their rows of W: one row over the inputs per output entry
+// (inputGradByOutputs). The walk with the fewer row elements, weighed by
+// their cost, is taken; each gives its own rounding of the same sums.
+template <typename WT> bool LayerBackward<WT>::prefersOutputEntries() const {
+  if (!needs_.input)
+    return false;
+  const InputGradWalk walk = inputGradWalk(); // (a wrong setting is named on any layer)
+  if (in_.input.capacity == 0 || neuron_.model != MODEL_LEAKY || neuron_.reset == RESET_ZERO ||
+      !commonBeta_)
+    return false;
+  if (walk != InputGradWalk::Auto)
+    return walk == InputGradWalk::Outputs;
+  const std::size_t rows = std::size_t(shape_.steps) * shape_.batch;
+  std::uint64_t inEntries = 0, outEntries = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    inEntries += in_.input.listedAt(row);
+    outEntries += in_.output.listedAt(row);
+  }
+  // A row of the output walk also scales and gathers its sums: one more row.
+  // Each output entry streams its whole row from memory, where the input walk
+  // reads a row once for the samples that list its id (IdBuckets.hpp) and
+  // dots it with dL/dI rows in cache: on L (1466-1466, 48 samples) the walks
+  // broke even at 0.73 of the input walk's elements (docs/performance.md,
+  // "Round 28").
+  return 10 * (outEntries + rows) * shape_.inFeatures < 7 * inEntries * shape_.outFeatures;
 }
 
 template <typename WT> void LayerBackward<WT>::buildBlocks(unsigned j) {
-  if (needs_.input)
+  if (needs_.input && !byOutputs_)
     blocks_.build(layout_, j, weight_, shape_.inFeatures);
   if (recWeight_)
     recBlocks_.build(layout_, j, recWeight_, shape_.outFeatures);
@@ -579,6 +635,112 @@ void LayerBackward<WT>::bucketInputGrad(const IdBuckets::Segment &seg, unsigned 
     flushPairs(std::integral_constant<unsigned, 1>{});
 }
 
+// The E terms of rows [firstRow, endRow): dL/dS times the surrogate's
+// derivative at each listed entry (as the state gradient adds them), the
+// row's spikes then its eligible-only entries (the list's own order, however
+// its neurons are cut into tiles), zeros left out.
+template <typename WT>
+void LayerBackward<WT>::surrogateTerms(std::size_t firstRow, std::size_t endRow) {
+  const unsigned numTiles = layout_.numTiles();
+  for (std::size_t row = firstRow; row < endRow; ++row) {
+    int32_t *ids = termIds_.data() + termStart_[row];
+    float *values = termValues_.data() + termStart_[row];
+    unsigned n = 0;
+    for (unsigned part = 0; part < 2; ++part)
+      for (unsigned j = 0; j < numTiles; ++j) {
+        const Listed listed = this->listed(j, row);
+        const unsigned spikes = tileSpikes(j, row);
+        for (unsigned k = part ? spikes : 0, end = part ? listed.size : spikes; k < end; ++k) {
+          const int32_t id = listed.ids[k];
+          const float thr = neuron_.threshold[commonThreshold_ ? 0 : unsigned(id)];
+          const float e = listed.grad[k] * surrogateDerivative(neuron_.surrogateKind,
+                                                               neuron_.surrogateP0,
+                                                               neuron_.surrogateP1,
+                                                               listed.membrane[k] - thr);
+          if (e != 0.0f) {
+            ids[n] = id;
+            values[n++] = e;
+          }
+        }
+      }
+    termCount_[row] = n;
+  }
+}
+
+// Sample b's sums Y[t, b] over inputs [begin, end) (a whole number of
+// 8-float vectors from begin; the tail of the inputs in the last part), steps
+// downwards: Y[t] = beta Y[t + 1] + step t's E terms times their weight rows,
+// then gathered into sample b's input entries whose ids fall in the part.
+// writesPadding: this part also clears the rows' list padding.
+template <typename WT>
+void LayerBackward<WT>::inputGradOfSample(unsigned b, unsigned begin, unsigned end,
+                                          bool writesPadding, float *gradIn) {
+  const unsigned B = shape_.batch, Kin = in_.input.capacity, N = shape_.inFeatures;
+  const unsigned width = end - begin;
+  const float beta = neuron_.beta[0];
+  AlignedVector<float> y(width, 0.0f);
+  for (unsigned t = shape_.steps; t-- > 0;) {
+    const std::size_t row = std::size_t(t) * B + b;
+    scaleAddRows(y.data(), beta, weight_ + begin, termIds_.data() + termStart_[row],
+                 termValues_.data() + termStart_[row], termCount_[row], N, width);
+    const int32_t *ids = in_.input.idsAt(row);
+    const unsigned listed = in_.input.listedAt(row);
+    float *out = gradIn + row * Kin;
+    for (unsigned k = 0; k < listed; ++k) {
+      const unsigned i = unsigned(ids[k]) - begin; // (wraps below begin)
+      if (i < width)
+        out[k] = y[i];
+    }
+    if (writesPadding)
+      std::fill(out + listed, out + Kin, 0.0f);
+  }
+}
+
+// dL/d(input values) by the output list's entries (prefersOutputEntries), a
+// sample's steps in order on one thread. Where the samples are fewer than
+// twice the threads, the inputs are cut into parts of whole vectors, a
+// (sample, part) per unit of work; each input's sums are the same whatever
+// the cut.
+template <typename WT> void LayerBackward<WT>::inputGradByOutputs(float *gradIn) {
+  const unsigned B = shape_.batch, T = shape_.steps, N = shape_.inFeatures;
+  const unsigned vectors = (N + 7) / 8;
+  unsigned parts = 1;
+  while (B * parts < 2 * numThreads_ && parts * 2 <= vectors / 8)
+    parts *= 2;
+  auto partBegin = [&](unsigned p) { return p == parts ? N : 8 * (vectors * p / parts); };
+  const std::size_t rows = std::size_t(T) * B, units = std::size_t(B) * parts;
+  termStart_.resize(rows + 1);
+  termCount_.resize(rows);
+  termStart_[0] = 0;
+  for (std::size_t row = 0; row < rows; ++row)
+    termStart_[row + 1] = termStart_[row] + in_.output.listedAt(row);
+  termIds_.resize(termStart_[rows]);
+  termValues_.resize(termStart_[rows]);
+  ThreadPool &pool = ThreadPool::instance();
+  pool.run(effectiveThreads(numThreads_, rows), [&](unsigned thread, unsigned team) {
+    const auto share = costShare(rows, thread, team,
+                                 [&](std::size_t row) { return in_.output.listedAt(row) + 1; });
+    surrogateTerms(share.first, share.second);
+  });
+  auto cost = [&](std::size_t u) {
+    const unsigned b = unsigned(u / parts), p = unsigned(u % parts);
+    const std::uint64_t width = partBegin(p + 1) - partBegin(p);
+    std::uint64_t c = 0;
+    for (unsigned t = 0; t < T; ++t) {
+      const std::size_t row = std::size_t(t) * B + b;
+      c += (in_.output.listedAt(row) + 1) * width + in_.input.listedAt(row);
+    }
+    return c;
+  };
+  pool.run(effectiveThreads(numThreads_, units), [&](unsigned thread, unsigned team) {
+    const auto share = costShare(units, thread, team, cost);
+    for (std::size_t u = share.first; u < share.second; ++u) {
+      const unsigned b = unsigned(u / parts), p = unsigned(u % parts);
+      inputGradOfSample(b, partBegin(p), partBegin(p + 1), p == 0, gradIn);
+    }
+  });
+}
+
 // Group 0's block of tile j becomes the sum of all groups' blocks, added in
 // group order.
 template <typename WT>
@@ -705,7 +867,9 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
               stepUnit(j, g, t);
         });
   }
-  if (needs_.input && in_.input.capacity > 0) {
+  if (byOutputs_) {
+    inputGradByOutputs(out.gradIn);
+  } else if (needs_.input && in_.input.capacity > 0) {
     const unsigned B = shape_.batch;
     const unsigned rowThreads = effectiveThreads(numThreads_, std::size_t(T) * B);
     // (inputGrad walks by ids only where its threads take whole steps)

@@ -74,6 +74,9 @@ public:
   std::size_t bucketedSteps() const { return spikeBuckets_.bucketedSegments(); }
   // After run(): the steps whose dL/d(input values) the tiles summed id by id.
   std::size_t inputGradBucketedSteps() const { return inputBuckets_.bucketedSegments(); }
+  // Whether dL/d(input values) walked the output list's entries
+  // (inputGradByOutputs) rather than the input list's.
+  bool inputGradWalkedOutputs() const { return byOutputs_; }
 
 private:
   // One unit: tile j's neurons for group g's B samples.
@@ -110,6 +113,11 @@ private:
   float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
+  bool prefersOutputEntries() const;
+  void inputGradByOutputs(float *gradIn);
+  void surrogateTerms(std::size_t firstRow, std::size_t endRow);
+  void inputGradOfSample(unsigned b, unsigned begin, unsigned end, bool writesPadding,
+                         float *gradIn);
   void bucketWeightGrad(unsigned j, unsigned g, unsigned t, const IdBuckets::Segment &seg);
   void bucketInputGrad(const IdBuckets::Segment &seg, unsigned i, const float *const *grads,
                        float *gradIn);
@@ -151,6 +159,14 @@ private:
   // reads its runs of all rows in order from here, not a few entries from
   // each kilobytes-long row; a recurrent layer adds dL/dS into tileGrad_.
   bool tileMajor_ = false;
+  // dL/dx walks the output list's entries (inputGradByOutputs), not the input's.
+  bool byOutputs_ = false;
+  // Its E terms: row r's non-zero ones, in list order, at [termStart_[r],
+  // .. + termCount_[r]) (output ids and values).
+  std::vector<std::size_t> termStart_;
+  std::vector<unsigned> termCount_;
+  RawVector<int32_t> termIds_;
+  RawVector<float> termValues_;
   bool commonThreshold_ = false; // every neuron's threshold the same bits
   bool commonBeta_ = false;      // every neuron's beta the same bits (LIF)
   std::vector<std::size_t> tileStart_;

@@ -379,6 +379,7 @@ BackwardResult backward(const LayerArgs &a, const BackwardInputs &in, const Grad
   }
   result.bucketedSteps = std::int64_t(layer.bucketedSteps());
   result.inputGradBucketedSteps = std::int64_t(layer.inputGradBucketedSteps());
+  result.inputGradWalkedOutputs = layer.inputGradWalkedOutputs();
   return result;
 }
 

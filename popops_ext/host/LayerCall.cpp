@@ -115,7 +115,8 @@ void registerLayerCallClasses(py::module_ &m) {
       .def_readonly("grad_alpha", &BackwardResult::gradAlpha)
       .def_readonly("grad_current", &BackwardResult::gradCurrent)
       .def_readonly("bucketed_steps", &BackwardResult::bucketedSteps)
-      .def_readonly("input_grad_bucketed_steps", &BackwardResult::inputGradBucketedSteps);
+      .def_readonly("input_grad_bucketed_steps", &BackwardResult::inputGradBucketedSteps)
+      .def_readonly("input_grad_walked_outputs", &BackwardResult::inputGradWalkedOutputs);
 }
 
 } // namespace snn

@@ -119,6 +119,7 @@ struct BackwardResult {
       gradThreshold, gradAlpha, gradCurrent;
   std::int64_t bucketedSteps = 0;          // LayerBackward::bucketedSteps
   std::int64_t inputGradBucketedSteps = 0; // LayerBackward::inputGradBucketedSteps
+  bool inputGradWalkedOutputs = false;     // LayerBackward::inputGradWalkedOutputs
 };
 
 void registerLayerCallClasses(py::module_ &m);

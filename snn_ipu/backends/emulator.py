@@ -273,6 +273,10 @@ def _backward(cfg: LayerConfig, ctx, record: CallRecord, inputs: _PrivateList, p
     paths["weight_grad_path"] = _PATHS[want_w, dense_w]
     paths["weight_grad_bucketed_steps"] = res.bucketed_steps
     paths["input_grad_bucketed_steps"] = res.input_grad_bucketed_steps
+    if paths["input_grad_path"] == "sparse":
+        # which list's entries the sparse dL/dx walked (LayerBackward.cpp,
+        # prefersOutputEntries)
+        paths["input_grad_walk"] = "outputs" if res.input_grad_walked_outputs else "inputs"
     return res, grad_in, grad_w
 
 
