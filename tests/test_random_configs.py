@@ -137,8 +137,12 @@ def tie_free(c: dict, seed: int):
 
 
 @pytest.mark.filterwarnings("ignore:.*spike list capacity:RuntimeWarning")
+@pytest.mark.parametrize("walk", ["auto", "outputs"])
 @pytest.mark.parametrize("seed", range(400))
-def test_random_network_matches_reference(seed):
+def test_random_network_matches_reference(seed, walk, monkeypatch):
+    """``walk``: the input gradient's (SNN_IPU_INPUT_GRAD): by default, or over the
+    output list's entries wherever that applies (test_input_grad_walk.py)."""
+    monkeypatch.setenv("SNN_IPU_INPUT_GRAD", walk)
     c = draw(seed)
     ref, x = tie_free(c, seed)
     emu = copy.deepcopy(ref)
