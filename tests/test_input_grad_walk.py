@@ -5,7 +5,8 @@ dL/dx[t, b, i] = sum_n W[n, i] dL/dI[t, b, n] at the input list's entries. The h
 executor computes it either as one dot product over the outputs per input entry, or,
 where a leaky layer's dL/dI obeys dL/dI[t] = E[t] + beta dL/dI[t + 1] (E: the surrogate
 terms at the output list's entries), as Y[t] = beta Y[t + 1] + sum of E's entries times
-their weight rows, gathered at the input's entries. Both must give the reference's
+their weight rows, gathered at the input's entries (a synaptic layer's dL/dI adds a
+second carry, Z[t] = Y[t] + alpha Z[t + 1]). Both must give the reference's
 gradients; the second must not depend on the threads, tiles or sample groups.
 SNN_IPU_INPUT_GRAD=inputs|outputs forces a walk where it applies.
 """
@@ -90,12 +91,15 @@ CASES = {
     "fast sigmoid": dict(reset="subtract", surrogate="fast_sigmoid"),
     "triangle": dict(reset="subtract", surrogate="triangle"),
     "half weights": dict(reset="subtract", half=True),
+    "synaptic": dict(model="synaptic", reset="subtract"),
+    "synaptic, no reset, recurrent": dict(model="synaptic", reset="none",
+                                          second=dict(recurrent=True, learn_alpha=True)),
 }
 
 
 def net_of(case):
     c = CASES[case]
-    net, x, readout = tie_free_net(SIZES, "leaky", c["reset"], False, 0.3,
+    net, x, readout = tie_free_net(SIZES, c.get("model", "leaky"), c["reset"], False, 0.3,
                                    c.get("surrogate"), second=c.get("second"))
     if c.get("half"):  # the reference runs the rounded weights
         with torch.no_grad():
@@ -124,7 +128,8 @@ def test_both_walks_give_the_reference_gradients(monkeypatch, sparse_paths, case
 
 
 @pytest.mark.filterwarnings("ignore:set_num_threads=")
-@pytest.mark.parametrize("case", ["subtract", "a threshold per neuron", "half weights"])
+@pytest.mark.parametrize("case", ["subtract", "a threshold per neuron", "half weights",
+                                  "synaptic"])
 def test_the_output_walk_does_not_depend_on_threads_tiles_or_groups(monkeypatch,
                                                                       sparse_paths, case):
     """Each sample's sums are made on one thread, its output entries taken in list order
@@ -173,8 +178,9 @@ def test_one_sample_is_cut_into_parts_of_its_inputs(monkeypatch, sparse_paths):
 
 @pytest.mark.parametrize("second,model,reset", [
     (dict(beta=torch.linspace(0.7, 0.95, OUT)), "leaky", "subtract"),  # a beta per neuron
+    (dict(alpha=torch.linspace(0.5, 0.9, OUT)), "synaptic", "subtract"),  # an alpha per neuron
     ({}, "leaky", "zero"),  # the reset gates the carry
-    ({}, "synaptic", "subtract"),  # two carries
+    ({}, "synaptic", "zero"),
 ])
 def test_the_output_walk_is_not_taken_where_the_carry_is_not_one_decay(
         monkeypatch, sparse_paths, second, model, reset):

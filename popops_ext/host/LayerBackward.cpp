@@ -75,14 +75,18 @@ InputGradWalk inputGradWalk() {
 // (a leaky neuron whose reset does not gate the carry, one beta for every
 // neuron), the sum is also Y[t, b] = beta Y[t + 1, b] + sum of E's entries
 // times their rows of W: one row over the inputs per output entry
-// (inputGradByOutputs). The walk with the fewer row elements, weighed by
+// (inputGradByOutputs). A synaptic neuron (one alpha too) carries dL/dU so,
+// and dL/dI[t] = dL/dU[t] + alpha dL/dI[t + 1]: a second sum over the inputs,
+// Z[t] = Y[t] + alpha Z[t + 1]. The walk with the fewer row elements, weighed by
 // their cost, is taken; each gives its own rounding of the same sums.
 template <typename WT> bool LayerBackward<WT>::prefersOutputEntries() const {
   if (!needs_.input)
     return false;
   const InputGradWalk walk = inputGradWalk(); // (a wrong setting is named on any layer)
-  if (in_.input.capacity == 0 || neuron_.model != MODEL_LEAKY || neuron_.reset == RESET_ZERO ||
-      !commonBeta_)
+  const bool synaptic = neuron_.model == MODEL_SYNAPTIC;
+  if (in_.input.capacity == 0 || neuron_.model == MODEL_READOUT ||
+      neuron_.reset == RESET_ZERO || !commonBeta_ ||
+      (synaptic && !sameEverywhere(neuron_.alpha, shape_.outFeatures)))
     return false;
   if (walk != InputGradWalk::Auto)
     return walk == InputGradWalk::Outputs;
@@ -92,13 +96,15 @@ template <typename WT> bool LayerBackward<WT>::prefersOutputEntries() const {
     inEntries += in_.input.listedAt(row);
     outEntries += in_.output.listedAt(row);
   }
-  // A row of the output walk also scales and gathers its sums: one more row.
+  // A row of the output walk also scales and gathers its sums: one more row
+  // (two for the synaptic current's second carry).
   // Each output entry streams its whole row from memory, where the input walk
   // reads a row once for the samples that list its id (IdBuckets.hpp) and
   // dots it with dL/dI rows in cache: on L (1466-1466, 48 samples) the walks
   // broke even at 0.73 of the input walk's elements (docs/performance.md,
   // "Round 28").
-  return 10 * (outEntries + rows) * shape_.inFeatures < 7 * inEntries * shape_.outFeatures;
+  const std::uint64_t rowTerms = rows * (synaptic ? 2 : 1);
+  return 10 * (outEntries + rowTerms) * shape_.inFeatures < 7 * inEntries * shape_.outFeatures;
 }
 
 template <typename WT> void LayerBackward<WT>::buildBlocks(unsigned j) {
@@ -669,8 +675,9 @@ void LayerBackward<WT>::surrogateTerms(std::size_t firstRow, std::size_t endRow)
 
 // Sample b's sums Y[t, b] over inputs [begin, end) (a whole number of
 // 8-float vectors from begin; the tail of the inputs in the last part), steps
-// downwards: Y[t] = beta Y[t + 1] + step t's E terms times their weight rows,
-// then gathered into sample b's input entries whose ids fall in the part.
+// downwards: Y[t] = beta Y[t + 1] + step t's E terms times their weight rows
+// (and Z[t] = Y[t] + alpha Z[t + 1] for a synaptic layer), then gathered into
+// sample b's input entries whose ids fall in the part.
 // writesPadding: this part also clears the rows' list padding.
 template <typename WT>
 void LayerBackward<WT>::inputGradOfSample(unsigned b, unsigned begin, unsigned end,
@@ -678,18 +685,24 @@ void LayerBackward<WT>::inputGradOfSample(unsigned b, unsigned begin, unsigned e
   const unsigned B = shape_.batch, Kin = in_.input.capacity, N = shape_.inFeatures;
   const unsigned width = end - begin;
   const float beta = neuron_.beta[0];
-  AlignedVector<float> y(width, 0.0f);
+  const bool synaptic = neuron_.model == MODEL_SYNAPTIC;
+  const float alpha = synaptic ? neuron_.alpha[0] : 0.0f;
+  AlignedVector<float> y(width, 0.0f), z(synaptic ? width : 0, 0.0f);
   for (unsigned t = shape_.steps; t-- > 0;) {
     const std::size_t row = std::size_t(t) * B + b;
     scaleAddRows(y.data(), beta, weight_ + begin, termIds_.data() + termStart_[row],
                  termValues_.data() + termStart_[row], termCount_[row], N, width);
+    if (synaptic) // (as the state gradient's gSyn = gV + cs, cs = alpha gSyn)
+      for (unsigned i = 0; i < width; ++i)
+        z[i] = y[i] + alpha * z[i];
+    const float *sums = synaptic ? z.data() : y.data();
     const int32_t *ids = in_.input.idsAt(row);
     const unsigned listed = in_.input.listedAt(row);
     float *out = gradIn + row * Kin;
     for (unsigned k = 0; k < listed; ++k) {
       const unsigned i = unsigned(ids[k]) - begin; // (wraps below begin)
       if (i < width)
-        out[k] = y[i];
+        out[k] = sums[i];
     }
     if (writesPadding)
       std::fill(out + listed, out + Kin, 0.0f);
