@@ -163,6 +163,14 @@ inline void scatterRows(float *__restrict rows, const float *__restrict g,
       rows[(unsigned long)(unsigned)ids[k] * rowStride + c] += g[c];
 }
 
+// r[k] = the start of listed row ids[k], k < R.
+template <unsigned R, typename WT>
+inline void listedRows(const WT *rows, const int *ids, unsigned rowLength, const WT **r) {
+#pragma GCC unroll 8
+  for (unsigned k = 0; k < R; ++k)
+    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
+}
+
 // acc[n] = acc[n] * scale (First) + sum over k < R of scales[k] * r[k][n],
 // for the whole vectors of n < length: R rows streamed side by side.
 template <unsigned R, bool First, typename WT>
@@ -188,9 +196,7 @@ inline void scaleAddRowGroupOf(float *acc, float scale, bool first, const WT *ro
                                const int *ids, const float *scales, unsigned rowStride,
                                unsigned length) {
   const WT *r[R];
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < R; ++k)
-    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowStride;
+  listedRows<R>(rows, ids, rowStride, r);
   if (first)
     scaleAddRowGroup<R, true>(acc, scale, r, scales, length);
   else
@@ -234,14 +240,6 @@ inline void scaleAddRows(float *__restrict acc, float scale, const WT *__restric
       sum += scales[m] * float(rows[(unsigned long)(unsigned)ids[m] * rowStride + c]);
     acc[c] = sum;
   }
-}
-
-// r[k] = the start of listed row ids[k], k < R.
-template <unsigned R, typename WT>
-inline void listedRows(const WT *rows, const int *ids, unsigned rowLength, const WT **r) {
-#pragma GCC unroll 8
-  for (unsigned k = 0; k < R; ++k)
-    r[k] = rows + (unsigned long)(unsigned)ids[k] * rowLength;
 }
 
 // {sum of a[k]'s lanes} for k = 0..7, as one vector: on the host a transpose
