@@ -403,6 +403,28 @@ def test_wide_tiles_match_reference(recurrent, half):
     check_spiking(p, [[0, 150], [0, 56, 113, 150], [0, 64, 150], [0, 120, 150]], 9)
 
 
+@pytest.mark.parametrize("model,reset", [(LEAKY, SUBTRACT), (LEAKY, ZERO), (SYNAPTIC, NONE)])
+def test_full_lists_read_in_place_give_the_tile_major_bits(model, reset):
+    # A list of every neuron (exact gradients) is read in place by the tiles of a
+    # backward call, any other list through a tile-major copy: the same list with
+    # one padding column more takes the copy, and every gradient keeps its bits.
+    p = solvable_problem(1500 + 10 * model + reset, model, reset, False, INF, n_out=29)
+    rng = np.random.default_rng(15)
+    for tiles in ([0, 8, 16, 29], [0, 1, 9, 10, 29]):
+        fwd = run_forward(p, tiles)
+        ids, counts = fwd["ids"], fwd["counts"]
+        assert ids.shape[2] == 29 and (counts[..., 1] == 29).all()
+        grad_out = rng.normal(0, 1, ids.shape).astype(np.float32)
+        pad = ((0, 0), (0, 0), (0, 1))
+        padded = {**fwd, "ids": np.pad(ids, pad), "membrane": np.pad(fwd["membrane"], pad)}
+        for threads, groups in ((1, 1), (2, 1), (2, 3)):
+            in_place = run_backward(p, tiles, fwd, grad_out, threads=threads,
+                                    sample_groups=groups, return_grad_current=True)
+            copied = run_backward(p, tiles, padded, np.pad(grad_out, pad), threads=threads,
+                                  sample_groups=groups, return_grad_current=True)
+            assert_same(in_place, copied)
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_readout_matches_reference(bias):
     p = make_problem(7, READOUT, SUBTRACT, False, INF, bias=bias)

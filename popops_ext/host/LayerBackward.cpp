@@ -125,6 +125,11 @@ template <typename WT> void LayerBackward<WT>::prepareUnit(unsigned j, unsigned 
   if (neuron_.model == MODEL_SYNAPTIC)
     s.carrySynaptic.assign(std::size_t(B) * len, 0.0f);
   s.notSpiked.assign(len, 1.0f);
+  if (runsInPlace_) {
+    s.runIds.resize(width);
+    s.runMembrane.resize(width);
+    s.runGrad.resize(width);
+  }
   // The state-grad vertices write every neuron of a slot before it is read;
   // only the padding (read by the whole-row kernels) must be zero.
   if (!currentOut_) {
@@ -169,8 +174,8 @@ void LayerBackward<WT>::splitRows(std::size_t firstRow, std::size_t endRow) {
   const unsigned numTiles = layout_.numTiles();
   for (std::size_t row = firstRow; row < endRow; ++row) {
     const int32_t *ids = in_.output.idsAt(row);
-    // Each part of the row ascends: a binary search per tile boundary (a row of
-    // exact gradients lists every neuron, and a scan read them all).
+    // Each part of the row ascends: a binary search per tile boundary (a scan
+    // would read all of a row of exact gradients, which lists every neuron).
     auto split = [&](unsigned begin, unsigned end, unsigned *out) {
       const int32_t *k = ids + begin;
       for (unsigned j = 0; j < numTiles; ++j) {
@@ -180,9 +185,29 @@ void LayerBackward<WT>::splitRows(std::size_t firstRow, std::size_t endRow) {
       out[numTiles] = end;
     };
     const std::size_t at = row * (numTiles + 1);
-    split(0, in_.output.spikesAt(row), spikeSplit_.data() + at);
-    split(in_.output.spikesAt(row), in_.output.listedAt(row), eligibleSplit_.data() + at);
+    const unsigned spikes = in_.output.spikesAt(row), listed = in_.output.listedAt(row);
+    unsigned *s = spikeSplit_.data() + at, *e = eligibleSplit_.data() + at;
+    split(0, spikes, s);
+    if (listed == shape_.outFeatures) {
+      // Every neuron listed: tile j's eligible-only entries are its neurons that
+      // did not spike, after the spikes of the tiles before it.
+      for (unsigned j = 0; j <= numTiles; ++j)
+        e[j] = spikes + (j < numTiles ? layout_.first(j) : shape_.outFeatures) - s[j];
+    } else {
+      split(spikes, listed, e);
+    }
   }
+}
+
+// Whether every row of the output list lists every neuron (exact gradients).
+template <typename WT> bool LayerBackward<WT>::listsEveryNeuron() const {
+  const unsigned N = shape_.outFeatures;
+  if (in_.output.capacity != N)
+    return false;
+  for (std::size_t row = 0, rows = std::size_t(shape_.steps) * shape_.batch; row < rows; ++row)
+    if (in_.output.listedAt(row) != N)
+      return false;
+  return true;
 }
 
 // A tile's spikes in a row of the output list.
@@ -262,7 +287,8 @@ std::size_t LayerBackward<WT>::tileRunStart(unsigned j, std::size_t row) const {
 }
 
 // A tile's listed entries of a row: its runs in the tile-major copy, or, on
-// a layer of one tile, the row itself, read in place.
+// a layer of one tile, the row itself, read in place (where the rows are read
+// in place by several tiles, listed(j, g, row)).
 template <typename WT>
 typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, std::size_t row) {
   if (tileMajor_) {
@@ -270,9 +296,46 @@ typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, std::si
     return {tileIds_.data() + at, tileMembrane_.data() + at, tileGrad_.data() + at,
             unsigned(tileRunStart(j, row + 1) - at)};
   }
+  return wholeRow(row);
+}
+
+// Unit (j, g)'s listed entries of a row: listed(j, row), or, where the rows are
+// read in place (runsInPlace_), the tile's two runs copied side by side into the
+// unit's scratch.
+template <typename WT>
+typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, unsigned g,
+                                                            std::size_t row) {
+  if (!runsInPlace_)
+    return listed(j, row);
+  const unsigned numTiles = layout_.numTiles();
+  const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
+  const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
+  const unsigned ns = s[j + 1] - s[j], ne = e[j + 1] - e[j];
+  TileState &u = unit(j, g);
+  const int32_t *ids = in_.output.idsAt(row);
+  const float *mem = in_.membrane + row * in_.output.capacity;
+  const float *grad = in_.gradOut + row * in_.output.capacity;
+  copyRun(ids + s[j], mem + s[j], grad + s[j], ns, u.runIds.data(), u.runMembrane.data(),
+          u.runGrad.data());
+  copyRun(ids + e[j], mem + e[j], grad + e[j], ne, u.runIds.data() + ns,
+          u.runMembrane.data() + ns, u.runGrad.data() + ns);
+  return {u.runIds.data(), u.runMembrane.data(), u.runGrad.data(), ns + ne};
+}
+
+// All of a row's listed entries, in list order, read in place.
+template <typename WT>
+typename LayerBackward<WT>::Listed LayerBackward<WT>::wholeRow(std::size_t row) const {
   const std::size_t base = row * in_.output.capacity;
   return {in_.output.idsAt(row), in_.membrane + base, in_.gradOut + base,
           in_.output.listedAt(row)};
+}
+
+// The tile's spikes of a row: the first tileSpikes(j, row) entries of its run.
+template <typename WT>
+const int32_t *LayerBackward<WT>::tileSpikeIds(unsigned j, std::size_t row) {
+  if (!runsInPlace_)
+    return listed(j, row).ids;
+  return in_.output.idsAt(row) + spikeSplit_[row * (layout_.numTiles() + 1) + j];
 }
 
 // The tile's listed spikes of a row (ids, numIds) and its dropped ones
@@ -326,9 +389,16 @@ void LayerBackward<WT>::addRecurrentGrad(unsigned j, unsigned g, unsigned t, uns
 
 // What stepUnit reads of one row outside the unit's own state and the
 // tile-major copy (which it reads in order).
-template <typename WT> void LayerBackward<WT>::prefetchRow(std::size_t row) {
+template <typename WT> void LayerBackward<WT>::prefetchRow(unsigned j, std::size_t row) {
   const unsigned B = shape_.batch;
-  if (neuron_.model != MODEL_READOUT && !tileMajor_) {
+  if (runsInPlace_) { // the tile's two runs
+    const std::size_t at = row * (layout_.numTiles() + 1), base = row * in_.output.capacity;
+    for (const unsigned *split : {spikeSplit_.data() + at, eligibleSplit_.data() + at}) {
+      prefetchRun(in_.output.idsAt(row), split[j], split[j + 1]);
+      prefetchRun(in_.membrane + base, split[j], split[j + 1]);
+      prefetchRun(in_.gradOut + base, split[j], split[j + 1]);
+    }
+  } else if (neuron_.model != MODEL_READOUT && !tileMajor_) {
     const std::size_t base = row * in_.output.capacity, n = in_.output.listedAt(row);
     prefetchRun(in_.output.idsAt(row), 0, n);
     prefetchRun(in_.membrane + base, 0, n);
@@ -357,9 +427,9 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
     const std::size_t row = std::size_t(t) * B + b;
     // Rows run b upwards within the group and steps downwards.
     if (lb + kRowsAhead < Bg)
-      prefetchRow(row + kRowsAhead);
+      prefetchRow(j, row + kRowsAhead);
     else if (t > 0 && lb + kRowsAhead - Bg < Bg)
-      prefetchRow(row + kRowsAhead - B - Bg);
+      prefetchRow(j, row + kRowsAhead - B - Bg);
     float *currentGrad = currentGradAt(j, g, t, lb);
     float *carry = s.carry.data() + std::size_t(lb) * len;
     // U[t-1] or syn[t-1] of the tile (at t = 0 the initial state's, or zero);
@@ -393,12 +463,12 @@ void LayerBackward<WT>::stepUnit(unsigned j, unsigned g, unsigned t) {
     } else {
       if (recWeight_ && t + 1 < T) // (a recurrent layer's list is always tile-major)
         addRecurrentGrad(j, g, t, lb, row);
-      const Listed listed = this->listed(j, row);
+      const Listed listed = this->listed(j, g, row);
       unsigned numListed = listed.size;
       const int32_t *prevIds = noIds;
       unsigned numPrev = 0;
       if (t > 0) { // the tile's spikes of step t-1: the first entries of its run
-        prevIds = this->listed(j, row - B).ids;
+        prevIds = tileSpikeIds(j, row - B);
         numPrev = tileSpikes(j, row - B);
       } else if (initialIds) { // the tile's initial spikes
         const int32_t *begin = std::lower_bound(initialIds, initialEnd, int(first));
@@ -652,10 +722,12 @@ void LayerBackward<WT>::surrogateTerms(std::size_t firstRow, std::size_t endRow)
     int32_t *ids = termIds_.data() + termStart_[row];
     float *values = termValues_.data() + termStart_[row];
     unsigned n = 0;
+    // (read in place, the row is in list order already: one run of all its entries)
+    const unsigned walkTiles = runsInPlace_ ? 1 : numTiles;
     for (unsigned part = 0; part < 2; ++part)
-      for (unsigned j = 0; j < numTiles; ++j) {
-        const Listed listed = this->listed(j, row);
-        const unsigned spikes = tileSpikes(j, row);
+      for (unsigned j = 0; j < walkTiles; ++j) {
+        const Listed listed = runsInPlace_ ? wholeRow(row) : this->listed(j, row);
+        const unsigned spikes = runsInPlace_ ? in_.output.spikesAt(row) : tileSpikes(j, row);
         for (unsigned k = part ? spikes : 0, end = part ? listed.size : spikes; k < end; ++k) {
           const int32_t id = listed.ids[k];
           const float thr = neuron_.threshold[commonThreshold_ ? 0 : unsigned(id)];
@@ -815,6 +887,10 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
   const unsigned tileThreads = effectiveThreads(numThreads_, numTiles);
   ThreadPool &pool = ThreadPool::instance();
   tileMajor_ = neuron_.model != MODEL_READOUT && (numTiles > 1 || recWeight_);
+  // Rows that list every neuron (exact gradients) are read in place, each tile's two
+  // runs of a row copied side by side as it reaches the row: the runs are hundreds
+  // of entries, where a tile-major copy of the whole list cost more than it saved.
+  runsInPlace_ = tileMajor_ && !recWeight_ && listsEveryNeuron();
   if (tileMajor_) {
     const std::size_t rows = std::size_t(T) * shape_.batch;
     const unsigned rowThreads = effectiveThreads(numThreads_, rows);
@@ -826,11 +902,13 @@ template <typename WT> void LayerBackward<WT>::run(const BackwardOutputs &out) {
       const auto share = costShare(rows, thread, team, rowCost);
       splitRows(share.first, share.second);
     });
-    planTileRuns();
-    pool.run(rowThreads, [&](unsigned thread, unsigned team) {
-      const auto share = costShare(rows, thread, team, rowCost);
-      copyTileRuns(share.first, share.second);
-    });
+    if (!runsInPlace_) {
+      planTileRuns();
+      pool.run(rowThreads, [&](unsigned thread, unsigned team) {
+        const auto share = costShare(rows, thread, team, rowCost);
+        copyTileRuns(share.first, share.second);
+      });
+    }
   }
   const unsigned rowLength = layout_.maxRowLength();
   if (const BucketPolicy policy = bucketPolicy();

@@ -87,12 +87,15 @@ private:
     std::vector<float> partials;                        // recurrent: [numTiles x width]
     std::vector<int> prevSpikes; // a row's listed and dropped spikes, where any were dropped
     std::vector<float> betaGrad, thresholdGrad, alphaGrad, biasGrad; // [rowLength]
+    // runsInPlace_: the tile's two runs of the row being stepped, side by side
+    RawVector<int32_t> runIds;
+    RawVector<float> runMembrane, runGrad;
   };
 
   TileState &unit(unsigned j, unsigned g) { return units_[std::size_t(g) * layout_.numTiles() + j]; }
   void buildBlocks(unsigned j);
   void prepareUnit(unsigned j, unsigned g);
-  void prefetchRow(std::size_t row);
+  void prefetchRow(unsigned j, std::size_t row);
   void stepUnit(unsigned j, unsigned g, unsigned t);
   // A tile's listed entries of one row: spikes, then eligible-only.
   struct Listed {
@@ -102,6 +105,10 @@ private:
   };
   // Rows are the call's (step, sample); b and t name the sample in its group.
   Listed listed(unsigned j, std::size_t row);
+  Listed listed(unsigned j, unsigned g, std::size_t row);
+  const int32_t *tileSpikeIds(unsigned j, std::size_t row);
+  Listed wholeRow(std::size_t row) const;
+  bool listsEveryNeuron() const;
   unsigned tileSpikes(unsigned j, std::size_t row) const;
   std::size_t tileRunStart(unsigned j, std::size_t row) const;
   unsigned withDropped(unsigned j, unsigned g, std::size_t row, const int32_t *&ids,
@@ -159,6 +166,9 @@ private:
   // reads its runs of all rows in order from here, not a few entries from
   // each kilobytes-long row; a recurrent layer adds dL/dS into tileGrad_.
   bool tileMajor_ = false;
+  // ... except where every row lists every neuron (exact gradients): then each
+  // tile's runs are hundreds of entries, read in place (listed(j, g, row)).
+  bool runsInPlace_ = false;
   // dL/dx walks the output list's entries (inputGradByOutputs), not the input's.
   bool byOutputs_ = false;
   // Its E terms: row r's non-zero ones, in list order, at [termStart_[r],
