@@ -407,15 +407,23 @@ def test_wide_tiles_match_reference(recurrent, half):
 def test_full_lists_read_in_place_give_the_tile_major_bits(model, reset):
     # A list of every neuron (exact gradients) is read in place by the tiles of a
     # backward call, any other list through a tile-major copy: the same list with
-    # one padding column more takes the copy, and every gradient keeps its bits.
+    # one padding column more takes the copy, and every gradient keeps its bits;
+    # both give the dense reference's gradients.
     p = solvable_problem(1500 + 10 * model + reset, model, reset, False, INF, n_out=29)
-    rng = np.random.default_rng(15)
+    values = in_values(p)
+    U, S, _ = reference(p, values)
+    one_tile = run_forward(p, [0, 29])
+    ids, counts = one_tile["ids"], one_tile["counts"]
+    assert ids.shape[2] == 29 and (counts[..., 1] == 29).all()
+    grad_out = np.random.default_rng(15).normal(0, 1, ids.shape).astype(np.float32)
+    G = torch.zeros_like(U)
+    for t, b in np.ndindex(*counts.shape[:2]):
+        G[t, b, ids[t, b]] = torch.from_numpy(grad_out[t, b]).double()
+    (G * S).sum().backward()
+    pad = ((0, 0), (0, 0), (0, 1))
     for tiles in ([0, 8, 16, 29], [0, 1, 9, 10, 29]):
         fwd = run_forward(p, tiles)
-        ids, counts = fwd["ids"], fwd["counts"]
-        assert ids.shape[2] == 29 and (counts[..., 1] == 29).all()
-        grad_out = rng.normal(0, 1, ids.shape).astype(np.float32)
-        pad = ((0, 0), (0, 0), (0, 1))
+        assert np.array_equal(fwd["ids"], ids)
         padded = {**fwd, "ids": np.pad(ids, pad), "membrane": np.pad(fwd["membrane"], pad)}
         for threads, groups in ((1, 1), (2, 1), (2, 3)):
             in_place = run_backward(p, tiles, fwd, grad_out, threads=threads,
@@ -423,6 +431,10 @@ def test_full_lists_read_in_place_give_the_tile_major_bits(model, reset):
             copied = run_backward(p, tiles, padded, np.pad(grad_out, pad), threads=threads,
                                   sample_groups=groups, return_grad_current=True)
             assert_same(in_place, copied)
+            assert_grad(in_place["grad_in_values"], values.grad, "input")
+            assert_grad(in_place["grad_weight"], p["W"].grad, "weight")
+            assert_grad(in_place["grad_bias"], p["b"].grad, "bias")
+            assert_grad(in_place["grad_beta"], p["beta"].grad, "beta")
 
 
 @pytest.mark.parametrize("bias", [True, False])

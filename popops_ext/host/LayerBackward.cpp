@@ -258,26 +258,34 @@ template <typename WT> void LayerBackward<WT>::planTileRuns() {
   tileGrad_.resize(at);
 }
 
+// Tile j's two runs of a row (its spikes, then its eligible-only entries)
+// copied side by side to ids, membrane and grad; returns their length.
+template <typename WT>
+unsigned LayerBackward<WT>::copyTileRow(unsigned j, std::size_t row, int32_t *ids,
+                                        float *membrane, float *grad) const {
+  const unsigned numTiles = layout_.numTiles();
+  const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
+  const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
+  const int32_t *rowIds = in_.output.idsAt(row);
+  const float *rowMem = in_.membrane + row * in_.output.capacity;
+  const float *rowGrad = in_.gradOut + row * in_.output.capacity;
+  const unsigned ns = s[j + 1] - s[j], ne = e[j + 1] - e[j];
+  copyRun(rowIds + s[j], rowMem + s[j], rowGrad + s[j], ns, ids, membrane, grad);
+  copyRun(rowIds + e[j], rowMem + e[j], rowGrad + e[j], ne, ids + ns, membrane + ns,
+          grad + ns);
+  return ns + ne;
+}
+
 // Row after row: each row's entries are read once, in order, and written to
 // the tiles' runs.
 template <typename WT>
 void LayerBackward<WT>::copyTileRuns(std::size_t firstRow, std::size_t endRow) {
-  const unsigned numTiles = layout_.numTiles();
-  for (std::size_t row = firstRow; row < endRow; ++row) {
-    const int32_t *ids = in_.output.idsAt(row);
-    const float *mem = in_.membrane + row * in_.output.capacity;
-    const float *grad = in_.gradOut + row * in_.output.capacity;
-    const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
-    const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
-    for (unsigned j = 0; j < numTiles; ++j) {
+  for (std::size_t row = firstRow; row < endRow; ++row)
+    for (unsigned j = 0; j < layout_.numTiles(); ++j) {
       const std::size_t at = tileRunStart(j, row);
-      const unsigned ns = s[j + 1] - s[j];
-      copyRun(ids + s[j], mem + s[j], grad + s[j], ns, tileIds_.data() + at,
-              tileMembrane_.data() + at, tileGrad_.data() + at);
-      copyRun(ids + e[j], mem + e[j], grad + e[j], e[j + 1] - e[j], tileIds_.data() + at + ns,
-              tileMembrane_.data() + at + ns, tileGrad_.data() + at + ns);
+      copyTileRow(j, row, tileIds_.data() + at, tileMembrane_.data() + at,
+                  tileGrad_.data() + at);
     }
-  }
 }
 
 // Where tile j's run of a row starts in the tile-major copy (row = rows: its end).
@@ -307,19 +315,10 @@ typename LayerBackward<WT>::Listed LayerBackward<WT>::listed(unsigned j, unsigne
                                                             std::size_t row) {
   if (!runsInPlace_)
     return listed(j, row);
-  const unsigned numTiles = layout_.numTiles();
-  const unsigned *s = spikeSplit_.data() + row * (numTiles + 1);
-  const unsigned *e = eligibleSplit_.data() + row * (numTiles + 1);
-  const unsigned ns = s[j + 1] - s[j], ne = e[j + 1] - e[j];
   TileState &u = unit(j, g);
-  const int32_t *ids = in_.output.idsAt(row);
-  const float *mem = in_.membrane + row * in_.output.capacity;
-  const float *grad = in_.gradOut + row * in_.output.capacity;
-  copyRun(ids + s[j], mem + s[j], grad + s[j], ns, u.runIds.data(), u.runMembrane.data(),
-          u.runGrad.data());
-  copyRun(ids + e[j], mem + e[j], grad + e[j], ne, u.runIds.data() + ns,
-          u.runMembrane.data() + ns, u.runGrad.data() + ns);
-  return {u.runIds.data(), u.runMembrane.data(), u.runGrad.data(), ns + ne};
+  const unsigned n = copyTileRow(j, row, u.runIds.data(), u.runMembrane.data(),
+                                 u.runGrad.data());
+  return {u.runIds.data(), u.runMembrane.data(), u.runGrad.data(), n};
 }
 
 // All of a row's listed entries, in list order, read in place.

@@ -117,6 +117,8 @@ private:
   void splitRows(std::size_t firstRow, std::size_t endRow);
   void planTileRuns();
   void copyTileRuns(std::size_t firstRow, std::size_t endRow);
+  unsigned copyTileRow(unsigned j, std::size_t row, int32_t *ids, float *membrane,
+                       float *grad) const;
   float *currentGradAt(unsigned j, unsigned g, unsigned t, unsigned b);
   float *currentGradOfRow(unsigned j, std::size_t row);
   void inputGrad(unsigned thread, unsigned numThreads, float *gradIn);
