@@ -209,6 +209,11 @@ class Padded(torch.utils.data.Dataset):
         return len(self.dataset) + self.padding
 
     def __getitem__(self, i: int):
+        if not -len(self) <= i < len(self):
+            # the end of the padding: iterating a dataset by index stops at IndexError
+            raise IndexError(f"index {i} out of range for {len(self)} samples")
+        if i < 0:
+            i += len(self)
         if i < len(self.dataset):
             *tensors, label = item = self.dataset[i]
             label = torch.as_tensor(label)
@@ -229,7 +234,6 @@ def evaluate(inference_model, loader, net: nn.Module) -> float:
     """Accuracy of an inference model of :class:`WithLoss` over a PopTorch DataLoader;
     samples labelled -1 (the padding of :class:`Padded`) are not counted."""
     correct = total = 0
-    layers = len(ipu_overflow.spiking_layers(net))
     for *inputs, y in loader:
         predictions, counts = inference_model(*inputs)
         if predictions.numel() != y.numel():
@@ -240,14 +244,44 @@ def evaluate(inference_model, loader, net: nn.Module) -> float:
                 f"for a combined batch of {y.numel()} samples: compile it with "
                 "poptorch.Options().outputMode(poptorch.OutputMode.All)")
         real = y.reshape(-1) >= 0
-        if layers and counts.numel():
+        if counts.numel():  # none: a CPU run, where the layers kept their own stats
             # the overflow rows of micro-batches of padding alone say nothing of the data
-            rows = counts.reshape(-1, layers, counts.shape[-1])
-            counts = rows[real.reshape(rows.shape[0], -1).any(1)]
+            counts = _rows_of_real_micro_batches(counts, real)
         ipu_overflow.record(net, counts)
         correct += int((predictions.reshape(-1).long() == y.reshape(-1))[real].sum())
         total += int(real.sum())
     return correct / max(total, 1)
+
+
+_OVERFLOW_ROWS = ("check that the inference model is compiled with poptorch.Options()"
+                  ".outputMode(poptorch.OutputMode.All) and returns the counts of the model "
+                  "as compiled (WithLoss's)")
+
+
+def _rows_of_real_micro_batches(counts: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """The overflow rows of the micro-batches of a combined batch (``real``: which of its
+    samples are not padding) that hold a real sample. A micro-batch's rows are found by
+    their batch size, not by the number of spiking layers: a layer may be called twice
+    in a forward (shared weights), or not at all."""
+    width = len(ipu_overflow.ROW)
+    if counts.numel() % width:
+        return counts  # not rows at all: record() says so
+    rows = counts.reshape(-1, width)
+    sizes = rows[:, ipu_overflow.ROW.index("batch_size")].unique().tolist()
+    if len(sizes) != 1 or sizes[0] < 1 or real.numel() % sizes[0]:
+        raise ValueError(
+            f"evaluate(): overflow rows of batch_size {', '.join(map(str, sizes))} for a "
+            f"combined batch of {real.numel()} samples, where every layer call sees one "
+            f"micro-batch, of one size that divides it: {_OVERFLOW_ROWS}")
+    micro_batches = real.numel() // sizes[0]
+    if len(rows) % micro_batches:
+        raise ValueError(
+            f"evaluate(): {len(rows)} overflow rows for {micro_batches} micro-batches of "
+            f"{sizes[0]} samples, not the same number of layer calls in each: "
+            f"{_OVERFLOW_ROWS}")
+    # PopTorch returns the rows micro-batch after micro-batch, in the order of the labels
+    keep = real.reshape(micro_batches, -1).any(1)
+    return rows.reshape(micro_batches, -1, width)[keep].reshape(-1, width)
 
 
 def _first_batch(dataset, size: int):

@@ -4,6 +4,7 @@ tests/poptorch_standin.py: the calls are PopTorch's, the layers' ops run on the
 stand-in's device (the dense reference), and what a real IPU computes is not checked
 here (docs/ipu.md)."""
 
+import itertools
 import runpy
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 import torch
 from poptorch_standin import ROOT, install
 
-from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, ipu_overflow
+from snn_ipu import LIFLayer, ReadoutLayer, SparseSpikes, SpikeOverflowError, ipu_overflow
 from snn_ipu.checkpoint import load_checkpoint
 from snn_ipu.cli import main as cli_main
 from snn_ipu.data import make_randman, split
@@ -640,6 +641,24 @@ def test_padding_of_unsigned_labels_is_not_scored():
     assert int(padding) == -1
 
 
+def test_padded_is_a_sequence_of_its_length():
+    """Padded's padding did not end: an index past it gave more padding, so iterating
+    the dataset (Python's protocol stops at IndexError) never ended, and index -1 gave
+    the last real sample, not the last padding."""
+    from snn_ipu.poptorch_training import Padded
+
+    data = [(torch.full((2,), float(i)), i) for i in range(5)]
+    padded = Padded(data, 4)
+    # (islice: on the old form the iteration would not end)
+    labels = [int(y) for _, y in itertools.islice(iter(padded), 20)]
+    assert labels == [0, 1, 2, 3, 4, -1, -1, -1]
+    assert int(padded[-1][1]) == -1 and int(padded[-4][1]) == 4
+    assert float(padded[-8][0][0]) == 0.0 and int(padded[-8][1]) == 0
+    for i in (8, -9):
+        with pytest.raises(IndexError, match="out of range for 8 samples"):
+            padded[i]
+
+
 def test_evaluate_refuses_predictions_of_fewer_micro_batches():
     """An inference model compiled with OutputMode.Final returns the last micro-batch's
     predictions only: with a micro-batch of 1, evaluate() compared that one prediction
@@ -657,3 +676,124 @@ def test_evaluate_refuses_predictions_of_fewer_micro_batches():
     with pytest.raises(ValueError, match=r"returned 1 predictions for a combined batch of 4 "
                                          r"samples.*OutputMode.All"):
         evaluate(final_only, loader, torch.nn.Sequential())
+
+
+def _overflow_row(spikes, dropped=0, batch_size=2):
+    """The row of one call of layer 0 (max_spikes=2 of 4 neurons) on a micro-batch of
+    ``batch_size`` over 5 steps, written out by hand; ``dropped``: spikes past its
+    capacity at the first step and sample."""
+    row = dict.fromkeys(ipu_overflow.ROW, 0)
+    row.update(num_steps=5, batch_size=batch_size, capacity=2, spikes=spikes,
+               needed_capacity=2, first_overflow=-1)
+    if dropped:
+        row.update(needed_capacity=2 + dropped, spikes_dropped=dropped, first_overflow=0,
+                   first_spikes=2 + dropped, first_needed=2 + dropped)
+    return [row[name] for name in ipu_overflow.ROW]
+
+
+def _padded_batch():
+    """One combined batch of 4 micro-batches of 2: samples 0-4 real, 5-7 padding, so
+    micro-batches 0-2 hold a real sample and 3 only padding."""
+    from snn_ipu.poptorch_training import Padded
+
+    loader = torch.utils.data.DataLoader(Padded([(torch.zeros(5, 4), 0)] * 5, 8), batch_size=8)
+    assert [int(loader.dataset[i][1]) for i in range(8)] == [0] * 5 + [-1] * 3
+    return loader
+
+
+def _stand_in(rows_of_micro_batches):
+    """An inference model that predicts 0 and returns these overflow rows, micro-batch
+    after micro-batch, as OutputMode.All does."""
+    counts = torch.tensor([row for rows in rows_of_micro_batches for row in rows],
+                          dtype=torch.int32)
+
+    def model(x):
+        return torch.zeros(len(x), dtype=torch.int32), counts
+
+    return model
+
+
+def _recorded_spikes(monkeypatch, layer):
+    """The spikes of every call record() hands ``layer``, in order."""
+    spikes, keep = [], layer._keep
+    monkeypatch.setattr(layer, "_keep", lambda call: (spikes.append(call.total_spikes),
+                                                      keep(call)))
+    return spikes
+
+
+def test_evaluate_groups_the_rows_of_a_layer_called_twice_by_micro_batch(monkeypatch):
+    """A weight-tied layer called twice in a forward returns 2 rows per micro-batch.
+    evaluate() took 1 row per spiking layer for a micro-batch: it kept the first 5 rows
+    (one per real sample), dropping micro-batch 2's second call as padding. The rows of
+    the padding's micro-batch, which overflow here, are left out, and every call of the
+    real ones is recorded."""
+    from snn_ipu.poptorch_training import evaluate
+
+    shared = LIFLayer(4, 4, max_spikes=2, overflow="error")
+    spikes = _recorded_spikes(monkeypatch, shared)
+    model = _stand_in([[_overflow_row(1), _overflow_row(2)],
+                       [_overflow_row(11), _overflow_row(12)],
+                       [_overflow_row(21), _overflow_row(22)],
+                       [_overflow_row(3, dropped=1), _overflow_row(3, dropped=2)]])
+    assert evaluate(model, _padded_batch(), torch.nn.Sequential(shared)) == 1.0
+    assert spikes == [1, 2, 11, 12, 21, 22]
+    assert shared.stats["spikes"] == 22 and shared.stats["total_spikes_dropped"] == 0
+
+
+def test_evaluate_raises_for_an_overflow_in_a_real_micro_batchs_second_call(monkeypatch):
+    """The converse: the second call of micro-batch 2 (one real sample, one padding)
+    overflows. evaluate() left that row out (the 6th, past the 5 real samples), so a
+    layer with overflow="error" went on without a word."""
+    from snn_ipu.poptorch_training import evaluate
+
+    shared = LIFLayer(4, 4, max_spikes=2, overflow="error")
+    spikes = _recorded_spikes(monkeypatch, shared)
+    model = _stand_in([[_overflow_row(1), _overflow_row(2)],
+                       [_overflow_row(11), _overflow_row(12)],
+                       [_overflow_row(21), _overflow_row(22, dropped=1)],
+                       [_overflow_row(3), _overflow_row(4)]])
+    with pytest.raises(SpikeOverflowError, match="on the IPU"):
+        evaluate(model, _padded_batch(), torch.nn.Sequential(shared))
+    assert spikes == [1, 2, 11, 12, 21, 22]
+    assert shared.stats["spikes_dropped"] == 1
+
+
+def test_evaluate_groups_the_rows_of_a_net_that_calls_one_of_its_layers(monkeypatch):
+    """A net of two spiking layers whose forward calls only the first returns 1 row per
+    micro-batch: evaluate() grouped the rows 2 by 2, micro-batches 2 and 3 together, so
+    the padding's overflow was recorded and raised. Only the real micro-batches' rows
+    are recorded, and an overflow in one of them still raises."""
+    from snn_ipu.poptorch_training import evaluate
+
+    used, spare = (LIFLayer(4, 4, max_spikes=2, overflow="error") for _ in range(2))
+    net = torch.nn.Sequential(used, spare)
+    spikes = _recorded_spikes(monkeypatch, used)
+    model = _stand_in([[_overflow_row(1)], [_overflow_row(11)], [_overflow_row(21)],
+                       [_overflow_row(3, dropped=1)]])
+    assert evaluate(model, _padded_batch(), net) == 1.0
+    assert spikes == [1, 11, 21]
+    assert used.stats["total_spikes_dropped"] == 0 and spare.stats == {}
+    model = _stand_in([[_overflow_row(1)], [_overflow_row(11)],
+                       [_overflow_row(21, dropped=2)], [_overflow_row(3)]])
+    with pytest.raises(SpikeOverflowError):
+        evaluate(model, _padded_batch(), net)
+    assert spikes[3:] == [1, 11, 21] and used.stats["total_spikes_dropped"] == 2
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([[_overflow_row(1)]] * 3 + [[_overflow_row(1), _overflow_row(2)]],
+     r"5 overflow rows for 4 micro-batches of 2 samples"),
+    ([[_overflow_row(1, batch_size=3)]] * 4,
+     r"overflow rows of batch_size 3 for a combined batch of 8"),
+    ([[_overflow_row(1), _overflow_row(2, batch_size=4)]] * 4,
+     r"overflow rows of batch_size 2, 4 for a combined batch of 8"),
+], ids=["rows", "size", "sizes"])
+def test_evaluate_refuses_rows_that_are_not_whole_micro_batches(rows, message):
+    """Rows that do not divide into the combined batch's micro-batches (5 rows for 4;
+    micro-batches of 3 samples in 8; calls of 2 and of 4 samples) cannot be told apart
+    by micro-batch: evaluate() grouped them anyway (or failed in a reshape)."""
+    from snn_ipu.poptorch_training import evaluate
+
+    net = torch.nn.Sequential(LIFLayer(4, 4, max_spikes=2, overflow="error"))
+    with pytest.raises(ValueError, match=rf"^evaluate\(\): {message}.*OutputMode\.All"):
+        evaluate(_stand_in(rows), _padded_batch(), net)
