@@ -22,6 +22,7 @@ Use ``snn_ipu.plan(model_or_sizes, batch_size, num_steps).graph_report()``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
@@ -184,12 +185,18 @@ class GraphReport:
 
 def _attributes(row, first_tile: int) -> Dict[str, float]:
     """A planned layer's op attributes (those that shape its graph; the neuron
-    parameters of the layer, reset and surrogate, do not)."""
+    parameters of the layer, reset and surrogate, do not). ``has_bias`` and
+    ``grad_window`` are encoded as :func:`snn_ipu.backends.ipu.pack_attributes` sends
+    them to the real op."""
     d = row.details
     dense = row.model != "readout" and int(d["memory"]["history"]) > 0
+    window = row.grad_window
     return {
         "model": float(d["model"]), "reset": 0, "surrogate_kind": 0, "surrogate_p0": 2.0,
-        "surrogate_p1": 0.0, "grad_window": 0.5, "capacity": row.capacity_out, "has_bias": 1,
+        "surrogate_p1": 0.0,
+        # the op reads a negative window as an infinite one: exact gradients
+        "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
+        "capacity": row.capacity_out, "has_bias": int(bool(row.has_bias)),
         "recurrent": int(row.recurrent), "keep_dense_state": int(dense),
         "neurons_per_tile": row.neurons_per_tile, "first_tile": first_tile,
         "sample_groups": row.sample_groups,
@@ -202,7 +209,9 @@ def _attributes(row, first_tile: int) -> Dict[str, float]:
 def graph_report(plan) -> GraphReport:
     """Builds the training step of a network planned for ``ipu2`` (a
     :class:`~snn_ipu.planning.PlanReport`) on the host graph and reports it; each
-    layer on the tiles :func:`snn_ipu.planning.place` would give it."""
+    layer on the tiles :func:`snn_ipu.planning.place` would give it, with its bias and
+    ``grad_window``. A plan of sizes alone assumes layers with a bias and the default
+    window (``grad_window=None``)."""
     from . import _graph
 
     if not plan.is_ipu:

@@ -66,10 +66,15 @@ class LayerPlanRow:
     reason: str
     # host: a work item per (tile, group of the batch's samples); IPU: groups of tiles
     sample_groups: int = 1
+    # The layer's bias and gradient window (None: exact gradients), which the planner's
+    # estimates leave out but the layer's op is built with (the graph report builds it).
+    has_bias: bool = True
+    grad_window: Optional[float] = None
     details: Dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_plan(cls, name: str, d: Dict[str, Any]) -> LayerPlanRow:
+    def from_plan(cls, name: str, d: Dict[str, Any], has_bias: bool = True,
+                  grad_window: Optional[float] = None) -> LayerPlanRow:
         return cls(
             name=name,
             model=_MODEL_NAMES[int(d["model"])],
@@ -89,6 +94,8 @@ class LayerPlanRow:
             fits=bool(d["fits"]),
             reason=str(d["reason"]),
             sample_groups=int(d["sample_groups"]),
+            has_bias=has_bias,
+            grad_window=grad_window,
             details=dict(d),
         )
 
@@ -306,7 +313,9 @@ class PlanReport:
 
     def graph_report(self):
         """The IPU program of this plan built on the host and measured, next to the
-        plan's estimates (:mod:`snn_ipu.graph_report`; ipu2 plans only)."""
+        plan's estimates (:mod:`snn_ipu.graph_report`; ipu2 plans only). Each layer's
+        op has the layer's bias and ``grad_window``; a plan of sizes alone assumes
+        layers with a bias and the default window (``grad_window=None``)."""
         from .graph_report import graph_report
 
         return graph_report(self)
@@ -427,6 +436,14 @@ class _LayerShape:
     weight_bytes: int
     # learned decays: the IPU op keeps the dense membrane (and synaptic) history
     dense_history: bool = False
+    # not planned on, only carried to the plan's rows for the graph report; the defaults
+    # are a default layer's (LIFLayer: bias=True, grad_window=None)
+    has_bias: bool = True
+    grad_window: Optional[float] = None
+    # exact gradients (grad_window None) and no max_spikes of its own: the IPU op lists
+    # every neuron (backends.ipu._capacity), so its list is out_features long whatever
+    # the plan's max_spikes or activity
+    lists_every_neuron: bool = False
 
 
 def _snn_layers(model: torch.nn.Module) -> List[Any]:
@@ -454,8 +471,20 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
                 and getattr(m, decay).requires_grad
                 for decay in ("beta", "alpha")
             ),
+            # a recurrent layer's rec_bias is summed into the bias its op takes (_params)
+            has_bias=any(getattr(m, b, None) is not None for b in ("bias", "rec_bias")),
+            # a readout has none: its op is sent LayerConfig's default, None
+            grad_window=getattr(m, "grad_window", None),
+            lists_every_neuron=_lists_every_neuron(m.neuron_model,
+                                                   getattr(m, "grad_window", None),
+                                                   getattr(m, "max_spikes", None)),
         ))
     return shapes
+
+
+def _lists_every_neuron(neuron_model: str, grad_window: Optional[float],
+                        max_spikes: Optional[int]) -> bool:
+    return model_code(neuron_model) != 2 and grad_window is None and max_spikes is None
 
 
 def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:
@@ -546,9 +575,14 @@ def plan(
     of neurons spiking per step: it sets the cycle estimates and, where no
     ``max_spikes`` is given, the automatic capacities (and so the bytes). A layer
     that learns beta or alpha is planned with the dense state history its IPU op
-    keeps for their gradients. ``pipelined`` plans the layers on tiles of their
-    own, run at once by the fused time loop (:func:`snn_ipu.pipeline`; ``None``:
-    whether a layer of the module has an ``input_delay``).
+    keeps for their gradients. A layer of the module with exact gradients
+    (``grad_window=None``) and no ``max_spikes`` of its own lists every neuron, as its
+    op does: its capacity is its ``out_features`` whatever ``max_spikes`` and
+    ``activity`` say. ``pipelined`` plans the layers on tiles of their own, run at
+    once by the fused time loop (:func:`snn_ipu.pipeline`; ``None``: whether a layer
+    of the module has an ``input_delay``). A plan of sizes alone sizes every list by
+    ``max_spikes`` or ``activity``, and its :meth:`~PlanReport.graph_report` builds
+    layers with a bias and the default window (``grad_window=None``).
     """
     from ._native import _C
 
@@ -585,13 +619,16 @@ def plan(
     capacity_in = input_max_spikes or 0
     clock_hz = 1.0
     for i, s in enumerate(shapes):
-        capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
+        if s.lists_every_neuron:
+            capacity_out = s.out_features
+        else:
+            capacity_out = s.max_spikes if s.max_spikes is not None else (max_spikes or 0)
         a = _layer_shape_args(s, batch_size, num_steps, capacity_in, capacity_out, activity)
         # the first layer reads the network's input, laid out by PopART: data, whose
         # gradient nothing asks for, so its op builds no input gradient
         d = _C.plan_layer(*a, target, n_threads, dense_history=s.dense_history,
                           linear_input=i == 0, input_needs_grad=i != 0)
-        rows.append(LayerPlanRow.from_plan(s.name, d))
+        rows.append(LayerPlanRow.from_plan(s.name, d, s.has_bias, s.grad_window))
         args.append(a[:6] + (int(d["capacity_in"]), int(d["capacity_out"])) + a[8:])
         clock_hz = float(d["clock_hz"])
         capacity_in = int(d["capacity_out"])  # the next layer reads this layer's list
@@ -608,7 +645,8 @@ def plan(
     disjoint = [
         LayerPlanRow.from_plan(s.name, _C.plan_layer(
             *a, "ipu2", 1, neurons_per_tile=f[i][2], dense_history=s.dense_history,
-            sample_groups=f[i][3], linear_input=k == 0, input_needs_grad=k != 0))
+            sample_groups=f[i][3], linear_input=k == 0, input_needs_grad=k != 0),
+            s.has_bias, s.grad_window)
         for k, (a, s, f, i) in enumerate(zip(args, shapes, fronts, picks))
     ]
     candidate = PlanReport(target, batch_size, num_steps, disjoint, clock_hz, pipelined,

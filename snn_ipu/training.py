@@ -160,10 +160,13 @@ def model_shapes(config: TrainConfig, num_inputs: int, num_classes: int) -> list
     recurrence, capacity; float32 weights), without allocating any weights: what
     ``snn-ipu plan`` plans (``snn_ipu.plan`` takes the list)."""
     from .backends.work_split import model_code
-    from .planning import _LayerShape
+    from .planning import _LayerShape, _lists_every_neuron
 
     return [_LayerShape(kw["name"], n_in, n_out, model_code(cls.neuron_model),
-                        bool(kw.get("recurrent", False)), kw.get("max_spikes"), 4)
+                        bool(kw.get("recurrent", False)), kw.get("max_spikes"), 4,
+                        grad_window=kw.get("grad_window"),
+                        lists_every_neuron=_lists_every_neuron(
+                            cls.neuron_model, kw.get("grad_window"), kw.get("max_spikes")))
             for cls, n_in, n_out, kw in _layer_specs(config, num_inputs, num_classes)]
 
 

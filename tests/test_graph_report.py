@@ -3,8 +3,10 @@ measured, next to the planner's estimates."""
 
 import numpy as np
 import pytest
+import torch
 
-from snn_ipu import plan
+from snn_ipu import LIFLayer, ReadoutLayer, _graph, plan
+from snn_ipu.backends.ipu import pack_attributes
 
 
 @pytest.fixture(scope="module")
@@ -139,3 +141,80 @@ def test_fused_step_against_the_planners_pipelined_estimate(pipelined):
     planned = pipelined.plan.cycles_per_step
     graph = pipelined.fused_cycles_per_step
     assert abs(graph - planned) <= 0.1 * planned, (graph, planned)
+
+
+def _small_network(bias: bool) -> torch.nn.Sequential:
+    return torch.nn.Sequential(LIFLayer(96, 64, bias=bias), LIFLayer(64, 48, bias=bias),
+                               ReadoutLayer(48, 10, bias=bias))
+
+
+@pytest.fixture(scope="module")
+def with_and_without_bias():
+    return {bias: plan(_small_network(bias), 12, 20).graph_report() for bias in (True, False)}
+
+
+def test_layers_without_a_bias_build_no_bias_in_their_ops(with_and_without_bias):
+    """The planner does not model a bias, so both plans put the layers on the same
+    tiles; the graphs differ: without a bias no op holds bias slices on its tiles
+    ("SnnLayer/bias") nor bias-gradient blocks ("SnnLayer/gradBias"), and every layer
+    holds at least those bytes less (float32 bias and its gradient, out_features each)."""
+    biased, unbiased = with_and_without_bias[True], with_and_without_bias[False]
+    assert [(r.num_tiles, r.sample_groups) for r in biased.plan.layers] == \
+        [(r.num_tiles, r.sample_groups) for r in unbiased.plan.layers]
+    assert [r.has_bias for r in unbiased.plan.layers] == [False] * 3
+
+    def layers_with_bias_blocks(report):
+        # all layers are overlaid from tile 0, the busiest tile, so each has blocks there
+        return {name.split("/")[0] for name, _ in report.max_tile_variables
+                if "/SnnLayer/" in name and name.rsplit("/", 1)[1] in ("bias", "gradBias")}
+
+    assert layers_with_bias_blocks(biased) == {row.name for row in biased.plan.layers}
+    assert layers_with_bias_blocks(unbiased) == set()
+    assert unbiased.counts["variables"] < biased.counts["variables"]
+    for i, row in enumerate(biased.plan.layers):
+        saved = int(biased.layer_bytes[i].sum()) - int(unbiased.layer_bytes[i].sum())
+        assert saved >= 2 * 4 * row.out_features, (row.name, saved)
+
+
+def _sent_attributes(monkeypatch, plan_report) -> list:
+    """The op attributes graph_report hands the graph builder, per layer."""
+    sent = []
+    build = _graph.graph_report
+
+    def spy(layers, *args):
+        sent.extend(layer["attributes"] for layer in layers)
+        return build(layers, *args)
+
+    monkeypatch.setattr(_graph, "graph_report", spy)
+    plan_report.graph_report()
+    return sent
+
+
+def test_ops_get_each_layers_bias_and_window_as_the_ipu_backend_sends_them(monkeypatch):
+    """Exact gradients (None, LIFLayer's default), windows of the layer's own, no bias,
+    a recurrent layer's rec_bias alone (summed into its op's bias) and a readout (no
+    window: LayerConfig's default): each op is built with the attributes the ipu
+    backend packs for that layer (pack_attributes, given the bias its call passes)."""
+    model = torch.nn.Sequential(
+        LIFLayer(96, 64),
+        LIFLayer(64, 48, grad_window=0.25, bias=False),
+        LIFLayer(48, 48, recurrent=True, bias=False, rec_bias=True, grad_window=1.5),
+        ReadoutLayer(48, 10, bias=False),
+    )
+    sent = _sent_attributes(monkeypatch, plan(model, 12, 20))
+    assert [a["grad_window"] for a in sent] == [-1.0, 0.25, 1.5, -1.0]
+    assert [a["has_bias"] for a in sent] == [1, 0, 1, 0]
+    for layer, attributes in zip(model, sent):
+        packed = pack_attributes(layer.config(), 0, 8, has_bias=layer._params().bias is not None,
+                                 keep_dense_state=False)
+        assert {k: attributes[k] for k in ("grad_window", "has_bias")} == \
+            {k: packed[k] for k in ("grad_window", "has_bias")}, layer.name
+
+
+def test_a_plan_of_sizes_assumes_default_layers(monkeypatch):
+    """Sizes alone: the ops of layers built with the defaults (a bias, grad_window=None)."""
+    sent = _sent_attributes(monkeypatch, plan([96, 64, 10], 12, 20))
+    for layer, attributes in zip((LIFLayer(96, 64), ReadoutLayer(64, 10)), sent):
+        packed = pack_attributes(layer.config(), 0, 8, has_bias=True, keep_dense_state=False)
+        assert (attributes["grad_window"], attributes["has_bias"]) == \
+            (packed["grad_window"], packed["has_bias"]) == (-1.0, 1)

@@ -445,6 +445,34 @@ def test_plan_from_module_reads_layer_attributes():
         plan(torch.nn.Linear(3, 3), 4, 10)
 
 
+@pytest.mark.parametrize("target", ["ipu2", "host"])
+def test_exact_gradient_layers_are_planned_with_lists_of_every_neuron(target):
+    """With exact gradients (grad_window=None, the layers' default) every neuron is
+    listed at every step, so the op's list is out_features long (the IPU backend's
+    own choice, backends.ipu._capacity; the emulator lists every neuron too): planned
+    from the activity's guess, such a layer's bytes were those of a list a fraction of
+    that. A max_spikes of the layer's own, or a window, keeps the planned capacity."""
+    from snn_ipu import LIFLayer, ReadoutLayer
+    from snn_ipu.backends.ipu import _capacity
+    from snn_ipu.spikes import SparseSpikes
+
+    net = torch.nn.Sequential(
+        LIFLayer(700, 256), LIFLayer(256, 256, max_spikes=7),
+        LIFLayer(256, 128, grad_window=0.5), LIFLayer(128, 64), ReadoutLayer(64, 10))
+    r = plan(net, batch_size=64, num_steps=100, target=target, max_spikes=9)
+    assert [row.capacity_out for row in r.layers[:4]] == [256, 7, 9, 64]
+    # the IPU op's capacity for the exact layers, whatever its input list
+    spikes = SparseSpikes.from_dense(torch.zeros(100, 64, 700))
+    assert _capacity(net[0].config(), spikes, net[0].weight, False) == 256
+    # planned as windowed, the first layer's list (and so its bytes) were smaller
+    windowed = plan(torch.nn.Sequential(LIFLayer(700, 256, grad_window=0.5)), 64, 100,
+                    target=target, max_spikes=9)
+    exact = plan(torch.nn.Sequential(LIFLayer(700, 256)), 64, 100, target=target,
+                 max_spikes=9)
+    assert windowed.layers[0].capacity_out == 9
+    assert exact.layers[0].bytes_per_tile_max > windowed.layers[0].bytes_per_tile_max
+
+
 def test_plan_of_layers_learning_decays_counts_their_dense_history():
     """A layer that learns beta (or alpha) keeps U (and syn) over T on the IPU: the
     plan's history bytes are the hand-computed T x B x neurons x 4 per state (B: the
@@ -676,3 +704,18 @@ def test_host_network_whose_layers_fit_alone_but_not_together_does_not_fit():
                 threads=2)
     assert half.fits and half.problems() == []
     assert steps // 2 * batch * per_step <= half.host_bytes_total <= budget
+
+
+@pytest.mark.parametrize("readout", ["membrane", "spikes"])
+def test_the_cli_networks_plan_has_the_lists_of_the_model_it_builds(readout):
+    """`snn-ipu plan` plans training.model_shapes, the layers of build_model without
+    their weights: its capacities are those the same plan gives the model built."""
+    from snn_ipu.training import TrainConfig, build_model, model_shapes
+
+    for window in (None, 0.5):
+        config = TrainConfig(hidden=[48, 32], grad_window=window, readout=readout)
+        shapes = plan(model_shapes(config, 20, 5), 8, 10)
+        built = plan(build_model(config, 20, 5), 8, 10)
+        assert [r.capacity_out for r in shapes.layers] == \
+            [r.capacity_out for r in built.layers]
+        assert (shapes.layers[0].capacity_out == 48) == (window is None)
