@@ -22,7 +22,6 @@ Use ``snn_ipu.plan(model_or_sizes, batch_size, num_steps).graph_report()``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
@@ -188,14 +187,13 @@ def _attributes(row, first_tile: int) -> Dict[str, float]:
     parameters of the layer, reset and surrogate, do not). ``has_bias`` and
     ``grad_window`` are encoded as :func:`snn_ipu.backends.ipu.pack_attributes` sends
     them to the real op."""
+    from .backends.ipu import op_grad_window
+
     d = row.details
     dense = row.model != "readout" and int(d["memory"]["history"]) > 0
-    window = row.grad_window
     return {
         "model": float(d["model"]), "reset": 0, "surrogate_kind": 0, "surrogate_p0": 2.0,
-        "surrogate_p1": 0.0,
-        # the op reads a negative window as an infinite one: exact gradients
-        "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
+        "surrogate_p1": 0.0, "grad_window": op_grad_window(row.grad_window),
         "capacity": row.capacity_out, "has_bias": int(bool(row.has_bias)),
         "recurrent": int(row.recurrent), "keep_dense_state": int(dense),
         "neurons_per_tile": row.neurons_per_tile, "first_tile": first_tile,

@@ -458,13 +458,16 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
     shapes = []
     for name, m in _snn_layers(model):
         weight = getattr(m, "weight", None)
+        code = model_code(m.neuron_model)
+        # a readout has no window: its op is sent LayerConfig's default, None
+        window, max_spikes = getattr(m, "grad_window", None), getattr(m, "max_spikes", None)
         shapes.append(_LayerShape(
             name=getattr(m, "name", None) or name or type(m).__name__,
             in_features=int(m.in_features),
             out_features=int(m.out_features),
-            model=model_code(m.neuron_model),
+            model=code,
             recurrent=bool(getattr(m, "recurrent", False)),
-            max_spikes=getattr(m, "max_spikes", None),
+            max_spikes=max_spikes,
             weight_bytes=weight.element_size() if isinstance(weight, torch.Tensor) else 4,
             dense_history=any(
                 isinstance(getattr(m, decay, None), torch.nn.Parameter)
@@ -473,18 +476,15 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
             ),
             # a recurrent layer's rec_bias is summed into the bias its op takes (_params)
             has_bias=any(getattr(m, b, None) is not None for b in ("bias", "rec_bias")),
-            # a readout has none: its op is sent LayerConfig's default, None
-            grad_window=getattr(m, "grad_window", None),
-            lists_every_neuron=_lists_every_neuron(m.neuron_model,
-                                                   getattr(m, "grad_window", None),
-                                                   getattr(m, "max_spikes", None)),
+            grad_window=window,
+            lists_every_neuron=_lists_every_neuron(code, window, max_spikes),
         ))
     return shapes
 
 
-def _lists_every_neuron(neuron_model: str, grad_window: Optional[float],
+def _lists_every_neuron(model: int, grad_window: Optional[float],
                         max_spikes: Optional[int]) -> bool:
-    return model_code(neuron_model) != 2 and grad_window is None and max_spikes is None
+    return model != MODEL_CODES["readout"] and grad_window is None and max_spikes is None
 
 
 def _shapes_from_sizes(sizes: Sequence[int]) -> List[_LayerShape]:

@@ -162,12 +162,15 @@ def model_shapes(config: TrainConfig, num_inputs: int, num_classes: int) -> list
     from .backends.work_split import model_code
     from .planning import _LayerShape, _lists_every_neuron
 
-    return [_LayerShape(kw["name"], n_in, n_out, model_code(cls.neuron_model),
-                        bool(kw.get("recurrent", False)), kw.get("max_spikes"), 4,
-                        grad_window=kw.get("grad_window"),
-                        lists_every_neuron=_lists_every_neuron(
-                            cls.neuron_model, kw.get("grad_window"), kw.get("max_spikes")))
-            for cls, n_in, n_out, kw in _layer_specs(config, num_inputs, num_classes)]
+    shapes = []
+    for cls, n_in, n_out, kw in _layer_specs(config, num_inputs, num_classes):
+        code = model_code(cls.neuron_model)
+        window, max_spikes = kw.get("grad_window"), kw.get("max_spikes")
+        shapes.append(_LayerShape(
+            kw["name"], n_in, n_out, code, bool(kw.get("recurrent", False)), max_spikes, 4,
+            grad_window=window,
+            lists_every_neuron=_lists_every_neuron(code, window, max_spikes)))
+    return shapes
 
 
 def _spiking(model: nn.Sequential) -> List[nn.Module]:

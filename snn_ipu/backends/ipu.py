@@ -152,6 +152,12 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
             "sample_groups": placed.sample_groups, **needs_grad}
 
 
+def op_grad_window(grad_window: Optional[float]) -> float:
+    """A gradient window as the op's attribute: an infinite one (exact gradients,
+    ``None``) is sent as ``-1.0``, which the C++ side reads as inf."""
+    return -1.0 if grad_window is None or math.isinf(grad_window) else float(grad_window)
+
+
 def pack_attributes(
     config: LayerConfig,
     capacity: int,
@@ -165,20 +171,19 @@ def pack_attributes(
 ) -> Dict[str, Any]:
     """The custom op's attributes: ints and floats only, as PopTorch requires.
 
-    An infinite gradient window is sent as ``-1.0`` (the C++ side reads negative as
-    inf). A readout has no reset, surrogate or window: it is sent as reset "none"
-    with ATan's defaults, which its graph does not read.
+    The gradient window is sent as :func:`op_grad_window` encodes it. A readout has
+    no reset, surrogate or window: it is sent as reset "none" with ATan's defaults,
+    which its graph does not read.
     """
     surrogate = config.surrogate if config.spiking else ATan()
     p0, p1 = surrogate.params
-    window = config.grad_window
     return {
         "model": MODELS[config.model],
         "reset": RESETS[config.reset if config.spiking else "none"],
         "surrogate_kind": int(surrogate.kind),
         "surrogate_p0": float(p0),
         "surrogate_p1": float(p1),
-        "grad_window": -1.0 if window is None or math.isinf(window) else float(window),
+        "grad_window": op_grad_window(config.grad_window),
         "capacity": int(capacity),
         "has_bias": int(bool(has_bias)),
         "recurrent": int(bool(config.recurrent)),
