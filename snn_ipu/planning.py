@@ -415,7 +415,9 @@ class IpuTiles:
     """Where :func:`place` put a layer's op on the IPU, for one batch size and
     sequence length: ``sample_groups`` groups of ``num_tiles`` tiles from
     ``first_tile`` on, each tile of a group with ``neurons_per_tile`` of its output
-    neurons (the last with the rest) for the group's share of the batch."""
+    neurons (the last with the rest) for the group's share of the batch. A spiking
+    layer's op is built with the output list ``capacity`` its plan counted (None: a
+    readout, which has no list) and the plan's ``activity``."""
 
     first_tile: int
     num_tiles: int
@@ -423,6 +425,8 @@ class IpuTiles:
     batch_size: int
     num_steps: int
     sample_groups: int = 1
+    capacity: Optional[int] = None
+    activity: float = 0.05
 
 
 @dataclass
@@ -573,7 +577,9 @@ def plan(
     the planner's automatic guess from ``activity``); ``input_max_spikes`` the
     capacity of the network's input list. ``activity`` is the expected fraction
     of neurons spiking per step: it sets the cycle estimates and, where no
-    ``max_spikes`` is given, the automatic capacities (and so the bytes). A layer
+    ``max_spikes`` is given, the automatic capacities (and so the bytes); the ipu
+    backends build those only for the model :func:`place` planned, and the ops of
+    layers it did not place for an activity of 5%. A layer
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients. A layer of the module with exact gradients
     (``grad_window=None``) and no ``max_spikes`` of its own lists every neuron, as its
@@ -670,13 +676,15 @@ def place(
     its layers the tiles of that plan (``layer.ipu_tiles``, an :class:`IpuTiles`).
 
     The ``ipu`` backend then builds each layer's op where the report counted it,
-    with the plan's tile size and sample groups: all from tile 0 (the "overlaid"
-    layout, what it also does for a layer ``place`` did not place) or, for a
-    pipelined network or where that is faster or the only fit, side by side
-    (``PlanReport.tile_offsets``). ``place`` is for choosing: the batch size,
-    sequence length and activity the plan is made for. Call it again after
-    changing the batch size or the sequence length: a layer placed for other
-    ones refuses to run.
+    with the plan's tile size, sample groups and activity: all from tile 0 (the
+    "overlaid" layout, what it also does for a layer ``place`` did not place) or,
+    for a pipelined network or where that is faster or the only fit, side by side
+    (``PlanReport.tile_offsets``). A windowed layer without ``max_spikes`` of its
+    own gets the list capacity of the plan (from ``max_spikes`` or ``activity``),
+    where an unplaced one gets the planner's guess for 5% activity. ``place`` is
+    for choosing: the batch size, sequence length and activity the plan is made
+    for. Call it again after changing the batch size or the sequence length: a
+    layer placed for other ones refuses to run.
 
     Raises:
         PlanError: the network does not fit; the message says what to change.
@@ -687,6 +695,9 @@ def place(
                   activity=activity, input_max_spikes=input_max_spikes, pipelined=pipelined)
     report.raise_if_not_fits()
     for (_, layer), row, first in zip(_snn_layers(model), report.layers, report.tile_offsets):
+        # the op's list is the plan's: an automatic capacity follows the plan's activity
+        # or max_spikes, not the guess an unplaced layer's op makes
+        capacity = None if layer.neuron_model == "readout" else row.capacity_out
         layer.ipu_tiles = IpuTiles(first, row.num_tiles, row.neurons_per_tile, batch_size,
-                                   num_steps, row.sample_groups)
+                                   num_steps, row.sample_groups, capacity, float(activity))
     return report

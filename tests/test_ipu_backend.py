@@ -428,3 +428,45 @@ def test_auto_finds_poptorch_installed_after_a_failed_import(monkeypatch):
     assert auto_backend(torch.device("cpu")) == "emulator"  # not inside an IPU model
     fake._phase = "trace"
     assert auto_backend(torch.device("cpu")) == "ipu"
+
+
+def test_placed_layers_take_the_capacity_and_activity_of_their_plan(fake_poptorch):
+    """A windowed layer without max_spikes gets an automatic capacity: place() plans
+    its tiles for the capacity its activity (or max_spikes) gives, and the op must be
+    built with that list, not with the 5% guess an unplaced layer's op makes."""
+    T, B = 100, 64
+    net = torch.nn.Sequential(LIFLayer(700, 256, grad_window=0.5),
+                              LIFLayer(256, 256, grad_window=0.5), ReadoutLayer(256, 20))
+    unplaced = call_spiking(net[0], full_spikes(T, B, 700, K=16)).capacity
+    fake_poptorch.custom_op_calls.clear()
+    built = {}
+    for how in (dict(activity=0.01), dict(activity=0.2), dict(max_spikes=100)):
+        report = snn_ipu.place(net, B, T, input_max_spikes=16, **how)
+        want = [r.capacity_out for r in report.layers[:2]]
+        h = call_spiking(net[0], full_spikes(T, B, 700, K=16))
+        call_spiking(net[1], h)
+        calls = fake_poptorch.custom_op_calls[-2:]
+        assert [c["attributes"]["capacity"] for c in calls] == want
+        assert h.capacity == want[0]
+        assert [c["attributes"]["activity"] for c in calls] == [how.get("activity", 0.05)] * 2
+        built[str(how)] = want[0]
+    assert built["{'max_spikes': 100}"] == 100
+    # the plans differ from the unplaced op's list, or the test would show nothing
+    assert built["{'activity': 0.01}"] < unplaced < built["{'activity': 0.2}"]
+
+
+def test_unplaced_layers_and_own_capacities_keep_theirs(fake_poptorch):
+    """A layer's own max_spikes, and exact gradients (every neuron listed), decide the
+    capacity whatever place() planned; an unplaced layer's op is built for 5%."""
+    T, B = 100, 64
+    own = LIFLayer(700, 256, grad_window=0.5, max_spikes=40)
+    exact = LIFLayer(700, 256)
+    snn_ipu.place(torch.nn.Sequential(own, ReadoutLayer(256, 20)), B, T, activity=0.2)
+    assert call_spiking(own, full_spikes(T, B, 700, K=16)).capacity == 40
+    snn_ipu.place(torch.nn.Sequential(exact, ReadoutLayer(256, 20)), B, T, activity=0.01)
+    assert call_spiking(exact, full_spikes(T, B, 700, K=16)).capacity == 256
+    guess = snn_ipu.plan([700, 256, 20], B, T, activity=0.05,
+                         input_max_spikes=16).layers[0].capacity_out
+    windowed = LIFLayer(700, 256, grad_window=0.5)
+    assert call_spiking(windowed, full_spikes(T, B, 700, K=16)).capacity == guess
+    assert fake_poptorch.custom_op_calls[-1]["attributes"]["activity"] == 0.05

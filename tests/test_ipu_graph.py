@@ -156,6 +156,26 @@ def test_placed_network_with_tile_offsets():
     compare(net, graph, x, readout)
 
 
+def test_placed_windowed_layers_build_the_lists_their_plan_counted():
+    """Windowed layers without max_spikes, place()d for the activity they run at: the
+    graph holds the lists the plan sized from it (here every neuron, as the reference's
+    lists), and gives the reference's results. Built for the 5% an unplaced op
+    assumes, the lists would be too short for this input and overflow."""
+    net, x, readout = tie_free("leaky", "subtract", False, 0.3, sg.ATan(2.0))
+    graph = on_graph(net)
+    for layer in graph:
+        layer.max_spikes = None
+    report = place(graph, B, T, activity=0.3, input_max_spikes=IN)
+    assert [row.capacity_out for row in report.layers] == [HID, OUT]
+    outs = compare(net, graph, x, readout)
+    assert [o.capacity for o in outs] == [HID, OUT]
+    unplaced = on_graph(net)
+    for layer in unplaced:
+        layer.max_spikes = None
+    with pytest.raises(SpikeOverflowError):
+        unplaced[1](unplaced[0](x))
+
+
 def test_s_network_first_layer_tile_plan():
     """The 700-256 layer of the S network with the tile size its ipu2 plan (batch 64,
     100 steps) gives it, on a short sequence and a small batch."""

@@ -139,6 +139,8 @@ def test_place_hands_out_the_sample_groups():
     torch.manual_seed(0)
     net = torch.nn.Sequential(LIFLayer(700, 256), LIFLayer(256, 256), ReadoutLayer(256, 20))
     report = place(net, 64, 100, activity=0.01)
-    for layer, row, first in zip(net, report.layers, report.tile_offsets):
+    # exact gradients: each hidden layer's list holds all 256 neurons; a readout has none
+    for layer, row, first, capacity in zip(net, report.layers, report.tile_offsets,
+                                           [256, 256, None]):
         assert layer.ipu_tiles == IpuTiles(first, row.num_tiles, row.neurons_per_tile, 64, 100,
-                                           row.sample_groups)
+                                           row.sample_groups, capacity, 0.01)

@@ -47,6 +47,9 @@ DOMAIN = "ai.snn_ipu"
 DOMAIN_VERSION = 1
 LIBRARY_ENV = "SNN_IPU_POPART_LIB"
 _LIBRARY_NAME = "libsnn_ipu_popart.so"
+# The activity an op is built for where place() did not plan its layer (plan()'s and
+# place()'s default): it sizes an automatic list capacity and the op's cycle estimates.
+UNPLACED_ACTIVITY = 0.05
 
 _loaded: Dict[str, ctypes.CDLL] = {}
 
@@ -120,21 +123,22 @@ def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
     snn_ipu.planning reports for an unplaced layer: its fastest plan that fits)."""
     plan = _C.plan_layer(
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
-        cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, 0.05,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, UNPLACED_ACTIVITY,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
         input_needs_grad=input_needs_grad(spikes),
     )
     return {"neurons_per_tile": int(plan["neurons_per_tile_max"]),
-            "sample_groups": int(plan["sample_groups"])}
+            "sample_groups": int(plan["sample_groups"]), "activity": UNPLACED_ACTIVITY}
 
 
 def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacity: int,
            dense_history: bool) -> Dict[str, int]:
-    """``neurons_per_tile``, ``sample_groups`` and ``first_tile`` of the layer's op:
-    where :func:`snn_ipu.planning.place` put the layer, else the planner's own
-    choice for the layer from tile 0 (each layer may then use the whole IPU: the
-    ops run one after another, and ``snn_ipu.plan`` says whether their data fit
-    together, its "overlaid" layout)."""
+    """``neurons_per_tile``, ``sample_groups``, ``first_tile`` and ``activity`` of the
+    layer's op: where :func:`snn_ipu.planning.place` put the layer (with the activity
+    it planned for), else the planner's own choice for the layer from tile 0 at
+    ``UNPLACED_ACTIVITY`` (each layer may then use the whole IPU: the ops run one after
+    another, and ``snn_ipu.plan`` says whether their data fit together, its
+    "overlaid" layout)."""
     placed = cfg.ipu_tiles
     needs_grad = {"input_needs_grad": input_needs_grad(spikes)}
     if placed is None:
@@ -149,7 +153,8 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
             "again (IPU shapes are fixed when the model compiles)"
         )
     return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile,
-            "sample_groups": placed.sample_groups, **needs_grad}
+            "sample_groups": placed.sample_groups, "activity": placed.activity,
+            **needs_grad}
 
 
 def op_grad_window(grad_window: Optional[float]) -> float:
@@ -165,7 +170,7 @@ def pack_attributes(
     has_bias: bool,
     keep_dense_state: bool,
     first_tile: int = 0,
-    activity: float = 0.05,
+    activity: float = UNPLACED_ACTIVITY,
     sample_groups: int = 1,
     input_needs_grad: bool = True,
 ) -> Dict[str, Any]:
@@ -203,10 +208,15 @@ def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
     if cfg.grad_window is None:
         # Exact gradients list every neuron: anything less would overflow every step.
         return cfg.out_features
+    placed = cfg.ipu_tiles
+    if placed is not None and placed.capacity is not None:
+        # the capacity place() planned the layer's tiles for (from its activity or
+        # max_spikes): another would not be the graph the plan counted
+        return placed.capacity
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
     plan = _C.plan_layer(
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
-        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, 0.05,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, UNPLACED_ACTIVITY,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
