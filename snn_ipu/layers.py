@@ -591,6 +591,7 @@ class _SpikingLayer(_Layer):
             reset=self.reset,
             surrogate=self.surrogate,
             grad_window=self.grad_window if records_grad else 0.0,
+            exact_gradients=self.grad_window is None,
             recurrent=self.recurrent,
             # a list never holds more than one entry per neuron: a larger capacity would
             # only allocate padding (max_spikes=10**6 on 4 neurons: gigabytes)

@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional, Tuple
 from ._codes import OVERFLOWS
 
 __all__ = ["OVERFLOW_POLICIES", "Overflow", "SpikeOverflowError", "check_overflow_policy",
-           "raise_or_warn_overflow"]
+           "raise_or_warn_overflow", "warn_export_drops_nothing"]
 
 OVERFLOW_POLICIES = tuple(OVERFLOWS)  # "error", "drop", "grow"
 
@@ -71,3 +71,21 @@ def raise_or_warn_overflow(
             RuntimeWarning,
             stacklevel=stacklevel,
         )
+
+
+def warn_export_drops_nothing(layer, where: str, target: str) -> None:
+    """Warns where ``layer`` drops what its list cannot hold (``max_spikes`` with
+    ``overflow="drop"``) and is exported to ``target``, which has no list capacity: a
+    spike the layer drops still resets its neuron but reaches no other layer, and the
+    exported network passes every spike on, so the two compute alike only while the
+    layer drops nothing."""
+    capacity = getattr(layer, "max_spikes", None)
+    if capacity is None or getattr(layer, "overflow", None) != "drop":
+        return
+    dropped = layer.stats.get("total_spikes_dropped", 0)
+    warnings.warn(
+        f"{where}: {layer.name} has max_spikes={capacity} with overflow='drop', which "
+        f"{target} cannot express: the exported network passes on every spike the layer "
+        f"drops (it has dropped {dropped} spikes so far), so "
+        "its outputs differ wherever the layer would drop",
+        UserWarning, stacklevel=3)

@@ -382,7 +382,9 @@ class PlanReport:
         elif self.is_ipu and not self.disjoint and len(self.layers) > 1:
             lines.append(
                 "layout: the ops run one after another, so each layer takes its fastest plan "
-                "from tile 0 (what the ipu backend does for layers place() did not place)")
+                "from tile 0 (place() builds the ops as planned here; an op of a layer it did "
+                "not place takes its fastest plan for activity 0.05 and, without max_spikes, "
+                "a list sized for it)")
         if not self.is_ipu and self.layers:
             lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
                          f"samples; tiles keep their weight block within "
@@ -417,7 +419,8 @@ class IpuTiles:
     ``first_tile`` on, each tile of a group with ``neurons_per_tile`` of its output
     neurons (the last with the rest) for the group's share of the batch. A spiking
     layer's op is built with the output list ``capacity`` its plan counted (None: a
-    readout, which has no list) and the plan's ``activity``."""
+    readout, which has no list) and the plan's ``activity``; an input list wider than
+    the plan's ``capacity_in`` is refused (None: not checked)."""
 
     first_tile: int
     num_tiles: int
@@ -427,6 +430,7 @@ class IpuTiles:
     sample_groups: int = 1
     capacity: Optional[int] = None
     activity: float = 0.05
+    capacity_in: Optional[int] = None
 
 
 @dataclass
@@ -462,6 +466,13 @@ def _shapes_from_module(model: torch.nn.Module) -> List[_LayerShape]:
     shapes = []
     for name, m in _snn_layers(model):
         weight = getattr(m, "weight", None)
+        if isinstance(weight, torch.Tensor) and weight.dtype not in (torch.float32,
+                                                                       torch.float16):
+            # (a bfloat16 model was planned, and its graph reported, as a float16 one)
+            raise ValueError(
+                f"{getattr(m, 'name', None) or name}: {weight.dtype} weights; the planned "
+                "ops (IPU and host executor) take float32 or float16: convert the model with "
+                ".float() or .half() first")
         code = model_code(m.neuron_model)
         # a readout has no window: its op is sent LayerConfig's default, None
         window, max_spikes = getattr(m, "grad_window", None), getattr(m, "max_spikes", None)
@@ -579,7 +590,9 @@ def plan(
     of neurons spiking per step: it sets the cycle estimates and, where no
     ``max_spikes`` is given, the automatic capacities (and so the bytes); the ipu
     backends build those only for the model :func:`place` planned, and the ops of
-    layers it did not place for an activity of 5%. A layer
+    layers it did not place for an activity of 5%. A list that a loss or regularizer
+    reads densely on the IPU (``to_dense()``, ``spike_counts()``) adds an op of its own
+    that no row counts (docs/ipu.md, "Spike losses"). A layer
     that learns beta or alpha is planned with the dense state history its IPU op
     keeps for their gradients. A layer of the module with exact gradients
     (``grad_window=None``) and no ``max_spikes`` of its own lists every neuron, as its
@@ -694,10 +707,16 @@ def place(
     report = plan(model, batch_size, num_steps, target="ipu2", max_spikes=max_spikes,
                   activity=activity, input_max_spikes=input_max_spikes, pipelined=pipelined)
     report.raise_if_not_fits()
-    for (_, layer), row, first in zip(_snn_layers(model), report.layers, report.tile_offsets):
+    rows = zip(_snn_layers(model), report.layers, report.tile_offsets)
+    for index, ((_, layer), row, first) in enumerate(rows):
         # the op's list is the plan's: an automatic capacity follows the plan's activity
         # or max_spikes, not the guess an unplaced layer's op makes
         capacity = None if layer.neuron_model == "readout" else row.capacity_out
+        # the input lists the tiles were chosen for: the list of the layer before, or
+        # the network's input where the caller sized it (not the plan's guess from
+        # activity: a dense input is listed N wide on the IPU)
+        capacity_in = row.capacity_in if index else input_max_spikes
         layer.ipu_tiles = IpuTiles(first, row.num_tiles, row.neurons_per_tile, batch_size,
-                                   num_steps, row.sample_groups, capacity, float(activity))
+                                   num_steps, row.sample_groups, capacity, float(activity),
+                                   capacity_in)
     return report

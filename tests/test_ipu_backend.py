@@ -470,3 +470,55 @@ def test_unplaced_layers_and_own_capacities_keep_theirs(fake_poptorch):
     windowed = LIFLayer(700, 256, grad_window=0.5)
     assert call_spiking(windowed, full_spikes(T, B, 700, K=16)).capacity == guess
     assert fake_poptorch.custom_op_calls[-1]["attributes"]["activity"] == 0.05
+
+
+def test_an_exact_layers_evaluation_op_holds_every_neuron(fake_poptorch):
+    """With autograd off (evaluation) a layer lists its spikes alone (window 0), but an
+    exact-gradient layer without max_spikes has no estimate of how many: its op keeps
+    the training op's list of every neuron (what plan() counts), where it took the 5%
+    guess and dropped or refused the spikes past it."""
+    layer = LIFLayer(700, 200)
+    assert call_spiking(layer, full_spikes(10, 4, 700)).capacity == 200
+    out, _ = ipu.spiking_layer(layer.config(records_grad=False), full_spikes(10, 4, 700),
+                               params(layer), None)
+    assert out.capacity == 200
+    assert fake_poptorch.custom_op_calls[-1]["attributes"]["grad_window"] == 0.0
+    windowed = LIFLayer(700, 200, grad_window=0.5)  # its calls all take the guess
+    train, _ = ipu.spiking_layer(windowed.config(), full_spikes(10, 4, 700),
+                                 params(windowed), None)
+    infer, _ = ipu.spiking_layer(windowed.config(records_grad=False),
+                                 full_spikes(10, 4, 700), params(windowed), None)
+    assert infer.capacity == train.capacity < 200
+
+
+def test_what_the_ops_cannot_build_is_refused_as_on_ipu_graph(fake_poptorch):
+    """A list that grows and bfloat16 weights: refused before an op is emitted (the
+    ipu_graph backend refused them; the ipu backend built the op, bfloat16 weights
+    and a capacity that could not grow)."""
+    layer = LIFLayer(8, 6, max_spikes=4, overflow="grow")
+    with pytest.raises(ValueError, match="overflow='grow' cannot be honoured"):
+        call_spiking(layer, spikes())
+    layer = LIFLayer(8, 6, max_spikes=4).to(torch.bfloat16)
+    with pytest.raises(TypeError, match="float32 or float16 weights, got torch.bfloat16"):
+        call_spiking(layer, spikes())
+    readout = ReadoutLayer(8, 5).to(torch.bfloat16)
+    with pytest.raises(TypeError, match="torch.bfloat16"):
+        call_readout(readout, spikes())
+    assert fake_poptorch.custom_op_calls == []
+
+
+def test_a_placed_layer_refuses_an_input_list_wider_than_its_plan(fake_poptorch):
+    """place(input_max_spikes=K) chose the first layer's tiles for input lists of K: a
+    wider list needs more tile memory than the plan counted. Without input_max_spikes
+    the network's input is not checked (a dense input is listed N wide on the IPU)."""
+    T, B = 20, 16
+    net = torch.nn.Sequential(LIFLayer(64, 32, max_spikes=8), ReadoutLayer(32, 4))
+    snn_ipu.place(net, B, T, input_max_spikes=10)
+    call_spiking(net[0], full_spikes(T, B, 64, K=10))
+    with pytest.raises(ValueError, match=r"input lists of 10 entries.*K=12.*"
+                                         r"input_max_spikes=12"):
+        call_spiking(net[0], full_spikes(T, B, 64, K=12))
+    with pytest.raises(ValueError, match="input lists of 8 entries.*K=9"):
+        call_readout(net[1], full_spikes(T, B, 32, K=9))
+    snn_ipu.place(net, B, T)
+    call_spiking(net[0], full_spikes(T, B, 64, K=64))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from snn_ipu import LIFLayer, ReadoutLayer
 from snn_ipu._native import _C
 from snn_ipu.backends.work_split import tile_starts_for
 from snn_ipu.planning import LayerPlanRow, PlanError, PlanReport, plan
@@ -719,3 +720,12 @@ def test_the_cli_networks_plan_has_the_lists_of_the_model_it_builds(readout):
         assert [r.capacity_out for r in shapes.layers] == \
             [r.capacity_out for r in built.layers]
         assert (shapes.layers[0].capacity_out == 48) == (window is None)
+
+
+def test_plans_refuse_weights_the_ops_do_not_take():
+    """A bfloat16 model was planned (and its graph reported) as a float16 one."""
+    net = torch.nn.Sequential(LIFLayer(64, 32, max_spikes=8), ReadoutLayer(32, 4))
+    for dtype in (torch.bfloat16, torch.float64):
+        with pytest.raises(ValueError, match=f"{dtype} weights.*float32 or float16"):
+            plan(net.to(dtype), 16, 20)
+    assert plan(net.half(), 16, 20).layers[0].in_features == 64

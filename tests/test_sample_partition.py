@@ -139,8 +139,10 @@ def test_place_hands_out_the_sample_groups():
     torch.manual_seed(0)
     net = torch.nn.Sequential(LIFLayer(700, 256), LIFLayer(256, 256), ReadoutLayer(256, 20))
     report = place(net, 64, 100, activity=0.01)
-    # exact gradients: each hidden layer's list holds all 256 neurons; a readout has none
-    for layer, row, first, capacity in zip(net, report.layers, report.tile_offsets,
-                                           [256, 256, None]):
+    # exact gradients: each hidden layer's list holds all 256 neurons, the input of the
+    # layer after it; a readout has none, and no input_max_spikes leaves the network's
+    # input unchecked
+    for layer, row, first, capacity, capacity_in in zip(
+            net, report.layers, report.tile_offsets, [256, 256, None], [None, 256, 256]):
         assert layer.ipu_tiles == IpuTiles(first, row.num_tiles, row.neurons_per_tile, 64, 100,
-                                           row.sample_groups, capacity, 0.01)
+                                           row.sample_groups, capacity, 0.01, capacity_in)

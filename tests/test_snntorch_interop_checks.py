@@ -1,6 +1,8 @@
 """from_snntorch / to_snntorch: what they once dropped, added or said unclearly
 (issue 30), held against snnTorch itself."""
 
+import warnings
+
 import pytest
 import snntorch as snn
 import torch
@@ -224,21 +226,52 @@ def test_a_readout_before_another_layer_is_neither_converted_nor_exported():
         export_to_nir(model)
 
 
-def test_a_container_with_parameters_of_its_own_is_refused():
-    """A module's own parameter (an input gain its forward applies) was silently
-    dropped: the converted network computed without it and trained one tensor less."""
+@pytest.mark.parametrize("kind", ["parameters", "buffers"])
+def test_a_container_with_tensors_of_its_own_is_refused(kind):
+    """A module's own parameter or buffer (an input gain its forward applies) was
+    silently dropped: the converted network computed without it (and trained one
+    tensor less)."""
     class Scaled(nn.Module):
         def __init__(self):
             super().__init__()
-            self.gain = nn.Parameter(torch.full((IN,), 2.0))
+            gain = torch.full((IN,), 2.0)
+            if kind == "parameters":
+                self.gain = nn.Parameter(gain)
+            else:
+                self.register_buffer("gain", gain)
             self.fc1, self.lif1 = nn.Linear(IN, HID), snn.Leaky(beta=0.9)
 
         def forward(self, x):
             return self.lif1(self.fc1(x * self.gain))
 
-    with pytest.raises(ValueError, match=r"from_snntorch: Scaled holds parameters of its own "
+    with pytest.raises(ValueError, match=rf"from_snntorch: Scaled holds {kind} of its own "
                                          r"\(gain\)"):
         from_snntorch(Scaled())
     inner = nn.Sequential(Scaled())
-    with pytest.raises(ValueError, match=r"from_snntorch: 0 holds parameters of its own"):
+    with pytest.raises(ValueError, match=rf"from_snntorch: 0 holds {kind} of its own"):
         from_snntorch(inner)
+
+
+@pytest.mark.parametrize("export", ["to_snntorch", "export_to_nir"])
+def test_exporting_a_layer_that_drops_warns(export):
+    """max_spikes with overflow='drop' has no form in snnTorch or NIR: a dropped spike
+    resets its neuron but reaches no other layer, and the exported network passes every
+    spike on (23 of 160 outputs differed), which the export now says."""
+    torch.manual_seed(0)
+    model = nn.Sequential(LIFLayer(IN, HID, max_spikes=1, overflow="drop", reset="zero"),
+                          ReadoutLayer(HID, OUT))  # (NIR's neurons reset to zero)
+    with torch.no_grad():
+        model[0].weight.fill_(0.5)  # every neuron fires at the first step
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="max_spikes=1 exceeded"):
+        model(torch.ones(5, 3, IN))
+    dropped = model[0].stats["total_spikes_dropped"]
+    assert dropped > 0
+    fn = to_snntorch if export == "to_snntorch" else export_to_nir
+    with pytest.warns(UserWarning, match=rf"{export}: .*max_spikes=1 with overflow='drop'.*"
+                                         rf"dropped {dropped} spikes"):
+        fn(model)
+    kept = nn.Sequential(LIFLayer(IN, HID, max_spikes=1, reset="zero"),
+                         ReadoutLayer(HID, OUT))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overflow="error": the export computes alike
+        fn(kept)

@@ -48,6 +48,10 @@ class LayerConfig:
     # The call's window: the layer's grad_window (None: every neuron eligible), or 0.0
     # in a call autograd does not record (spikes alone are listed).
     grad_window: Optional[float] = None
+    # The layer's own grad_window is None (exact gradients), whatever the call's: a
+    # static list (the IPU's) without max_spikes then holds every neuron in every call,
+    # as the calls that train it do and as snn_ipu.plan counts it.
+    exact_gradients: bool = False
     recurrent: bool = False
     capacity: Optional[int] = None  # None: sized to fit (the CPU and GPU backends)
     overflow: str = "error"

@@ -152,6 +152,16 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
             f"num_steps={shape[1]}: run snn_ipu.planning.place(model, {shape[0]}, {shape[1]}) "
             "again (IPU shapes are fixed when the model compiles)"
         )
+    if placed.capacity_in is not None and spikes.capacity > placed.capacity_in:
+        # the tiles were chosen for the planned input list: a wider one needs more of
+        # their memory than the plan counted
+        raise ValueError(
+            f"{cfg.name} was placed on the IPU for input lists of {placed.capacity_in} "
+            f"entries, but this call's input list has capacity K={spikes.capacity}: run "
+            f"snn_ipu.planning.place(model, ..., input_max_spikes={spikes.capacity}) again "
+            "for the network's input list (a later layer's input is the list of the layer "
+            "before it, sized by place())"
+        )
     return {"neurons_per_tile": placed.neurons_per_tile, "first_tile": placed.first_tile,
             "sample_groups": placed.sample_groups, "activity": placed.activity,
             **needs_grad}
@@ -205,8 +215,10 @@ def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
               dense_history: bool) -> int:
     if cfg.capacity is not None:
         return cfg.capacity
-    if cfg.grad_window is None:
+    if cfg.grad_window is None or cfg.exact_gradients:
         # Exact gradients list every neuron: anything less would overflow every step.
+        # A call autograd does not record (evaluation) lists its spikes alone, which
+        # may be any number up to every neuron: its list is the training calls'.
         return cfg.out_features
     placed = cfg.ipu_tiles
     if placed is not None and placed.capacity is not None:
@@ -220,6 +232,20 @@ def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])
+
+
+def check_op_settings(cfg: LayerConfig, weight: torch.Tensor) -> None:
+    """What the IPU ops cannot build, refused before one is: a list that grows (its
+    capacity is fixed when the graph is built) and weights other than float32 or
+    float16 (the IPU computes no other float type)."""
+    if cfg.spiking and cfg.overflow == "grow":
+        raise ValueError(
+            f"{cfg.name}: overflow='grow' cannot be honoured by the IPU op (its list "
+            "capacity is fixed when the graph is built); use 'error' or 'drop'"
+        )
+    if weight.dtype not in (torch.float32, torch.float16):
+        raise TypeError(f"{cfg.name}: the IPU ops take float32 or float16 weights, got "
+                        f"{weight.dtype} (convert the model with .float() or .half())")
 
 
 def _check_input_capacity(cfg: LayerConfig, spikes: SparseSpikes) -> None:
@@ -285,6 +311,7 @@ def spiking_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
         raise ValueError(f"{cfg.name}: record_membrane is not supported on the ipu backend "
                          "(the membrane stays on the device); record it on the emulator or "
                          "the ipu_graph backend")
+    check_op_settings(cfg, params.weight)
     poptorch = _require_ipu()
     load_library()
     _check_input_capacity(cfg, spikes)
@@ -384,6 +411,7 @@ def readout_layer(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
         raise ValueError(f"{cfg.name}: record_membrane is not supported on the ipu backend "
                          "(the membrane stays on the device); the readout's output is its "
                          "membrane: return it from the model")
+    check_op_settings(cfg, params.weight)
     poptorch = _require_ipu()
     load_library()
     _check_input_capacity(cfg, spikes)

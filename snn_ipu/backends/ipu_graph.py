@@ -26,7 +26,14 @@ from .._native import _C, numpy_view
 from ..overflow import Overflow
 from ..spikes import SparseSpikes
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .ipu import _capacity, _check_input_capacity, _tiles, dense_on_device, pack_attributes
+from .ipu import (
+    _capacity,
+    _check_input_capacity,
+    _tiles,
+    check_op_settings,
+    dense_on_device,
+    pack_attributes,
+)
 
 __all__ = ["spiking_layer", "readout_layer", "pipelined_network", "SIGNATURES", "GraphError"]
 
@@ -148,9 +155,7 @@ def _check(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams,
         if t is not None and t.device.type != "cpu":
             raise ValueError(f"{cfg.name}: the ipu_graph backend runs on the CPU; got a "
                              f"tensor on {t.device}")
-    if params.weight.dtype not in (torch.float32, torch.float16):
-        raise TypeError(f"{cfg.name}: the ipu_graph backend takes float32 or float16 "
-                        f"weights, got {params.weight.dtype}")
+    check_op_settings(cfg, params.weight)
     _check_input_capacity(cfg, spikes)
     # The vertices index weight rows with the listed ids: a bad list would read
     # outside the tile's block, so it is refused first (as the emulator does).
@@ -178,11 +183,6 @@ def _overflow(needed: torch.Tensor, counts: torch.Tensor, capacity: int) -> Over
 def _spiking_op(cfg: LayerConfig, spikes: SparseSpikes, params: LayerParams
                 ) -> Tuple[dict, List[torch.Tensor], int]:
     """The SnnSpikingLayer op's attributes and inputs for a call, and its capacity."""
-    if cfg.overflow == "grow":
-        raise ValueError(
-            f"{cfg.name}: overflow='grow' cannot be honoured by the IPU op (its list "
-            "capacity is fixed when the graph is built); use 'error' or 'drop'"
-        )
     weight, bias, beta, alpha = params.weight, params.bias, params.beta, params.alpha
     N = cfg.out_features
     learn_decay = bool(beta.requires_grad) or bool(alpha is not None and alpha.requires_grad)

@@ -45,6 +45,7 @@ from torch import nn
 from .. import surrogate as surrogate_mod
 from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
+from ..overflow import warn_export_drops_nothing
 from ..pipelining import require_no_input_delay
 
 __all__ = ["from_snntorch", "to_snntorch"]
@@ -67,14 +68,17 @@ def _leaves(module: nn.Module, prefix: str = "", seen: Optional[dict] = None) ->
     snn = _snntorch()
     seen = {} if seen is None else seen
     own = [k for k, v in module._parameters.items() if v is not None]
-    if own:
-        # a container's own parameters are used by its forward, which the conversion
-        # does not run: dropped, the network computed and trained otherwise
+    buffers = [k for k, v in module._buffers.items() if v is not None]
+    if own or buffers:
+        # a container's own tensors are used by its forward, which the conversion does
+        # not run: dropped, the network computed (and trained) otherwise
         where = prefix.rstrip(".") or type(module).__name__
+        what = (f"parameters of its own ({', '.join(own)})" if own
+                else f"buffers of its own ({', '.join(buffers)})")
         raise ValueError(
-            f"from_snntorch: {where} holds parameters of its own ({', '.join(own)}), "
-            "outside any nn.Linear or neuron; the conversion reads the layers, not forward, "
-            "and would drop them: fold them into the nn.Linear weights or remove them")
+            f"from_snntorch: {where} holds {what}, outside any nn.Linear or neuron; the "
+            "conversion reads the layers, not forward, and would drop them: fold them into "
+            "the nn.Linear weights or remove them")
     leaves = []
     for name, child in module._modules.items():  # duplicates too, unlike named_children
         if child is None:
@@ -377,6 +381,7 @@ def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
             if getattr(layer, "grad_window", None) is not None:
                 warnings.warn(f"to_snntorch: {where} has grad_window={layer.grad_window}; "
                               "snnTorch computes the exact surrogate gradient", stacklevel=2)
+            warn_export_drops_nothing(layer, "to_snntorch", "snnTorch")
             common.update(threshold=_param_or_value(layer.threshold),
                           learn_threshold=isinstance(layer.threshold, nn.Parameter),
                           reset_mechanism=layer.reset,
