@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional, Tuple
 from ._codes import OVERFLOWS
 
 __all__ = ["OVERFLOW_POLICIES", "Overflow", "SpikeOverflowError", "check_overflow_policy",
-           "raise_or_warn_overflow", "warn_export_drops_nothing"]
+           "raise_or_warn_overflow", "warn_if_export_loses_drops"]
 
 OVERFLOW_POLICIES = tuple(OVERFLOWS)  # "error", "drop", "grow"
 
@@ -73,7 +73,7 @@ def raise_or_warn_overflow(
         )
 
 
-def warn_export_drops_nothing(layer, where: str, target: str) -> None:
+def warn_if_export_loses_drops(layer, where: str, target: str) -> None:
     """Warns where ``layer`` drops what its list cannot hold (``max_spikes`` with
     ``overflow="drop"``) and is exported to ``target``, which has no list capacity: a
     spike the layer drops still resets its neuron but reaches no other layer, and the
@@ -86,6 +86,6 @@ def warn_export_drops_nothing(layer, where: str, target: str) -> None:
     warnings.warn(
         f"{where}: {layer.name} has max_spikes={capacity} with overflow='drop', which "
         f"{target} cannot express: the exported network passes on every spike the layer "
-        f"drops (it has dropped {dropped} spikes so far), so "
-        "its outputs differ wherever the layer would drop",
+        f"drops (it has dropped {dropped} spikes so far), so its outputs differ wherever "
+        "the layer would drop",
         UserWarning, stacklevel=3)

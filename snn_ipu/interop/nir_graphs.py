@@ -51,7 +51,7 @@ from torch import nn
 
 from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
-from ..overflow import warn_export_drops_nothing
+from ..overflow import warn_if_export_loses_drops
 from ..pipelining import require_no_input_delay
 
 __all__ = ["export_to_nir", "import_from_nir", "DEFAULT_DT"]
@@ -128,7 +128,7 @@ def export_to_nir(model: nn.Module, sample_data: Optional[torch.Tensor] = None,
         if not isinstance(layer, (LIFLayer, SynapticLayer, ReadoutLayer)):
             raise ValueError(f"export_to_nir: {type(layer).__name__} is not an snn_ipu layer")
         require_no_input_delay(layer, "export_to_nir")
-        warn_export_drops_nothing(layer, "export_to_nir", "NIR")
+        warn_if_export_loses_drops(layer, "export_to_nir", "NIR")
         if isinstance(layer, ReadoutLayer) and layer is not layers[-1]:
             # NIR would feed its membrane to the next node, which no layer takes (and
             # import_from_nir refuses an LI that is not last)

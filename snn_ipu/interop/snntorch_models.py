@@ -45,7 +45,7 @@ from torch import nn
 from .. import surrogate as surrogate_mod
 from .._numbers import flag
 from ..layers import LIFLayer, ReadoutLayer, SynapticLayer
-from ..overflow import warn_export_drops_nothing
+from ..overflow import warn_if_export_loses_drops
 from ..pipelining import require_no_input_delay
 
 __all__ = ["from_snntorch", "to_snntorch"]
@@ -381,7 +381,7 @@ def to_snntorch(model: Iterable[nn.Module]) -> nn.Sequential:
             if getattr(layer, "grad_window", None) is not None:
                 warnings.warn(f"to_snntorch: {where} has grad_window={layer.grad_window}; "
                               "snnTorch computes the exact surrogate gradient", stacklevel=2)
-            warn_export_drops_nothing(layer, "to_snntorch", "snnTorch")
+            warn_if_export_loses_drops(layer, "to_snntorch", "snnTorch")
             common.update(threshold=_param_or_value(layer.threshold),
                           learn_threshold=isinstance(layer.threshold, nn.Parameter),
                           reset_mechanism=layer.reset,
