@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+from torch.autograd import forward_ad
 
 from ._native import _C, numpy_view
 from .lists import listed_only
@@ -29,8 +30,11 @@ class SpikeCounts(torch.autograd.Function):
 
     @staticmethod
     def takes(spikes: SparseSpikes) -> bool:
+        # a forward-mode tangent (torch.func.jvp, forward_ad) takes torch's scatter,
+        # which passes it on: this Function has no jvp
         return all(t.is_cpu for t in (spikes.ids, spikes.counts, spikes.values)) \
-            and spikes.values.dtype in (torch.float32, torch.float64)
+            and spikes.values.dtype in (torch.float32, torch.float64) \
+            and forward_ad.unpack_dual(spikes.values).tangent is None
 
     @staticmethod
     def forward(ctx, ids, counts, values, num_neurons):

@@ -243,9 +243,10 @@ def events_to_spikes(
     _require_memory(num_steps, len(per_sample), num_events)
     edges = t_start + np.arange(num_steps + 1, dtype=np.float64) * dt
     if duration is not None:
-        # the grid covers the duration asked for, also where num_steps * dt rounds
-        # below it (duration=2.9 in 9 steps: the last edge one ulp short)
-        edges[-1] = max(edges[-1], t_start + duration)
+        # the grid is [t_start, t_start + duration), however num_steps * dt rounds: one
+        # ulp short (duration=2.9 in 9 steps) or past it (0.3 in steps of 0.1 took an
+        # event at t=0.3, which the same grid given as 3 steps left out)
+        edges[-1] = t_start + duration
 
     batch = len(per_sample)
     keys, dropped_outside = [], 0

@@ -10,7 +10,7 @@ from ._devices import values_readable
 from .lists import listed_mask
 from .spikes import SparseSpikes
 
-__all__ = ["as_sparse"]
+__all__ = ["as_sparse", "check_list_once"]
 
 
 def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:
@@ -21,13 +21,14 @@ def _require_steps_and_samples(steps: int, batch: int, where: str) -> None:
         )
 
 
-def _check_once(spikes: SparseSpikes, where: str) -> None:
+def check_list_once(spikes: SparseSpikes, where: str) -> None:
     """A list not checked since its ids, counts or values were set (built with
     ``validate=False``, or any of them replaced) is checked in full here, the same on
     every backend: shapes, counts, ids in range and unique, and the values at the
     listed entries. Every backend takes spikes as 1s (the emulator adds whole weight
     rows, where the reference's dense product would scale by a graded value), so a
-    graded value, or a spike whose value a mask set to 0, is refused."""
+    graded value, or a spike whose value a mask set to 0, is refused; the losses check
+    a list so too (its counts would count graded and eligible-only values)."""
     if spikes.values_checked:
         return
     try:
@@ -62,7 +63,7 @@ def as_sparse(x, num_neurons: int, where: str) -> SparseSpikes:
             raise ValueError(
                 f"{where}: input has {x.num_neurons} neurons but in_features={num_neurons}"
             )
-        _check_once(x, where)
+        check_list_once(x, where)
         _require_steps_and_samples(x.num_steps, x.batch_size, where)
         return x
     if isinstance(x, torch.Tensor):

@@ -65,6 +65,18 @@ def _is_sparse(spikes: SpikesLike) -> bool:
     return hasattr(spikes, "to_dense") and hasattr(spikes, "spike_counts")
 
 
+def _checked(spikes: SpikesLike, name: str) -> SpikesLike:
+    """A list checked as a layer checks its input, where nothing has checked it (built
+    with ``validate=False``): a graded or eligible-only value would be counted as (part
+    of) a spike."""
+    from .layer_input import check_list_once
+    from .spikes import SparseSpikes
+
+    if isinstance(spikes, SparseSpikes):
+        check_list_once(spikes, name)
+    return spikes
+
+
 def _require_time_and_batch(num_steps: int, batch_size: int, name: str) -> None:
     if num_steps == 0 or batch_size == 0:
         raise ValueError(
@@ -80,7 +92,7 @@ def _dense(spikes: SpikesLike, name: str = "spikes", binary: bool = False,
     time_first = flag("time_first", time_first)
     if _is_sparse(spikes):
         _sparse_is_time_major(time_first, name)
-        dense = spikes.to_dense()
+        dense = _checked(spikes, name).to_dense()
         _require_time_and_batch(dense.shape[0], dense.shape[1], name)
         return dense
     if not isinstance(spikes, torch.Tensor):
@@ -237,7 +249,7 @@ def spike_count(spikes: SpikesLike, population: int = 1, time_first: bool = True
     """
     if _is_sparse(spikes):
         _sparse_is_time_major(time_first, "spikes")
-        counts = spikes.spike_counts()
+        counts = _checked(spikes, "spikes").spike_counts()
         _require_time_and_batch(spikes.num_steps, counts.shape[0], "spikes")
     else:
         counts = _dense(spikes, binary=True, time_first=time_first).sum(0)

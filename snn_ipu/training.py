@@ -557,14 +557,31 @@ def check_not_replacing(save: Optional[os.PathLike], log_path: Optional[os.PathL
                         resume: Optional[os.PathLike]) -> None:
     """Refuses a run that would replace a checkpoint or a metrics log of another run: a
     file at ``save`` or ``log_path``, but for the checkpoint a resumed run continues in
-    place, and the log of a resumed run (rewritten from the checkpoint's history)."""
+    place, and the log of the resumed run (rewritten from the checkpoint's history)."""
     from ._paths import refuse_replacing, same_file
 
     advice = ("continue that run with --resume, or give another path, or --overwrite "
               "(overwrite=True) to replace it")
     in_place = save is not None and resume is not None and same_file(save, resume)
+    own_log = resume is not None and log_path is not None and _log_of(log_path, resume)
     refuse_replacing([("--save", None if in_place else save),
-                      ("--log", None if resume is not None else log_path)], advice)
+                      ("--log", None if own_log else log_path)], advice)
+
+
+def _log_of(log_path: os.PathLike, checkpoint: os.PathLike) -> bool:
+    """Whether the metrics log at ``log_path`` is the run's of ``checkpoint``: the log
+    beside it, or one whose ``start`` record names it (a run's ``--log``)."""
+    from ._paths import same_file
+
+    if same_file(log_path, metrics_path(checkpoint)):
+        return True
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            start = json.loads(f.readline())
+    except (OSError, ValueError):
+        return False
+    named = start.get("checkpoint") if isinstance(start, dict) else None
+    return isinstance(named, str) and same_file(named, checkpoint)
 
 
 # The settings a resumed run may change: every other one makes another run.
@@ -679,6 +696,9 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
         bar = _progress(len(global_batches), epoch, config.epochs,
                         progress if dist.main else False)
         data = _collated(task, task.train, [s for s in shares if len(s)], workers)
+        # the rate the epoch's first step takes (after its last one, the scheduler has
+        # moved on to the next epoch's)
+        lr = optimizer.param_groups[0]["lr"]
         for whole, share in zip(global_batches, shares):
             optimizer.zero_grad(set_to_none=False)
             for p in params:  # zero_grad keeps the buffers: every process sums them
@@ -714,7 +734,7 @@ def _train(config: TrainConfig, save, resume, log_path, progress, workers, log, 
             "train_acc": float(sums[1] / sums[2]),
             "test_loss": test["loss"],
             "test_acc": test["accuracy"],
-            "lr": optimizer.param_groups[0]["lr"],
+            "lr": lr,
             "layers": tally.reduce(dist),
             "seconds": time.perf_counter() - start,
         }

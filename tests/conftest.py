@@ -32,6 +32,20 @@ def host_l2_bytes():
     return l2 if l2 > 0 else 2 * 2**20
 
 
+def adam_step_rates(monkeypatch):
+    """The learning rate of every torch.optim.Adam step from here on, in order (a list
+    the caller reads after training)."""
+    used = []
+    real = torch.optim.Adam.step
+
+    def step(self, *args, **kwargs):
+        used.append(self.param_groups[0]["lr"])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    return used
+
+
 def binary(shape, p, seed):
     g = torch.Generator().manual_seed(seed)
     return (torch.rand(shape, generator=g) < p).float()

@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from conftest import adam_step_rates
 from shd_files import write_heidelberg
 
 from snn_ipu import checkpoint as checkpoint_module
@@ -109,14 +110,7 @@ def test_a_resume_to_more_epochs_takes_the_stretched_cosine_from_its_first_step(
     in batches of 8: 3 steps per epoch, 12 in all; steps 6 to 11 are resumed)."""
     path = tmp_path / "model.pt"
     run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
-    used = []
-    real = torch.optim.Adam.step
-
-    def step(self, *args, **kwargs):
-        used.append(self.param_groups[0]["lr"])
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    used = adam_step_rates(monkeypatch)
     run(capsys, ["train", "--resume", str(path), "--epochs", "4", "--progress", "off"])
     by_hand = [3e-3 * 0.5 * (1 + math.cos(math.pi * s / 12)) for s in range(6, 12)]
     assert used == pytest.approx(by_hand, rel=1e-12, abs=1e-18)

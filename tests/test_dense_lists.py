@@ -149,3 +149,20 @@ def test_values_pass_on_a_forward_mode_tangent():
     expected = np.take_along_axis(tangent.numpy(), ids_r.astype(np.int64), -1)
     expected[np.arange(ids_r.shape[-1]) >= counts_r[..., 1:2]] = 0.0
     np.testing.assert_allclose(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_spike_counts_pass_on_a_forward_mode_tangent(dtype):
+    """The counts' tangent is the tangent summed over time at each neuron's spikes, as
+    for the dense x.sum(0); the native count (float32, float64) had no jvp and raised,
+    so every count loss failed under forward_ad where float16 worked."""
+    import torch.autograd.forward_ad as fwAD
+
+    gen = torch.Generator().manual_seed(6)
+    x = (torch.rand(5, 3, 12, generator=gen) < 0.3).to(dtype)
+    tangent = torch.randn(5, 3, 12, generator=gen).to(dtype)
+    with fwAD.dual_level():
+        counts = SparseSpikes.from_dense(fwAD.make_dual(x, tangent)).spike_counts()
+        primal, got = fwAD.unpack_dual(counts)
+    assert torch.equal(primal, x.sum(0))
+    torch.testing.assert_close(got, (tangent * (x != 0)).sum(0))

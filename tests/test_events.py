@@ -81,6 +81,18 @@ def test_an_event_just_before_the_duration_is_in_the_last_bin(duration, num_step
     assert spikes.to_dense()[:, 0, 0].nonzero().flatten().tolist() == [num_steps - 1]
 
 
+@pytest.mark.parametrize("grid", [dict(dt=0.1), dict(num_steps=3)])
+def test_an_event_at_the_duration_is_outside_however_the_grid_is_given(grid):
+    """[0, 0.3) in steps of 0.1: 3 * 0.1 rounds past 0.3, and an event at t=0.3 was
+    binned with dt=0.1 but left out with num_steps=3 (the same grid)."""
+    ev = [(np.array([0.05, 0.3]), np.array([0, 1]))]
+    spikes = SparseSpikes.from_events(ev, 2, duration=0.3, outside="drop", **grid)
+    assert spikes.num_steps == 3
+    assert spikes.to_dense()[:, 0].tolist() == [[1, 0], [0, 0], [0, 0]]
+    with pytest.raises(ValueError, match="1 events outside the time grid"):
+        SparseSpikes.from_events(ev, 2, duration=0.3, **grid)
+
+
 def test_dt_alone_covers_the_latest_event_and_t_start_shifts_the_grid():
     ev = (np.array([10.0, 15.0, 39.0]), np.array([0, 1, 0]))
     spikes = SparseSpikes.from_events(ev, 2, dt=10.0, t_start=10.0)

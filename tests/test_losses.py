@@ -455,3 +455,21 @@ def test_batch_first_dense_inputs_with_time_first_false(spk, targets):
 def test_target_rates_and_potentials_of_the_wrong_type_are_named(spk, targets, call, name):
     with pytest.raises(TypeError, match=f"{name} must be a number"):
         call(spk, targets)
+
+
+def test_an_unchecked_list_is_checked_before_it_is_counted():
+    """A list built with validate=False whose eligible-only entry holds 0.5: the losses
+    counted 1.5 spikes where the list has 1 (a layer refused the same list); now they
+    refuse it as a layer does, and take a correct unchecked list as a checked one."""
+    ids = torch.tensor([[[0, 1]]], dtype=torch.int32)
+    counts = torch.tensor([[[1, 2]]], dtype=torch.int32)
+    bad = SparseSpikes(ids, counts, 3, values=torch.tensor([[[1.0, 0.5]]]), validate=False)
+    with pytest.raises(ValueError, match="eligible-only entries must have value 0"):
+        ce_count_loss(bad, torch.tensor([0]))
+    with pytest.raises(ValueError, match="eligible-only entries must have value 0"):
+        mse_count_loss(bad, torch.tensor([0]))
+    good = SparseSpikes(ids, counts, 3, values=torch.tensor([[[1.0, 0.0]]]), validate=False)
+    checked = SparseSpikes(ids, counts, 3, values=torch.tensor([[[1.0, 0.0]]]))
+    assert float(ce_count_loss(good, torch.tensor([0]))) == float(
+        ce_count_loss(checked, torch.tensor([0])))
+    assert spike_count(good).tolist() == [[1.0, 0.0, 0.0]]

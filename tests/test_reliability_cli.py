@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from conftest import adam_step_rates
 from shd_files import write_heidelberg
 
 from snn_ipu import SparseSpikes, _memory, cli, losses, regularizers
@@ -78,6 +79,43 @@ def test_log_may_not_name_the_checkpoint_it_resumes(trained, tmp_path, capsys):
     # resuming in place stays allowed
     run(capsys, TINY[:1] + ["--resume", str(trained), "--save", str(trained), "--epochs", "2"])
     assert load_checkpoint(trained)["epoch"] == 2
+
+
+def test_a_resumed_run_replaces_its_own_log_only(trained, tmp_path, capsys):
+    """--resume with --log naming another run's metrics log replaced it without a word
+    (its history became the resumed run's under the other run's name); the resumed
+    run's own log, beside its checkpoint or named by its start record, is rewritten."""
+    other = tmp_path / "other.pt"
+    run(capsys, TINY + ["--epochs", "1", "--seed", "1", "--save", str(other)])
+    other_log = tmp_path / "other.metrics.jsonl"
+    before = other_log.read_bytes()
+    one_line_error(capsys, TINY[:1] + ["--resume", str(trained), "--epochs", "2", "--log",
+                                       str(other_log)], "--log", "exists", "--overwrite")
+    assert other_log.read_bytes() == before
+    # its own logs: the default beside it, and a --log whose start record names it
+    run(capsys, TINY[:1] + ["--resume", str(trained), "--save", str(trained), "--epochs", "2"])
+    custom = tmp_path / "custom.jsonl"
+    run(capsys, TINY[:1] + ["--resume", str(trained), "--save", str(trained), "--epochs", "3",
+                            "--log", str(custom)])
+    run(capsys, TINY[:1] + ["--resume", str(trained), "--save", str(trained), "--epochs", "4",
+                            "--log", str(custom)])
+    epochs = [json.loads(line).get("epoch") for line in custom.read_text().splitlines()]
+    assert epochs == [None, 1, 2, 3, 4]
+    run(capsys, TINY[:1] + ["--resume", str(trained), "--epochs", "5", "--log",
+                            str(other_log), "--overwrite"])
+
+
+def test_the_log_gives_each_epoch_the_rate_its_first_step_took(tmp_path, capsys, monkeypatch):
+    """The logged lr was read after the epoch's last scheduler step: the next epoch's
+    rate (a 2-epoch cosine run logged 0 for its last epoch, which trained at > 0)."""
+    used = adam_step_rates(monkeypatch)
+    path = tmp_path / "model.pt"
+    run(capsys, TINY + ["--epochs", "2", "--save", str(path)])
+    steps = len(used) // 2  # 10 samples, a training split in batches of 4
+    log = [json.loads(line) for line in (tmp_path / "model.metrics.jsonl").read_text()
+           .splitlines()[1:]]
+    assert [e["lr"] for e in log] == [used[0], used[steps]]
+    assert log[0]["lr"] == 3e-3 and 0 < log[1]["lr"] < 3e-3
 
 
 def test_a_second_run_on_the_same_checkpoint_is_refused(tmp_path, capsys):
