@@ -283,3 +283,36 @@ def triton_configs():
         ("synaptic", "zero", True, None, sg.Triangle(0.8, 1.0)),
         ("synaptic", "none", False, 0.3, sg.ATan(2.0)),
     ]
+
+
+CHANGES_BETWEEN_PASSES = ["threshold.data", "threshold.fill_", "weight.data",
+                          "rec_weight.data", "readout weight.data"]
+
+
+def check_parameters_changed_between_passes(backend, change):
+    """A parameter changed between a call's forward and backward pass (``change``, one of
+    CHANGES_BETWEEN_PASSES): ``backend``'s gradients, input's included, equal the
+    reference's, which differentiate the forward pass that ran."""
+    from snn_ipu import LIFLayer, ReadoutLayer
+
+    x = binary((12, 3, 20), 0.3, 1)
+    grads = {}
+    for name in ("reference", backend):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(
+            LIFLayer(20, 16, threshold=torch.linspace(0.8, 1.2, 16), grad_window=0.5,
+                     recurrent=True, backend=name),
+            ReadoutLayer(16, 4, backend=name))
+        xg = x.clone().requires_grad_()
+        out = net(xg)
+        layer = net[1] if change.startswith("readout") else net[0]
+        attribute = change.split()[-1].split(".")[0]
+        if change.endswith("fill_"):
+            layer.threshold.fill_(1.4)
+        else:
+            getattr(layer, attribute).data = getattr(layer, attribute).data * 1.3
+        (out * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+        grads[name] = dict(net.named_parameters(), input=xg)
+    for key, p in grads["reference"].items():
+        assert float(p.grad.abs().max()) > 0, key
+        assert_rel_close(grads[backend][key].grad, p.grad, 1e-4, key)

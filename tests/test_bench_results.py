@@ -71,12 +71,22 @@ def test_readme_says_which_ratios_are_not_paired(results):
 
 
 def _quantile(ordered, p):
-    """statistics.quantiles' default (exclusive) method, by hand."""
-    n = len(ordered)
-    h = (n + 1) * p - 1
-    lo = min(max(int(h), 0), n - 1)
-    hi = min(lo + 1, n - 1)
-    return ordered[lo] + (h - int(h)) * (ordered[hi] - ordered[lo])
+    """The inclusive quantile (linear between the order statistics), by hand."""
+    h = (len(ordered) - 1) * p
+    lo = int(h)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo])
+
+
+def test_quartiles_of_few_rounds_stay_within_them():
+    """A slow peer cut to two rounds by --max-seconds: the exclusive quartiles of ratios
+    5.0 and 42.9 were -4.5 and 52.3, outside anything measured."""
+    row = {"speedup_paired": {"ours_vs_peer": True},
+           "results": {"ours": {"times_s": [0.2, 0.21]}, "peer": {"times_s": [1.0, 9.0]}}}
+    low, high = summary.ratio_quartiles(row, "ours", "peer")
+    assert 5.0 <= low <= high <= 9.0 / 0.21
+    assert (low, high) == pytest.approx((_quantile([5.0, 9.0 / 0.21], 0.25),
+                                         _quantile([5.0, 9.0 / 0.21], 0.75)))
 
 
 def test_paired_speedups_show_the_quartiles_of_their_rounds(results):

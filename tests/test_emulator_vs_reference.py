@@ -15,9 +15,11 @@ import warnings
 import pytest
 import torch
 from conftest import (
+    CHANGES_BETWEEN_PASSES,
     assert_rel_close,
     binary,
     check_learned_decays_and_threshold,
+    check_parameters_changed_between_passes,
     check_readout,
     check_without_recorded_membranes,
     tie_free_net,
@@ -901,3 +903,13 @@ def test_results_do_not_depend_on_the_calls_before():
     for got, want, what in zip(grads(layer, x), grads(fresh, x), ("ids", "counts", "dL/dx",
                                                                   "dL/dW")):
         assert torch.equal(got, want), what
+
+
+@pytest.mark.parametrize("change", CHANGES_BETWEEN_PASSES)
+def test_parameters_changed_between_the_passes_differentiate_the_forward(change):
+    """A parameter assigned through .data, or a fixed threshold changed in place, after
+    the forward pass: the backward differentiates the forward that ran, as the
+    reference's (and torch's own) saved tensors do. The emulator took the new weights
+    (rec_weight: every gradient 0.16-0.51 off) and the new threshold (0.5 off), and a
+    threshold's fill_ raised autograd's in-place error."""
+    check_parameters_changed_between_passes("emulator", change)

@@ -12,10 +12,12 @@ import warnings
 import pytest
 import torch
 from conftest import (
+    CHANGES_BETWEEN_PASSES,
     assert_rel_close,
     binary,
     check_learned_decays_and_threshold,
     check_out_of_range_ids_refused,
+    check_parameters_changed_between_passes,
     check_readout,
     compare_triton,
     tie_free_net,
@@ -424,3 +426,9 @@ def test_deterministic_algorithms_take_no_atomics(monkeypatch):
         torch.use_deterministic_algorithms(was, warn_only=warn_only)
     assert tk.neuron_scan_backward_kernel in launched  # the recurrent layer's backward ran
     assert tk.spike_outer_kernel not in launched
+
+
+@pytest.mark.parametrize("change", CHANGES_BETWEEN_PASSES)
+def test_parameters_changed_between_the_passes_differentiate_the_forward(change):
+    """As on the emulator: the backward read the parameters' new values."""
+    check_parameters_changed_between_passes("triton", change)

@@ -307,6 +307,27 @@ def _check_unchanged(where: str, storage: tuple, params: LayerParams) -> bool:
     return False
 
 
+def _keep_forward_values(ctx, params: LayerParams) -> None:
+    """What the backward pass reads of the parameters as the forward pass used them:
+    aliases of their storage (a parameter assigned through ``.data`` since keeps its
+    old storage here, as torch's own saved tensors do), and a copy of the threshold,
+    which is not saved for autograd's version check (torch's ops do not save it either:
+    a threshold changed in place between the passes, a schedule between the chunks of
+    one backward, still differentiates the forward pass that ran)."""
+    ctx.forward_params = LayerParams(*(None if t is None else t.detach() for t in params))
+    ctx.threshold = None if params.threshold is None else params.threshold.detach().clone()
+
+
+def _forward_values(ctx, saved: LayerParams) -> Tuple[LayerParams, bool]:
+    """The parameters for the backward call (the forward's values, _keep_forward_values)
+    and whether they are on the storage of the forward's views (its call object can
+    then be reused). ``saved``: the tensors autograd saved, checked for their shapes."""
+    same_storage = _check_unchanged(ctx.cfg.name, ctx.param_storage,
+                                    saved._replace(threshold=ctx.forward_params.threshold))
+    params = saved if same_storage else ctx.forward_params
+    return params._replace(threshold=ctx.threshold), same_storage
+
+
 def _views_all(layer: _C.LayerCall, params: LayerParams) -> bool:
     """Whether ``layer`` reads every parameter through a view of its storage. A tensor
     that is not contiguous (a learned scalar expanded to every neuron, a transposed
@@ -441,10 +462,12 @@ class _SpikingLayerFn(torch.autograd.Function):
         # the executor's private copy (as the input's, _forward): the user can reach the
         # list returned
         ctx.outputs = _PrivateList.from_forward(res)
+        _keep_forward_values(ctx, params)
         ctx.save_for_backward(
             torch.from_numpy(res.membrane), dense_membrane, _tensor(res.dense_synaptic),
             # spikes past the capacity (overflow "drop"): they reset their neurons
-            _tensor(res.dropped_ids), _tensor(res.dropped_counts), *params,
+            _tensor(res.dropped_ids), _tensor(res.dropped_counts),
+            *params._replace(threshold=None),
         )
         ctx.mark_non_differentiable(ids, counts)
         # No zero "gradients" of ids and counts ([T, B, K] int32 each) for backward.
@@ -464,8 +487,7 @@ class _SpikingLayerFn(torch.autograd.Function):
             return (None,) * 8
         (membrane, dense_membrane, dense_synaptic, dropped_ids, dropped_counts,
          *tensors) = ctx.saved_tensors
-        params = LayerParams(*tensors)
-        same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
+        params, same_storage = _forward_values(ctx, LayerParams(*tensors))
         need = ctx.needs_input_grad
         wants = dict(input=need[1], weight=need[2], bias=need[3], rec_weight=need[4],
                      beta=need[5], threshold=need[6], alpha=need[7])
@@ -497,6 +519,7 @@ class _ReadoutFn(torch.autograd.Function):
         record.membrane = membrane.detach() if cfg.record_membrane else None
         if cfg.return_state:
             record.final_state = LayerState(membrane[-1].clone(), None, None)
+        _keep_forward_values(ctx, params)
         ctx.save_for_backward(membrane, weight, bias, beta)
         return membrane
 
@@ -510,8 +533,8 @@ class _ReadoutFn(torch.autograd.Function):
         first_order_only(cfg.name, "emulator")
         unbatched_only(cfg.name, "emulator", grad_membrane)
         membrane, weight, bias, beta = ctx.saved_tensors
-        params = LayerParams(weight, bias, None, beta, None, None)
-        same_storage = _check_unchanged(cfg.name, ctx.param_storage, params)
+        params, same_storage = _forward_values(
+            ctx, LayerParams(weight, bias, None, beta, None, None))
         need = ctx.needs_input_grad
         wants = dict(input=need[1], weight=need[2], bias=need[3], rec_weight=False,
                      beta=need[4], threshold=False, alpha=False)

@@ -114,8 +114,8 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
     The lists may be compact (``_C.compact_list``: the listed ids row after row, 1-D),
     the input's of capacity ``in_capacity``, the output's of the membrane's. ``layer``:
     the forward call's ``LayerCall``, whose settings and parameter views the caller
-    knows to be this call's (it is copied, with this call's lists and threads), instead
-    of building them again."""
+    knows to be this call's (it is copied, with this call's lists, threads and
+    ``params.threshold``), instead of building them again."""
     c = _C.BackwardCall()
     if layer is None:
         c.layer = _layer(cfg, split, threads, in_ids, in_counts, params, initial,
@@ -126,6 +126,9 @@ def backward_call(cfg: LayerConfig, split: WorkSplit, threads: int, in_ids: torc
         copy.num_threads = threads
         copy.in_ids, copy.in_counts = view(in_ids), view(in_counts)
         copy.in_capacity = in_capacity
+        # the caller's threshold: the forward's values, which the forward's view of the
+        # layer's tensor no longer holds where it was changed in place since
+        copy.threshold = view(params.threshold)
     c.membrane = view(membrane)
     c.grad_out = view(grad_out.float())
     c.needs = needs

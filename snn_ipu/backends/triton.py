@@ -32,7 +32,7 @@ from ..lists import capacity_and_overflow, listed_mask, listed_only
 from ..spikes import SparseSpikes
 from .autograd_limits import first_order_only, no_forward_mode, unbatched_only
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .emulator import _check_unchanged, _storage_of
+from .emulator import _forward_values, _keep_forward_values, _storage_of
 
 __all__ = ["available", "spiking_layer", "readout_layer", "kernels"]
 
@@ -324,8 +324,10 @@ class _SpikingLayerFn(torch.autograd.Function):
         ctx.r_init = r_init
         ctx.values_dtype = in_values.dtype
         # private copies of the input list: the kernels index with it unchecked
+        _keep_forward_values(ctx, params)
         ctx.save_for_backward(in_ids.clone(), in_counts.clone(), ids, counts, mem, flags,
-                              dense_u, dense_syn, u0, syn0, s0, *params)
+                              dense_u, dense_syn, u0, syn0, s0,
+                              *params._replace(threshold=None))
         ctx.mark_non_differentiable(ids, counts)
         ctx.set_materialize_grads(False)
         return values, ids, counts
@@ -344,8 +346,7 @@ class _SpikingLayerFn(torch.autograd.Function):
         k = kernels()
         (in_ids, in_counts, ids, counts, mem, flags, dense_u, dense_syn, u0, syn0, s0,
          *tensors) = ctx.saved_tensors
-        params = LayerParams(*tensors)
-        _check_unchanged(cfg.name, ctx.param_storage, params)
+        params, _ = _forward_values(ctx, LayerParams(*tensors))
         need = ctx.needs_input_grad
         T, B, K = ids.shape
         N = cfg.out_features
@@ -426,6 +427,7 @@ class _ReadoutFn(torch.autograd.Function):
         ctx.cfg, ctx.record = cfg, record
         ctx.param_storage = _storage_of(LayerParams(weight, bias, None, beta, None, None))
         ctx.values_dtype = in_values.dtype
+        _keep_forward_values(ctx, LayerParams(weight, bias, None, beta, None, None))
         ctx.save_for_backward(in_ids.clone(), in_counts.clone(), membrane, u0, weight, bias,
                               beta)
         return membrane
@@ -441,8 +443,8 @@ class _ReadoutFn(torch.autograd.Function):
         unbatched_only(cfg.name, "triton", grad_membrane)
         k = kernels()
         in_ids, in_counts, membrane, u0, weight, bias, beta = ctx.saved_tensors
-        _check_unchanged(cfg.name, ctx.param_storage,
-                         LayerParams(weight, bias, None, beta, None, None))
+        params, _ = _forward_values(ctx, LayerParams(weight, bias, None, beta, None, None))
+        weight, bias, beta = params.weight, params.bias, params.beta
         need = ctx.needs_input_grad
         T, B, N = membrane.shape
         di = torch.empty_like(membrane)

@@ -34,7 +34,8 @@ RATIOS = ("emulator_sparse_vs_reference", "emulator_sparse_vs_spikingjelly",
 
 
 def fmt_ms(res: Optional[dict]) -> str:
-    """Median ms of a step, 3 significant figures; ``*`` marks a reused timing."""
+    """Median ms of a step: one decimal below 100 ms, whole ms from 100 on; ``*`` marks a
+    reused timing."""
     if not res or res.get("median_s") is None:
         return "-"
     ms = res["median_s"] * 1e3

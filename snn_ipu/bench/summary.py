@@ -90,7 +90,9 @@ def ratio_quartiles(row: dict, fast: str, base: Optional[str]) -> Optional[Tuple
     ratios = [b / a for a, b in zip(res[fast]["times_s"], res[base]["times_s"])]
     if len(ratios) < 2:
         return None
-    q = statistics.quantiles(ratios, n=4)
+    # inclusive: quartiles within the ratios measured (the default, exclusive method
+    # extrapolates past them with few rounds: two rounds of 5.0 and 42.9 gave -4.5)
+    q = statistics.quantiles(ratios, n=4, method="inclusive")
     return q[0], q[2]
 
 
@@ -133,9 +135,10 @@ def caption(results: Sequence[dict]) -> str:
             f"{machine.get('torch_threads', '?')} threads on {machine.get('processor', '?')}"
             f" ({configs}); activity = measured fraction of hidden neurons spiking per "
             "step (a trained network's own, on a batch of its test set); `*` = dense timing "
-            "reused from the nearest timed activity; speed-ups "
-            "are medians [first, third quartiles] of per-round ratios of steps timed side by "
-            "side (ratios of medians, without quartiles, against a reused timing).")
+            "reused from the nearest earlier timed activity; speed-ups are against the dense "
+            "peer with the shortest median step, medians [first, third quartiles, within "
+            "the rounds' range] of per-round ratios of steps timed side by side (ratios of "
+            "medians, without quartiles, against a reused timing).")
 
 
 def entries_table(results: Sequence[dict], activities: Sequence[float]) -> str:
