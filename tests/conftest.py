@@ -316,3 +316,27 @@ def check_parameters_changed_between_passes(backend, change):
     for key, p in grads["reference"].items():
         assert float(p.grad.abs().max()) > 0, key
         assert_rel_close(grads[backend][key].grad, p.grad, 1e-4, key)
+
+
+def check_recorded_membrane_edited_before_backward(backend):
+    """A recorded membrane edited in place (a plot's normalisation) before the backward
+    pass: ``backend``'s gradients equal the reference's, whose record is its own copy
+    (the emulator and Triton handed out the tensor their backward reads, and autograd
+    refused the edit)."""
+    from snn_ipu import LIFLayer
+
+    x = binary((10, 2, 12), 0.4, 3)
+    grads = {}
+    for name in ("reference", backend):
+        torch.manual_seed(0)
+        layer = LIFLayer(12, 8, learn_beta=True, grad_window=0.3, backend=name)
+        layer.record_membrane = True
+        with torch.no_grad():
+            layer.weight.mul_(3.0)
+        out = layer(x)
+        layer.last_membrane.mul_(0.0)
+        out.values.sum().backward()
+        grads[name] = dict(layer.named_parameters())
+    for key, p in grads["reference"].items():
+        assert float(p.grad.abs().max()) > 0, key
+        assert_rel_close(grads[backend][key].grad, p.grad, 1e-4, key)

@@ -21,6 +21,7 @@ from conftest import (
     check_learned_decays_and_threshold,
     check_parameters_changed_between_passes,
     check_readout,
+    check_recorded_membrane_edited_before_backward,
     check_without_recorded_membranes,
     tie_free_net,
     two_layer_net,
@@ -913,3 +914,7 @@ def test_parameters_changed_between_the_passes_differentiate_the_forward(change)
     (rec_weight: every gradient 0.16-0.51 off) and the new threshold (0.5 off), and a
     threshold's fill_ raised autograd's in-place error."""
     check_parameters_changed_between_passes("emulator", change)
+
+
+def test_a_recorded_membrane_edited_before_backward_changes_nothing():
+    check_recorded_membrane_edited_before_backward("emulator")

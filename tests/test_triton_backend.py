@@ -19,6 +19,7 @@ from conftest import (
     check_out_of_range_ids_refused,
     check_parameters_changed_between_passes,
     check_readout,
+    check_recorded_membrane_edited_before_backward,
     compare_triton,
     tie_free_net,
     triton_configs,
@@ -432,3 +433,7 @@ def test_deterministic_algorithms_take_no_atomics(monkeypatch):
 def test_parameters_changed_between_the_passes_differentiate_the_forward(change):
     """As on the emulator: the backward read the parameters' new values."""
     check_parameters_changed_between_passes("triton", change)
+
+
+def test_a_recorded_membrane_edited_before_backward_changes_nothing():
+    check_recorded_membrane_edited_before_backward("triton")

@@ -454,7 +454,9 @@ class _SpikingLayerFn(torch.autograd.Function):
                             sample_groups=split.sample_groups, plan_target=cfg.plan_target,
                             bucketed_steps=res.bucketed_steps)
         dense_membrane = _tensor(res.dense_membrane)
-        record.membrane = dense_membrane if cfg.record_membrane else None
+        # a copy: the user may edit what a layer recorded, and the backward reads the
+        # forward's (saved for autograd, whose version check would refuse the edit)
+        record.membrane = dense_membrane.clone() if cfg.record_membrane else None
         if cfg.return_state:
             record.final_state = LayerState(_tensor(res.final_membrane),
                                             _tensor(res.final_synaptic),

@@ -316,7 +316,8 @@ class _SpikingLayerFn(torch.autograd.Function):
         record.needed_capacity = int(max_needed)
         record.eligible_listed = int((counts[..., 1] - counts[..., 0]).sum())
         record.paths.update(path="sparse")
-        record.membrane = dense_u if cfg.record_membrane else None
+        # a copy, as the emulator's: the backward reads the forward's (saved for autograd)
+        record.membrane = dense_u.clone() if cfg.record_membrane else None
         if cfg.return_state:
             record.final_state = LayerState(u, syn if cfg.model == "synaptic" else None, s)
         ctx.cfg, ctx.record, ctx.keep_dense = cfg, record, keep_dense
