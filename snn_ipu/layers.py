@@ -305,6 +305,8 @@ class _Layer(nn.Module):
                 if len(fills) >= 8:  # a constant changed call after call
                     fills.clear()
                 filled = fills[key] = torch.full((self.out_features,), value, dtype=dtype)
+                # no one else holds it (or changes it): a backend need not copy it
+                filled.layer_owned = True
             return filled
         t = t.to(dtype)
         if clamp:

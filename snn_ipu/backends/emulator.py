@@ -310,12 +310,19 @@ def _check_unchanged(where: str, storage: tuple, params: LayerParams) -> bool:
 def _keep_forward_values(ctx, params: LayerParams) -> None:
     """What the backward pass reads of the parameters as the forward pass used them:
     aliases of their storage (a parameter assigned through ``.data`` since keeps its
-    old storage here, as torch's own saved tensors do), and a copy of the threshold,
-    which is not saved for autograd's version check (torch's ops do not save it either:
-    a threshold changed in place between the passes, a schedule between the chunks of
-    one backward, still differentiates the forward pass that ran)."""
-    ctx.forward_params = LayerParams(*(None if t is None else t.detach() for t in params))
-    ctx.threshold = None if params.threshold is None else params.threshold.detach().clone()
+    old storage here, as torch's own saved tensors do), and a copy of the threshold
+    (but of the layer's own fill, ``layer_owned``, which nothing else changes), which is
+    not saved for autograd's version check (torch's ops do not save it either: a
+    threshold changed in place between the passes, a schedule between the chunks of one
+    backward, still differentiates the forward pass that ran)."""
+    # (beta and alpha are the layer's own clamped or filled copies, which no one else
+    # holds; this runs on every call, so only the tensors a user can reassign are aliased)
+    weight, bias, rec_weight, beta, threshold, alpha = params
+    ctx.forward_params = LayerParams(
+        weight.detach(), None if bias is None else bias.detach(),
+        None if rec_weight is None else rec_weight.detach(), beta, threshold, alpha)
+    ctx.threshold = threshold if threshold is None or getattr(
+        threshold, "layer_owned", False) else threshold.clone()  # (no grad here)
 
 
 def _forward_values(ctx, saved: LayerParams) -> Tuple[LayerParams, bool]:
