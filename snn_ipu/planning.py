@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import torch
 
 from ._numbers import MAX_SIZE, flag, positive_size, real_number, whole_number
-from .backends.work_split import MODEL_CODES, model_code, planning_threads
+from .backends.work_split import DEFAULT_ACTIVITY, MODEL_CODES, model_code, planning_threads
 
 __all__ = ["IpuTiles", "LayerPlanRow", "PlanError", "PlanReport", "place", "plan"]
 
@@ -383,8 +383,8 @@ class PlanReport:
             lines.append(
                 "layout: the ops run one after another, so each layer takes its fastest plan "
                 "from tile 0 (place() builds the ops as planned here; an op of a layer it did "
-                "not place takes its fastest plan for activity 0.05 and, without max_spikes, "
-                "a list sized for it)")
+                f"not place takes its fastest plan for activity {DEFAULT_ACTIVITY} and, "
+                "without max_spikes, a list sized for it)")
         if not self.is_ipu and self.layers:
             lines.append(f"host: a work item is a tile's neurons for a group of the batch's "
                          f"samples; tiles keep their weight block within "
@@ -429,7 +429,7 @@ class IpuTiles:
     num_steps: int
     sample_groups: int = 1
     capacity: Optional[int] = None
-    activity: float = 0.05
+    activity: float = DEFAULT_ACTIVITY
     capacity_in: Optional[int] = None
 
 
@@ -575,7 +575,7 @@ def plan(
     num_steps: int,
     target: str = "ipu2",
     max_spikes: Optional[int] = None,
-    activity: float = 0.05,
+    activity: float = DEFAULT_ACTIVITY,
     threads: Optional[int] = None,
     input_max_spikes: Optional[int] = None,
     pipelined: Optional[bool] = None,
@@ -681,7 +681,7 @@ def place(
     batch_size: int,
     num_steps: int,
     max_spikes: Optional[int] = None,
-    activity: float = 0.05,
+    activity: float = DEFAULT_ACTIVITY,
     input_max_spikes: Optional[int] = None,
     pipelined: Optional[bool] = None,
 ) -> PlanReport:

@@ -30,7 +30,7 @@ from .._native import _C
 from ..spikes import SparseSpikes
 from ..surrogate import ATan
 from .contract import CallRecord, LayerConfig, LayerParams, LayerState
-from .work_split import model_code
+from .work_split import DEFAULT_ACTIVITY, model_code
 
 __all__ = [
     "DOMAIN",
@@ -47,10 +47,6 @@ DOMAIN = "ai.snn_ipu"
 DOMAIN_VERSION = 1
 LIBRARY_ENV = "SNN_IPU_POPART_LIB"
 _LIBRARY_NAME = "libsnn_ipu_popart.so"
-# The activity an op is built for where place() did not plan its layer (plan()'s and
-# place()'s default): it sizes an automatic list capacity and the op's cycle estimates.
-UNPLACED_ACTIVITY = 0.05
-
 _loaded: Dict[str, ctypes.CDLL] = {}
 
 
@@ -123,12 +119,12 @@ def _ipu_split(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
     snn_ipu.planning reports for an unplaced layer: its fastest plan that fits)."""
     plan = _C.plan_layer(
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
-        cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, UNPLACED_ACTIVITY,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, capacity, DEFAULT_ACTIVITY,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
         input_needs_grad=input_needs_grad(spikes),
     )
     return {"neurons_per_tile": int(plan["neurons_per_tile_max"]),
-            "sample_groups": int(plan["sample_groups"]), "activity": UNPLACED_ACTIVITY}
+            "sample_groups": int(plan["sample_groups"]), "activity": DEFAULT_ACTIVITY}
 
 
 def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacity: int,
@@ -136,7 +132,7 @@ def _tiles(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor, capacit
     """``neurons_per_tile``, ``sample_groups``, ``first_tile`` and ``activity`` of the
     layer's op: where :func:`snn_ipu.planning.place` put the layer (with the activity
     it planned for), else the planner's own choice for the layer from tile 0 at
-    ``UNPLACED_ACTIVITY`` (each layer may then use the whole IPU: the ops run one after
+    ``DEFAULT_ACTIVITY`` (each layer may then use the whole IPU: the ops run one after
     another, and ``snn_ipu.plan`` says whether their data fit together, its
     "overlaid" layout)."""
     placed = cfg.ipu_tiles
@@ -180,7 +176,7 @@ def pack_attributes(
     has_bias: bool,
     keep_dense_state: bool,
     first_tile: int = 0,
-    activity: float = UNPLACED_ACTIVITY,
+    activity: float = DEFAULT_ACTIVITY,
     sample_groups: int = 1,
     input_needs_grad: bool = True,
 ) -> Dict[str, Any]:
@@ -228,7 +224,7 @@ def _capacity(cfg: LayerConfig, spikes: SparseSpikes, weight: torch.Tensor,
     # Static shapes on the IPU: an automatic capacity is the planner's guess.
     plan = _C.plan_layer(
         cfg.in_features, cfg.out_features, spikes.batch_size, spikes.num_steps,
-        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, UNPLACED_ACTIVITY,
+        cfg.recurrent, model_code(cfg.model), spikes.capacity, 0, DEFAULT_ACTIVITY,
         weight.element_size(), "ipu2", 1, dense_history=dense_history,
     )
     return int(plan["capacity_out"])

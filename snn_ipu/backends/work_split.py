@@ -17,7 +17,13 @@ import numpy as np
 
 from .._codes import MODELS as MODEL_CODES
 
-__all__ = ["MODEL_CODES", "WorkSplit", "model_code", "tile_starts_for", "work_split_for"]
+__all__ = ["DEFAULT_ACTIVITY", "MODEL_CODES", "WorkSplit", "model_code", "tile_starts_for",
+           "work_split_for"]
+
+# The fraction of neurons spiking per step that an IPU plan assumes where it is given
+# none (snn_ipu.plan and place), and that the op of a layer place() did not place is
+# built for: it sizes an automatic list capacity and the cycle estimates.
+DEFAULT_ACTIVITY = 0.05
 
 
 def model_code(model: Union[str, int]) -> int:
